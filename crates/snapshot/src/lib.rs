@@ -1,0 +1,1 @@
+//! `cairn-snapshot`: not built yet. This crate is empty on purpose; see the open issues.

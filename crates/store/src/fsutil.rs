@@ -1,0 +1,158 @@
+//! Small, safe file-system helpers shared by the store and the layers above: owner-only
+//! creation, durable atomic writes, directory syncs and advisory locks.
+//!
+//! The kernel's `flock` locks used here are released when the process holding them dies, so a
+//! crash never leaves a lock behind that wedges the store.
+
+use crate::error::{Error, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Mode of every directory the store creates.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file the store creates.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates `path` (and missing parents) owner-only, or checks that it is a real directory
+/// (not a symlink). Modes are set explicitly, so the umask does not matter.
+pub fn ensure_dir(path: &Path) -> Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(Error::corrupt(
+            "store directory",
+            path,
+            "is not a directory (a symlink or a file stands there); the store refuses to use it",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(path)
+                .map_err(|e| Error::io("create directory", path, e))?;
+            fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+                .map_err(|e| Error::io("set permissions of", path, e))?;
+            Ok(())
+        }
+        Err(e) => Err(Error::io("inspect", path, e)),
+    }
+}
+
+/// Creates a new file exclusively, owner-only, for writing. Never follows a symlink.
+pub fn create_new_file(path: &Path) -> Result<File> {
+    let f = OpenOptions::new()
+        .write(true)
+        .read(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| Error::io("create", path, e))?;
+    // The umask can only remove bits from FILE_MODE; set it anyway so the mode is exact.
+    f.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+        .map_err(|e| Error::io("set permissions of", path, e))?;
+    Ok(f)
+}
+
+/// Syncs a directory, so that renames and creations in it are durable.
+pub fn sync_dir(path: &Path) -> Result<()> {
+    let d = File::open(path).map_err(|e| Error::io("open directory", path, e))?;
+    d.sync_all()
+        .map_err(|e| Error::io("sync directory", path, e))
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A unique temporary file name in `dir`, tagged with `tag`, the process id and a counter.
+pub fn temp_name(dir: &Path, tag: &str) -> PathBuf {
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    dir.join(format!("{tag}-{}-{n}-{nanos:08x}.tmp", std::process::id()))
+}
+
+/// Writes `bytes` to `dest` durably and atomically: a temporary file in `tmp_dir` is written,
+/// synced and renamed over `dest`, and `dest`'s directory is synced.
+pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_name(tmp_dir, "write");
+    let result = (|| {
+        let mut f = create_new_file(&tmp)?;
+        f.write_all(bytes)
+            .map_err(|e| Error::io("write", &tmp, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", &tmp, e))?;
+        drop(f);
+        fs::rename(&tmp, dest).map_err(|e| Error::io("rename into place", dest, e))?;
+        if let Some(parent) = dest.parent() {
+            sync_dir(parent)?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes a file if it exists; a missing file is not an error.
+pub fn remove_if_exists(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path, e)),
+    }
+}
+
+/// How to take an advisory lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// Shared with other shared holders.
+    Shared,
+    /// Exclusive.
+    Exclusive,
+}
+
+/// Takes an `flock` on `file`. With `wait == false`, returns `Ok(false)` when another holder
+/// has it.
+pub fn flock(file: &File, mode: LockMode, wait: bool, path: &Path) -> Result<bool> {
+    use rustix::fs::FlockOperation as Op;
+    let op = match (mode, wait) {
+        (LockMode::Shared, true) => Op::LockShared,
+        (LockMode::Shared, false) => Op::NonBlockingLockShared,
+        (LockMode::Exclusive, true) => Op::LockExclusive,
+        (LockMode::Exclusive, false) => Op::NonBlockingLockExclusive,
+    };
+    loop {
+        match rustix::fs::flock(file, op) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(false),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(Error::io("lock", path, e.into())),
+        }
+    }
+}
+
+/// Opens (creating owner-only if needed) a lock file without following a symlink.
+pub fn open_lock_file(path: &Path) -> Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| Error::io("open lock file", path, e))?;
+    Ok(f)
+}
+
+/// The current time in milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,447 @@
+//! Pack files and their indexes: many objects in one file, so writing N objects creates O(1)
+//! files. Formats are documented in `docs/FORMAT.md`.
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::id::{Hasher, ObjectId};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Magic at the start of a pack file.
+pub const PACK_MAGIC: &[u8; 8] = b"CAIRNPAK";
+/// Magic at the start of a pack index.
+pub const INDEX_MAGIC: &[u8; 8] = b"CAIRNIDX";
+/// The pack and index format version.
+pub const PACK_VERSION: u32 = 1;
+/// Size of the pack header.
+pub const PACK_HEADER_LEN: u64 = 16;
+/// Size of one record header in a pack.
+pub const RECORD_HEADER_LEN: usize = 52;
+/// Size of one index entry.
+pub const INDEX_ENTRY_LEN: usize = 64;
+const INDEX_HEADER_LEN: usize = 16 + 256 * 4;
+
+/// What an object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    /// File content or a symlink target.
+    Blob,
+    /// A directory listing.
+    Tree,
+}
+
+impl ObjectKind {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            ObjectKind::Blob => 1,
+            ObjectKind::Tree => 2,
+        }
+    }
+    pub(crate) fn from_code(c: u8) -> Option<Self> {
+        match c {
+            1 => Some(ObjectKind::Blob),
+            2 => Some(ObjectKind::Tree),
+            _ => None,
+        }
+    }
+}
+
+/// How an object's bytes are stored. Recorded in the object's framing, never in its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// The bytes as they are.
+    Raw,
+    /// A zstd frame.
+    Zstd,
+}
+
+impl Codec {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Codec::Raw => 0,
+            Codec::Zstd => 1,
+        }
+    }
+    pub(crate) fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// Where one object lies in a pack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The object's id.
+    pub id: ObjectId,
+    /// Offset of the record header in the pack.
+    pub offset: u64,
+    /// Length of the object's bytes.
+    pub raw_len: u64,
+    /// Length of the stored (possibly compressed) bytes.
+    pub stored_len: u64,
+    /// Blob or tree.
+    pub kind: ObjectKind,
+    /// How the bytes are stored.
+    pub codec: Codec,
+}
+
+/// A loaded pack index: entries sorted by id, with a fan-out table.
+#[derive(Debug)]
+pub struct PackIndex {
+    data: Vec<u8>,
+    count: usize,
+}
+
+impl PackIndex {
+    /// Reads and validates an index file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let data = std::fs::read(path).map_err(|e| Error::io("read pack index", path, e))?;
+        Self::from_bytes(data, path)
+    }
+
+    /// Validates index bytes.
+    pub fn from_bytes(data: Vec<u8>, path: &Path) -> Result<Self> {
+        let bad = |d: String| Error::corrupt("pack index", path, d);
+        if data.len() < INDEX_HEADER_LEN + 32 {
+            return Err(bad("truncated".into()));
+        }
+        if &data[..8] != INDEX_MAGIC {
+            return Err(bad("bad magic".into()));
+        }
+        let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+        if version != PACK_VERSION {
+            return Err(Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found: version,
+                supported: PACK_VERSION,
+            });
+        }
+        let count = u32::from_le_bytes(data[12..16].try_into().expect("4 bytes")) as usize;
+        let expected_len = INDEX_HEADER_LEN + count * INDEX_ENTRY_LEN + 32;
+        if data.len() != expected_len {
+            return Err(bad(format!(
+                "length {} does not match {count} entries",
+                data.len()
+            )));
+        }
+        let body = &data[..data.len() - 32];
+        if ObjectId::of(body).as_bytes()[..] != data[data.len() - 32..] {
+            return Err(bad("checksum mismatch".into()));
+        }
+        let idx = PackIndex { data, count };
+        // The fan-out table must be monotone and end at count, and ids strictly ascending.
+        let mut prev = 0u32;
+        for b in 0..256 {
+            let f = idx.fanout(b);
+            if f < prev {
+                return Err(bad("fan-out table is not monotone".into()));
+            }
+            prev = f;
+        }
+        if prev as usize != count {
+            return Err(bad("fan-out table does not end at the entry count".into()));
+        }
+        for i in 0..count {
+            let id = idx.id_at(i);
+            let lo = if id.0[0] == 0 {
+                0
+            } else {
+                idx.fanout(id.0[0] as usize - 1)
+            };
+            if (i as u32) < lo || (i as u32) >= idx.fanout(id.0[0] as usize) {
+                return Err(bad(format!("entry {i} is outside its fan-out bucket")));
+            }
+            if i > 0 && idx.id_at(i - 1) >= id {
+                return Err(bad(format!("entry {i} is not sorted")));
+            }
+            idx.entry_at(i)
+                .map_err(|d| bad(format!("entry {i}: {d}")))?;
+        }
+        Ok(idx)
+    }
+
+    fn fanout(&self, byte: usize) -> u32 {
+        let o = 16 + byte * 4;
+        u32::from_le_bytes(self.data[o..o + 4].try_into().expect("4 bytes"))
+    }
+
+    fn id_at(&self, i: usize) -> ObjectId {
+        let o = INDEX_HEADER_LEN + i * INDEX_ENTRY_LEN;
+        ObjectId(self.data[o..o + 32].try_into().expect("32 bytes"))
+    }
+
+    fn entry_at(&self, i: usize) -> std::result::Result<IndexEntry, String> {
+        let o = INDEX_HEADER_LEN + i * INDEX_ENTRY_LEN;
+        let e = &self.data[o..o + INDEX_ENTRY_LEN];
+        let u64_at = |p: usize| u64::from_le_bytes(e[p..p + 8].try_into().expect("8 bytes"));
+        let kind = ObjectKind::from_code(e[56]).ok_or("unknown object kind")?;
+        let codec = Codec::from_code(e[57]).ok_or("unknown codec")?;
+        Ok(IndexEntry {
+            id: ObjectId(e[..32].try_into().expect("32 bytes")),
+            offset: u64_at(32),
+            raw_len: u64_at(40),
+            stored_len: u64_at(48),
+            kind,
+            codec,
+        })
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether the index lists no object.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Looks `id` up.
+    pub fn lookup(&self, id: &ObjectId) -> Option<IndexEntry> {
+        let b = id.0[0] as usize;
+        let mut lo = if b == 0 {
+            0
+        } else {
+            self.fanout(b - 1) as usize
+        };
+        let mut hi = self.fanout(b) as usize;
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.id_at(mid).cmp(id) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.entry_at(mid).ok(),
+            }
+        }
+        None
+    }
+
+    /// Every entry, in id order.
+    pub fn entries(&self) -> impl Iterator<Item = IndexEntry> + '_ {
+        (0..self.count).filter_map(move |i| self.entry_at(i).ok())
+    }
+
+    /// Encodes entries (sorted here) into index bytes.
+    pub fn encode(mut entries: Vec<IndexEntry>) -> Vec<u8> {
+        entries.sort_by_key(|e| e.id);
+        entries.dedup_by(|a, b| a.id == b.id);
+        let mut out = Vec::with_capacity(INDEX_HEADER_LEN + entries.len() * INDEX_ENTRY_LEN + 32);
+        out.extend_from_slice(INDEX_MAGIC);
+        out.extend_from_slice(&PACK_VERSION.to_le_bytes());
+        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        let mut fan = [0u32; 256];
+        for e in &entries {
+            fan[e.id.0[0] as usize] += 1;
+        }
+        let mut acc = 0u32;
+        for f in fan.iter() {
+            acc += f;
+            out.extend_from_slice(&acc.to_le_bytes());
+        }
+        for e in &entries {
+            out.extend_from_slice(e.id.as_bytes());
+            out.extend_from_slice(&e.offset.to_le_bytes());
+            out.extend_from_slice(&e.raw_len.to_le_bytes());
+            out.extend_from_slice(&e.stored_len.to_le_bytes());
+            out.push(e.kind.code());
+            out.push(e.codec.code());
+            out.extend_from_slice(&[0u8; 6]);
+        }
+        let sum = ObjectId::of(&out);
+        out.extend_from_slice(sum.as_bytes());
+        out
+    }
+}
+
+/// Reads one record's stored bytes from a pack file and checks its header against the index.
+pub fn read_record(file: &File, path: &Path, e: &IndexEntry) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corrupt(format!("object {}", e.id.short()), path, d);
+    let mut header = [0u8; RECORD_HEADER_LEN];
+    file.read_exact_at(&mut header, e.offset)
+        .map_err(|err| match err.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad("the pack is truncated".into()),
+            _ => Error::io("read pack", path, err),
+        })?;
+    if header[..32] != e.id.0 {
+        return Err(bad("the record header names another object".into()));
+    }
+    let raw_len = u64::from_le_bytes(header[36..44].try_into().expect("8 bytes"));
+    let stored_len = u64::from_le_bytes(header[44..52].try_into().expect("8 bytes"));
+    if raw_len != e.raw_len || stored_len != e.stored_len || header[33] != e.codec.code() {
+        return Err(bad("the record header disagrees with the index".into()));
+    }
+    let len = usize::try_from(stored_len).map_err(|_| bad("record too large".into()))?;
+    let mut data = vec![0u8; len];
+    file.read_exact_at(&mut data, e.offset + RECORD_HEADER_LEN as u64)
+        .map_err(|err| match err.kind() {
+            std::io::ErrorKind::UnexpectedEof => bad("the pack is truncated".into()),
+            _ => Error::io("read pack", path, err),
+        })?;
+    Ok(data)
+}
+
+/// Decodes stored bytes with `codec` and checks that they hash to `id` and have `raw_len` bytes.
+pub fn decode_stored(
+    stored: Vec<u8>,
+    codec: Codec,
+    id: &ObjectId,
+    raw_len: u64,
+    path: &Path,
+) -> Result<Vec<u8>> {
+    let bad = |d: String| Error::corrupt(format!("object {}", id.short()), path, d);
+    let raw = match codec {
+        Codec::Raw => stored,
+        Codec::Zstd => {
+            let cap = usize::try_from(raw_len).map_err(|_| bad("object too large".into()))?;
+            zstd::bulk::decompress(&stored, cap)
+                .map_err(|err| bad(format!("does not decompress: {err}")))?
+        }
+    };
+    if raw.len() as u64 != raw_len {
+        return Err(bad(format!(
+            "{} bytes where {raw_len} were stored",
+            raw.len()
+        )));
+    }
+    let actual = ObjectId::of(&raw);
+    if actual != *id {
+        return Err(bad(format!("its bytes hash to {}", actual.short())));
+    }
+    Ok(raw)
+}
+
+/// Writes one pack file in the store's `tmp/` directory; [`PackWriter::finish`] syncs it and
+/// its index and renames both into place.
+pub(crate) struct PackWriter {
+    file: BufWriter<File>,
+    tmp_path: PathBuf,
+    hasher: Hasher,
+    offset: u64,
+    entries: Vec<IndexEntry>,
+    installed: bool,
+}
+
+impl Drop for PackWriter {
+    fn drop(&mut self) {
+        if !self.installed {
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+impl PackWriter {
+    pub(crate) fn create(tmp_dir: &Path) -> Result<Self> {
+        let tmp_path = fsutil::temp_name(tmp_dir, "pack");
+        let file = fsutil::create_new_file(&tmp_path)?;
+        let mut w = PackWriter {
+            file: BufWriter::with_capacity(1 << 20, file),
+            tmp_path,
+            hasher: Hasher::new(),
+            offset: 0,
+            entries: Vec::new(),
+            installed: false,
+        };
+        let mut header = Vec::with_capacity(PACK_HEADER_LEN as usize);
+        header.extend_from_slice(PACK_MAGIC);
+        header.extend_from_slice(&PACK_VERSION.to_le_bytes());
+        header.extend_from_slice(&0u32.to_le_bytes());
+        w.write(&header)?;
+        Ok(w)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all(bytes)
+            .map_err(|e| Error::io("write pack", &self.tmp_path, e))?;
+        self.hasher.update(bytes);
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Appends one object's stored bytes.
+    pub(crate) fn append(
+        &mut self,
+        id: ObjectId,
+        kind: ObjectKind,
+        codec: Codec,
+        raw_len: u64,
+        stored: &[u8],
+    ) -> Result<()> {
+        let offset = self.offset;
+        let mut h = [0u8; RECORD_HEADER_LEN];
+        h[..32].copy_from_slice(id.as_bytes());
+        h[32] = kind.code();
+        h[33] = codec.code();
+        h[36..44].copy_from_slice(&raw_len.to_le_bytes());
+        h[44..52].copy_from_slice(&(stored.len() as u64).to_le_bytes());
+        self.write(&h)?;
+        self.write(stored)?;
+        self.entries.push(IndexEntry {
+            id,
+            offset,
+            raw_len,
+            stored_len: stored.len() as u64,
+            kind,
+            codec,
+        });
+        Ok(())
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.offset
+    }
+
+    pub(crate) fn object_count(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Syncs the pack, writes and syncs its index, and renames both into `packs_dir` (the index
+    /// last, so a reader never sees an index whose pack is missing). Returns the pack's id, the
+    /// path of its pack file and its index.
+    pub(crate) fn finish(
+        mut self,
+        tmp_dir: &Path,
+        packs_dir: &Path,
+    ) -> Result<(ObjectId, PathBuf, PackIndex)> {
+        self.file
+            .flush()
+            .map_err(|e| Error::io("write pack", &self.tmp_path, e))?;
+        let file = self
+            .file
+            .get_ref()
+            .try_clone()
+            .map_err(|e| Error::io("sync pack", &self.tmp_path, e))?;
+        file.sync_all()
+            .map_err(|e| Error::io("sync pack", &self.tmp_path, e))?;
+        let pack_id = self.hasher.clone().finish();
+        let index_bytes = PackIndex::encode(std::mem::take(&mut self.entries));
+        let idx_tmp = fsutil::temp_name(tmp_dir, "idx");
+        let result = (|| {
+            let mut f = fsutil::create_new_file(&idx_tmp)?;
+            f.write_all(&index_bytes)
+                .map_err(|e| Error::io("write pack index", &idx_tmp, e))?;
+            f.sync_all()
+                .map_err(|e| Error::io("sync pack index", &idx_tmp, e))?;
+            let pack_path = packs_dir.join(format!("{}.pack", pack_id.to_hex()));
+            let idx_path = packs_dir.join(format!("{}.idx", pack_id.to_hex()));
+            std::fs::rename(&self.tmp_path, &pack_path)
+                .map_err(|e| Error::io("rename pack into place", &pack_path, e))?;
+            self.installed = true;
+            std::fs::rename(&idx_tmp, &idx_path)
+                .map_err(|e| Error::io("rename pack index into place", &idx_path, e))?;
+            fsutil::sync_dir(packs_dir)?;
+            let index = PackIndex::from_bytes(index_bytes.clone(), &idx_path)?;
+            Ok((pack_id, pack_path, index))
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&idx_tmp);
+        }
+        result
+    }
+}

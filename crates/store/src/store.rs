@@ -1,0 +1,1133 @@
+//! The store: objects in packs (and large blobs in files of their own), manifests, and the
+//! directories the layers above keep their state in.
+
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::id::{resolve_prefix, ObjectId, SnapshotId, TreeId};
+use crate::lock::{self, MarkerInfo, OperationGuard, OperationKind};
+use crate::manifest::Manifest;
+use crate::pack::{self, Codec, IndexEntry, ObjectKind, PackIndex, PackWriter};
+use crate::tree::Tree;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Magic at the start of a large object's file.
+pub const LARGE_MAGIC: &[u8; 8] = b"CAIRNLRG";
+/// Length of a large object's header.
+pub const LARGE_HEADER_LEN: u64 = 24;
+const LARGE_VERSION: u32 = 1;
+const CHUNK: usize = 256 * 1024;
+
+/// How objects are compressed. The choice is recorded per object, never in its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Store bytes as they are.
+    None,
+    /// zstd at this level (1..=19). Objects that do not shrink by at least 1/8 are stored raw.
+    Zstd {
+        /// The zstd level.
+        level: i32,
+    },
+}
+
+impl Default for Compression {
+    /// zstd level 3: measured in `docs/PERFORMANCE.md` to shrink source-like trees about 3x at
+    /// a cost well below the hashing that precedes it.
+    fn default() -> Self {
+        Compression::Zstd { level: 3 }
+    }
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// Compression of new objects.
+    pub compression: Compression,
+    /// A pack is closed and a new one started once it holds this many bytes.
+    pub pack_target_bytes: u64,
+    /// Blobs larger than this are stored in files of their own, streamed, never held in memory.
+    pub inline_max_bytes: u64,
+    /// Create the store if it does not exist.
+    pub create: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            compression: Compression::default(),
+            pack_target_bytes: 256 << 20,
+            inline_max_bytes: 1 << 20,
+            create: true,
+        }
+    }
+}
+
+/// The paths of a store's directories.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The store's own directory.
+    pub root: PathBuf,
+    /// `objects/`.
+    pub objects: PathBuf,
+    /// `objects/packs/`: pack files and their indexes.
+    pub packs: PathBuf,
+    /// `objects/large/`: blobs larger than `inline_max_bytes`, one file each.
+    pub large: PathBuf,
+    /// `snapshots/`: one manifest per snapshot.
+    pub snapshots: PathBuf,
+    /// `workspaces/`: per-workspace state (stat caches).
+    pub workspaces: PathBuf,
+    /// `journal/`: restore and rewind journals.
+    pub journal: PathBuf,
+    /// `locks/`: operation markers and `gc.lock`.
+    pub locks: PathBuf,
+    /// `tmp/`: temporary files.
+    pub tmp: PathBuf,
+}
+
+impl Layout {
+    fn new(root: &Path) -> Self {
+        let objects = root.join("objects");
+        Layout {
+            root: root.to_path_buf(),
+            packs: objects.join("packs"),
+            large: objects.join("large"),
+            objects,
+            snapshots: root.join("snapshots"),
+            workspaces: root.join("workspaces"),
+            journal: root.join("journal"),
+            locks: root.join("locks"),
+            tmp: root.join("tmp"),
+        }
+    }
+
+    fn dirs(&self) -> [&Path; 9] {
+        [
+            &self.root,
+            &self.objects,
+            &self.packs,
+            &self.large,
+            &self.snapshots,
+            &self.workspaces,
+            &self.journal,
+            &self.locks,
+            &self.tmp,
+        ]
+    }
+
+    /// The quarantine list: ids found corrupt, rewritten by the next write of the same content.
+    pub fn quarantine(&self) -> PathBuf {
+        self.objects.join("quarantine")
+    }
+
+    /// Path of a large object.
+    pub fn large_path(&self, id: &ObjectId) -> PathBuf {
+        self.large.join(id.to_hex())
+    }
+
+    /// Path of a manifest.
+    pub fn manifest_path(&self, id: &SnapshotId) -> PathBuf {
+        self.snapshots.join(id.to_hex())
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct LoadedPack {
+    pub(crate) id: ObjectId,
+    pub(crate) path: PathBuf,
+    pub(crate) index: PackIndex,
+    file: Mutex<Option<Arc<File>>>,
+}
+
+impl LoadedPack {
+    pub(crate) fn file(&self) -> Result<Arc<File>> {
+        let mut g = self.file.lock();
+        if let Some(f) = g.as_ref() {
+            return Ok(f.clone());
+        }
+        let f =
+            Arc::new(File::open(&self.path).map_err(|e| Error::io("open pack", &self.path, e))?);
+        *g = Some(f.clone());
+        Ok(f)
+    }
+
+    pub(crate) fn read(&self, e: &IndexEntry) -> Result<Vec<u8>> {
+        let f = self.file()?;
+        let stored = pack::read_record(&f, &self.path, e)?;
+        pack::decode_stored(stored, e.codec, &e.id, e.raw_len, &self.path)
+    }
+}
+
+/// A pack index that could not be loaded.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BrokenIndex {
+    /// Its path.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub error: String,
+}
+
+#[derive(Debug, Default)]
+struct PackSet {
+    packs: HashMap<ObjectId, Arc<LoadedPack>>,
+    broken: Vec<BrokenIndex>,
+}
+
+/// Where one copy of an object lies.
+#[derive(Debug, Clone)]
+pub(crate) enum Location {
+    Pack(Arc<LoadedPack>, IndexEntry),
+    Large(PathBuf),
+}
+
+#[derive(Debug)]
+struct Inner {
+    layout: Layout,
+    options: StoreOptions,
+    packs: RwLock<PackSet>,
+    quarantine: RwLock<HashSet<ObjectId>>,
+}
+
+/// A content-addressed store. Cheap to clone; safe to share between threads; several
+/// processes may open the same store at once.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+/// Readable snapshots (oldest first) and the ids of manifests that could not be read.
+pub type SnapshotList = (Vec<SnapshotEntry>, Vec<(SnapshotId, Error)>);
+
+/// A snapshot as listed by [`Store::list_snapshots`].
+#[derive(Debug, Clone)]
+pub struct SnapshotEntry {
+    /// Its id.
+    pub id: SnapshotId,
+    /// Its manifest.
+    pub manifest: Manifest,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it (owner-only) when `options.create` is set.
+    ///
+    /// Every directory of the store must be a real directory: a symlink standing in for one is
+    /// refused (`CORRUPT`), so nothing the store writes or deletes can land outside it.
+    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let root = path.as_ref();
+        let layout = Layout::new(root);
+        if !options.create && std::fs::symlink_metadata(root).is_err() {
+            return Err(Error::NotFound {
+                what: "store".into(),
+                path: Some(root.to_path_buf()),
+            });
+        }
+        for d in layout.dirs() {
+            fsutil::ensure_dir(d)?;
+        }
+        let store = Store {
+            inner: Arc::new(Inner {
+                layout,
+                options,
+                packs: RwLock::new(PackSet::default()),
+                quarantine: RwLock::new(HashSet::new()),
+            }),
+        };
+        store.refresh()?;
+        store.load_quarantine()?;
+        Ok(store)
+    }
+
+    /// The store's directories.
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.layout.root
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.options
+    }
+
+    /// Loads the indexes of packs other processes wrote since the last look, and forgets packs
+    /// that a collection removed.
+    pub fn refresh(&self) -> Result<()> {
+        let dir = &self.inner.layout.packs;
+        let mut present = HashSet::new();
+        let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some(hex) = name.strip_suffix(".idx") else {
+                continue;
+            };
+            let Ok(id) = ObjectId::from_hex(hex) else {
+                continue;
+            };
+            present.insert(id);
+        }
+        let mut set = self.inner.packs.write();
+        set.packs.retain(|id, _| present.contains(id));
+        set.broken.clear();
+        for id in present {
+            if set.packs.contains_key(&id) {
+                continue;
+            }
+            let idx_path = dir.join(format!("{}.idx", id.to_hex()));
+            let meta = match std::fs::symlink_metadata(&idx_path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("inspect", &idx_path, e)),
+            };
+            if !meta.is_file() {
+                set.broken.push(BrokenIndex {
+                    path: idx_path,
+                    error: "not a regular file".into(),
+                });
+                continue;
+            }
+            match PackIndex::load(&idx_path) {
+                Ok(index) => {
+                    set.packs.insert(
+                        id,
+                        Arc::new(LoadedPack {
+                            id,
+                            path: dir.join(format!("{}.pack", id.to_hex())),
+                            index,
+                            file: Mutex::new(None),
+                        }),
+                    );
+                }
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => set.broken.push(BrokenIndex {
+                    path: idx_path,
+                    error: e.to_string(),
+                }),
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn packs(&self) -> Vec<Arc<LoadedPack>> {
+        self.inner.packs.read().packs.values().cloned().collect()
+    }
+
+    /// Pack indexes that could not be loaded at the last refresh.
+    pub fn broken_indexes(&self) -> Vec<BrokenIndex> {
+        self.inner.packs.read().broken.clone()
+    }
+
+    fn load_quarantine(&self) -> Result<()> {
+        let path = self.inner.layout.quarantine();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let mut q = self.inner.quarantine.write();
+        q.clear();
+        q.extend(
+            text.lines()
+                .filter_map(|l| ObjectId::from_hex(l.trim()).ok()),
+        );
+        Ok(())
+    }
+
+    /// Records ids found corrupt, so the next write of the same content stores it again.
+    pub(crate) fn quarantine(&self, ids: &[ObjectId]) -> Result<()> {
+        let mut q = self.inner.quarantine.write();
+        let new: Vec<&ObjectId> = ids.iter().filter(|id| !q.contains(id)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let path = self.inner.layout.quarantine();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", &path, e))?;
+        let mut text = String::new();
+        for id in &new {
+            text.push_str(&id.to_hex());
+            text.push('\n');
+        }
+        f.write_all(text.as_bytes())
+            .map_err(|e| Error::io("write", &path, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", &path, e))?;
+        q.extend(new.into_iter().copied());
+        Ok(())
+    }
+
+    /// Replaces the quarantine list (after a collection dropped the bad copies).
+    pub(crate) fn set_quarantine(&self, ids: HashSet<ObjectId>) -> Result<()> {
+        let path = self.inner.layout.quarantine();
+        let mut text = String::new();
+        for id in &ids {
+            text.push_str(&id.to_hex());
+            text.push('\n');
+        }
+        fsutil::write_atomic(&self.inner.layout.tmp, &path, text.as_bytes())?;
+        *self.inner.quarantine.write() = ids;
+        Ok(())
+    }
+
+    pub(crate) fn is_quarantined(&self, id: &ObjectId) -> bool {
+        self.inner.quarantine.read().contains(id)
+    }
+
+    /// Every place a copy of `id` lies.
+    pub(crate) fn locations(&self, id: &ObjectId) -> Vec<Location> {
+        let mut out = Vec::new();
+        for p in self.inner.packs.read().packs.values() {
+            if let Some(e) = p.index.lookup(id) {
+                out.push(Location::Pack(p.clone(), e));
+            }
+        }
+        let large = self.inner.layout.large_path(id);
+        if std::fs::symlink_metadata(&large)
+            .map(|m| m.is_file())
+            .unwrap_or(false)
+        {
+            out.push(Location::Large(large));
+        }
+        out
+    }
+
+    /// Whether the store holds `id` (in a loaded pack or as a large object).
+    pub fn contains(&self, id: &ObjectId) -> bool {
+        if self
+            .inner
+            .packs
+            .read()
+            .packs
+            .values()
+            .any(|p| p.index.lookup(id).is_some())
+        {
+            return true;
+        }
+        std::fs::symlink_metadata(self.inner.layout.large_path(id))
+            .map(|m| m.is_file())
+            .unwrap_or(false)
+    }
+
+    /// The raw length of object `id` as recorded when it was stored, if present.
+    pub fn object_size(&self, id: &ObjectId) -> Option<u64> {
+        for p in self.inner.packs.read().packs.values() {
+            if let Some(e) = p.index.lookup(id) {
+                return Some(e.raw_len);
+            }
+        }
+        read_large_header(&self.inner.layout.large_path(id))
+            .ok()
+            .map(|h| h.raw_len)
+    }
+
+    /// Reads object `id` whole, checking its hash. Large objects are read whole too: use
+    /// [`Store::copy_object_to`] to stream them.
+    pub fn read_object(&self, id: &ObjectId) -> Result<(ObjectKind, Vec<u8>)> {
+        let mut out = Vec::new();
+        let kind = self.with_verified_copy(id, |loc| match loc {
+            Location::Pack(p, e) => {
+                let bytes = p.read(e)?;
+                out = bytes;
+                Ok(e.kind)
+            }
+            Location::Large(path) => {
+                let mut buf = Vec::new();
+                let kind = copy_large(path, id, &mut buf)?;
+                out = buf;
+                Ok(kind)
+            }
+        })?;
+        Ok((kind, out))
+    }
+
+    /// Streams object `id` into `out`, checking its hash; returns its length. When the content
+    /// does not match its id, a `CORRUPT` error is returned after some bytes may have been
+    /// written: callers write into a staging file they discard on error.
+    pub fn copy_object_to(&self, id: &ObjectId, out: &mut dyn Write) -> Result<u64> {
+        self.with_verified_copy(id, |loc| match loc {
+            Location::Pack(p, e) => {
+                let bytes = p.read(e)?;
+                out.write_all(&bytes)
+                    .map_err(|err| Error::io("write", PathBuf::from("<output>"), err))?;
+                Ok(bytes.len() as u64)
+            }
+            Location::Large(path) => {
+                let mut counter = CountingWriter { inner: out, n: 0 };
+                copy_large(path, id, &mut counter)?;
+                Ok(counter.n)
+            }
+        })
+    }
+
+    /// Runs `f` on each copy of `id` until one succeeds. Copies that fail their check are put in
+    /// quarantine. No copy at all, even after a refresh, is `NOT_FOUND`.
+    fn with_verified_copy<T>(
+        &self,
+        id: &ObjectId,
+        mut f: impl FnMut(&Location) -> Result<T>,
+    ) -> Result<T> {
+        let mut locs = self.locations(id);
+        if locs.is_empty() {
+            self.refresh()?;
+            locs = self.locations(id);
+        }
+        if locs.is_empty() {
+            return Err(Error::not_found(format!("object {id}")));
+        }
+        let mut last_err = None;
+        for loc in &locs {
+            match f(loc) {
+                Ok(v) => return Ok(v),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        let err = last_err.expect("at least one location was tried");
+        if err.kind_is_corrupt() {
+            let _ = self.quarantine(&[*id]);
+        }
+        Err(err)
+    }
+
+    /// Reads and decodes tree `id`.
+    pub fn read_tree(&self, id: &TreeId) -> Result<Tree> {
+        let (kind, bytes) = self.read_object(&id.0)?;
+        let origin = self.inner.layout.objects.join(id.to_hex());
+        if kind != ObjectKind::Tree {
+            // The same bytes may have been stored as a blob first; they still decode as a tree.
+            return Tree::decode(&bytes, Some(id), &origin);
+        }
+        Tree::decode(&bytes, Some(id), &origin)
+    }
+
+    /// Registers an operation marker; collections defer their sweep while it is held, and
+    /// retention keeps the snapshots in `pins`.
+    pub fn begin_operation(
+        &self,
+        kind: OperationKind,
+        pins: &[SnapshotId],
+    ) -> Result<OperationGuard> {
+        lock::begin(&self.inner.layout.locks, &self.inner.layout.tmp, kind, pins)
+    }
+
+    /// The operation markers held by live processes (stale ones are removed).
+    pub fn live_operations(&self) -> Result<Vec<MarkerInfo>> {
+        lock::live_markers(&self.inner.layout.locks)
+    }
+
+    /// Starts writing objects. The writer is shared by reference between threads.
+    pub fn writer<'a>(&'a self, guard: &'a OperationGuard) -> ObjectWriter<'a> {
+        // Another process may have written packs since we opened: see them, to share objects.
+        let _ = self.refresh();
+        ObjectWriter {
+            store: self,
+            _guard: guard,
+            current: Mutex::new(None),
+            written: Mutex::new(HashSet::new()),
+            stats: AtomicStats::default(),
+        }
+    }
+
+    /// Writes a manifest once every object it names is durable, and returns the snapshot id.
+    /// Refuses (`CORRUPT`) a manifest whose root tree the store does not hold.
+    pub fn write_manifest(&self, _guard: &OperationGuard, m: &Manifest) -> Result<SnapshotId> {
+        if !self.contains(&m.root.0) {
+            self.refresh()?;
+            if !self.contains(&m.root.0) {
+                return Err(Error::corrupt(
+                    format!("manifest for tree {}", m.root.short()),
+                    self.path(),
+                    "its root tree is not in the store; write and commit the objects first",
+                ));
+            }
+        }
+        let bytes = m.encode()?;
+        let id = Manifest::id_of(&bytes);
+        self.write_manifest_bytes(&id, &bytes)?;
+        Ok(id)
+    }
+
+    pub(crate) fn write_manifest_bytes(&self, id: &SnapshotId, bytes: &[u8]) -> Result<()> {
+        let path = self.inner.layout.manifest_path(id);
+        fsutil::write_atomic(&self.inner.layout.tmp, &path, bytes)
+    }
+
+    /// Reads the raw bytes of a manifest.
+    pub fn read_manifest_bytes(&self, id: &SnapshotId) -> Result<Vec<u8>> {
+        let path = self.inner.layout.manifest_path(id);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(Error::corrupt(
+                    format!("manifest {}", id.short()),
+                    &path,
+                    "is not a regular file",
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotFound {
+                    what: format!("snapshot {}", id.short()),
+                    path: Some(path),
+                })
+            }
+            Err(e) => return Err(Error::io("inspect", &path, e)),
+        }
+        std::fs::read(&path).map_err(|e| Error::io("read manifest", &path, e))
+    }
+
+    /// Reads and checks a snapshot's manifest.
+    pub fn read_manifest(&self, id: &SnapshotId) -> Result<Manifest> {
+        let bytes = self.read_manifest_bytes(id)?;
+        Manifest::decode(&bytes, Some(id), &self.inner.layout.manifest_path(id))
+    }
+
+    /// Whether a snapshot's manifest exists.
+    pub fn has_snapshot(&self, id: &SnapshotId) -> bool {
+        std::fs::symlink_metadata(self.inner.layout.manifest_path(id))
+            .map(|m| m.is_file())
+            .unwrap_or(false)
+    }
+
+    /// The ids of every manifest file, in no order.
+    pub fn snapshot_ids(&self) -> Result<Vec<SnapshotId>> {
+        let dir = &self.inner.layout.snapshots;
+        let mut out = Vec::new();
+        let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| Error::io("list", dir, e))?;
+            if let Some(Ok(id)) = entry.file_name().to_str().map(SnapshotId::from_hex) {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every readable snapshot, oldest first, and the ids of those that could not be read.
+    pub fn list_snapshots(&self) -> Result<SnapshotList> {
+        let mut ok = Vec::new();
+        let mut bad = Vec::new();
+        for id in self.snapshot_ids()? {
+            match self.read_manifest(&id) {
+                Ok(manifest) => ok.push(SnapshotEntry { id, manifest }),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => bad.push((id, e)),
+            }
+        }
+        ok.sort_by_key(|e| (e.manifest.created_ms, e.id));
+        Ok((ok, bad))
+    }
+
+    /// Resolves a snapshot name: a full id, a unique prefix of 4+ hex characters, or a label
+    /// (the newest snapshot with that label).
+    pub fn resolve(&self, name: &str) -> Result<SnapshotId> {
+        let ids = self.snapshot_ids()?;
+        let is_hex =
+            name.len() >= crate::id::MIN_PREFIX_LEN && name.bytes().all(|b| b.is_ascii_hexdigit());
+        if is_hex {
+            match resolve_prefix(name, "snapshot", ids.iter().map(|i| i.0)) {
+                Ok(id) => return Ok(SnapshotId(id)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let (list, _) = self.list_snapshots()?;
+        if let Some(e) = list
+            .iter()
+            .rev()
+            .find(|e| e.manifest.label.as_deref() == Some(name))
+        {
+            return Ok(e.id);
+        }
+        Err(Error::not_found(format!(
+            "snapshot '{name}' (no id, prefix or label matches; `cairn list` shows them)"
+        )))
+    }
+
+    /// Removes a manifest file. Objects stay until a collection.
+    pub(crate) fn remove_manifest(&self, id: &SnapshotId) -> Result<()> {
+        let path = self.inner.layout.manifest_path(id);
+        fsutil::remove_if_exists(&path)?;
+        fsutil::sync_dir(&self.inner.layout.snapshots)
+    }
+
+    /// The directory for a workspace's own state (its stat cache), created owner-only.
+    /// A workspace id is 1 to 64 of `[A-Za-z0-9_.-]`, not starting with a dot.
+    pub fn workspace_dir(&self, workspace_id: &str) -> Result<PathBuf> {
+        check_workspace_id(workspace_id)?;
+        let dir = self.inner.layout.workspaces.join(workspace_id);
+        fsutil::ensure_dir(&dir)?;
+        Ok(dir)
+    }
+}
+
+/// Checks a workspace id: 1 to 64 of `[A-Za-z0-9_.-]`, not starting with a dot.
+pub fn check_workspace_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "'{id}' is not a workspace id: use 1 to 64 letters, digits, '_', '-' or '.', not starting with '.'"
+        )))
+    }
+}
+
+impl Error {
+    fn kind_is_corrupt(&self) -> bool {
+        use crate::error::Classify;
+        self.kind() == crate::error::ErrorKind::Corrupt
+    }
+}
+
+struct CountingWriter<'a> {
+    inner: &'a mut dyn Write,
+    n: u64,
+}
+
+impl Write for CountingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LargeHeader {
+    pub(crate) kind: ObjectKind,
+    pub(crate) codec: Codec,
+    pub(crate) raw_len: u64,
+}
+
+pub(crate) fn read_large_header(path: &Path) -> Result<LargeHeader> {
+    let f = File::open(path).map_err(|e| Error::io("open object", path, e))?;
+    let mut h = [0u8; LARGE_HEADER_LEN as usize];
+    f.read_exact_at(&mut h, 0).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => {
+            Error::corrupt("large object", path, "truncated header")
+        }
+        _ => Error::io("read object", path, e),
+    })?;
+    parse_large_header(&h, path)
+}
+
+fn parse_large_header(h: &[u8; LARGE_HEADER_LEN as usize], path: &Path) -> Result<LargeHeader> {
+    let bad = |d: &str| Error::corrupt("large object", path, d);
+    if &h[..8] != LARGE_MAGIC {
+        return Err(bad("bad magic"));
+    }
+    let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    if version != LARGE_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: LARGE_VERSION,
+        });
+    }
+    Ok(LargeHeader {
+        kind: ObjectKind::from_code(h[12]).ok_or_else(|| bad("unknown kind"))?,
+        codec: Codec::from_code(h[13]).ok_or_else(|| bad("unknown codec"))?,
+        raw_len: u64::from_le_bytes(h[16..24].try_into().expect("8 bytes")),
+    })
+}
+
+fn encode_large_header(h: &LargeHeader) -> [u8; LARGE_HEADER_LEN as usize] {
+    let mut out = [0u8; LARGE_HEADER_LEN as usize];
+    out[..8].copy_from_slice(LARGE_MAGIC);
+    out[8..12].copy_from_slice(&LARGE_VERSION.to_le_bytes());
+    out[12] = h.kind.code();
+    out[13] = h.codec.code();
+    out[16..24].copy_from_slice(&h.raw_len.to_le_bytes());
+    out
+}
+
+/// Streams a large object into `out`, checking its length and hash at the end.
+pub(crate) fn copy_large(path: &Path, id: &ObjectId, out: &mut dyn Write) -> Result<ObjectKind> {
+    let mut f = File::open(path).map_err(|e| Error::io("open object", path, e))?;
+    let mut h = [0u8; LARGE_HEADER_LEN as usize];
+    f.read_exact(&mut h).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => {
+            Error::corrupt(format!("object {}", id.short()), path, "truncated header")
+        }
+        _ => Error::io("read object", path, e),
+    })?;
+    let header = parse_large_header(&h, path)?;
+    let mut hasher = crate::id::Hasher::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; CHUNK];
+    let bad = |d: String| Error::corrupt(format!("object {}", id.short()), path, d);
+    let mut reader: Box<dyn Read> = match header.codec {
+        Codec::Raw => Box::new(f),
+        Codec::Zstd => Box::new(
+            zstd::stream::read::Decoder::new(f).map_err(|e| Error::io("read object", path, e))?,
+        ),
+    };
+    loop {
+        let k = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(bad(format!("does not read back: {e}"))),
+        };
+        hasher.update(&buf[..k]);
+        n += k as u64;
+        if n > header.raw_len {
+            return Err(bad("longer than recorded".into()));
+        }
+        out.write_all(&buf[..k])
+            .map_err(|e| Error::io("write", PathBuf::from("<output>"), e))?;
+    }
+    if n != header.raw_len {
+        return Err(bad(format!(
+            "{n} bytes where {} were stored",
+            header.raw_len
+        )));
+    }
+    let actual = hasher.finish();
+    if actual != *id {
+        return Err(bad(format!("its bytes hash to {}", actual.short())));
+    }
+    Ok(header.kind)
+}
+
+/// What an [`ObjectWriter`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WriteStats {
+    /// New objects written.
+    pub objects: u64,
+    /// Their bytes before compression.
+    pub raw_bytes: u64,
+    /// Their bytes as stored.
+    pub stored_bytes: u64,
+    /// Objects that were already in the store (or written earlier in the same batch).
+    pub deduplicated: u64,
+    /// Pack files created.
+    pub packs: u64,
+    /// Large objects created.
+    pub large_objects: u64,
+}
+
+#[derive(Debug, Default)]
+struct AtomicStats {
+    objects: AtomicU64,
+    raw_bytes: AtomicU64,
+    stored_bytes: AtomicU64,
+    deduplicated: AtomicU64,
+    packs: AtomicU64,
+    large_objects: AtomicU64,
+}
+
+/// The result of storing one blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// The object's id.
+    pub id: ObjectId,
+    /// Its length.
+    pub size: u64,
+    /// Whether this call wrote it (false: it was there already).
+    pub written: bool,
+}
+
+/// Writes objects into new packs (and large blobs into files of their own) for one
+/// operation. Use it from many threads by reference; [`ObjectWriter::commit`] makes everything
+/// durable. Dropping it without committing removes its temporary files; packs it already
+/// completed stay as unreferenced objects until a collection.
+#[derive(Debug)]
+pub struct ObjectWriter<'a> {
+    store: &'a Store,
+    _guard: &'a OperationGuard,
+    current: Mutex<Option<PackWriter>>,
+    written: Mutex<HashSet<ObjectId>>,
+    stats: AtomicStats,
+}
+
+impl std::fmt::Debug for PackWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackWriter")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl ObjectWriter<'_> {
+    /// The store written to.
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    /// Whether `id` is available to reference: written by this writer, or present in the store
+    /// and not quarantined.
+    pub fn contains(&self, id: &ObjectId) -> bool {
+        self.written.lock().contains(id)
+            || (self.store.contains(id) && !self.store.is_quarantined(id))
+    }
+
+    /// Claims `id` for writing; false when it is already present or being written.
+    fn claim(&self, id: &ObjectId) -> bool {
+        if self.store.contains(id) && !self.store.is_quarantined(id) {
+            return false;
+        }
+        self.written.lock().insert(*id)
+    }
+
+    fn compress(&self, bytes: &[u8]) -> (Codec, Option<Vec<u8>>) {
+        match self.store.inner.options.compression {
+            Compression::None => (Codec::Raw, None),
+            Compression::Zstd { level } => {
+                if bytes.len() < 64 {
+                    return (Codec::Raw, None);
+                }
+                match zstd::bulk::compress(bytes, level) {
+                    Ok(c) if c.len() < bytes.len() - bytes.len() / 8 => (Codec::Zstd, Some(c)),
+                    _ => (Codec::Raw, None),
+                }
+            }
+        }
+    }
+
+    /// Stores `bytes` as one object of `kind` (in a pack), unless it is there already.
+    pub fn put(&self, kind: ObjectKind, bytes: &[u8]) -> Result<PutOutcome> {
+        let id = ObjectId::of(bytes);
+        self.put_with_id(id, kind, bytes)
+    }
+
+    fn put_with_id(&self, id: ObjectId, kind: ObjectKind, bytes: &[u8]) -> Result<PutOutcome> {
+        let size = bytes.len() as u64;
+        if !self.claim(&id) {
+            self.stats.deduplicated.fetch_add(1, Ordering::Relaxed);
+            return Ok(PutOutcome {
+                id,
+                size,
+                written: false,
+            });
+        }
+        let (codec, compressed) = self.compress(bytes);
+        let stored = compressed.as_deref().unwrap_or(bytes);
+        let result = (|| {
+            let mut cur = self.current.lock();
+            if cur.is_none() {
+                *cur = Some(PackWriter::create(&self.store.inner.layout.tmp)?);
+            }
+            let pw = cur.as_mut().expect("created above");
+            pw.append(id, kind, codec, size, stored)?;
+            if pw.len() >= self.store.inner.options.pack_target_bytes {
+                let full = cur.take().expect("present");
+                drop(cur);
+                self.install(full)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.written.lock().remove(&id);
+            return Err(e);
+        }
+        self.stats.objects.fetch_add(1, Ordering::Relaxed);
+        self.stats.raw_bytes.fetch_add(size, Ordering::Relaxed);
+        self.stats.stored_bytes.fetch_add(
+            stored.len() as u64 + pack::RECORD_HEADER_LEN as u64,
+            Ordering::Relaxed,
+        );
+        Ok(PutOutcome {
+            id,
+            size,
+            written: true,
+        })
+    }
+
+    /// Stores a tree.
+    pub fn put_tree(&self, tree: &Tree) -> Result<TreeId> {
+        let bytes = tree.encode();
+        Ok(TreeId(self.put(ObjectKind::Tree, &bytes)?.id))
+    }
+
+    fn install(&self, pw: PackWriter) -> Result<()> {
+        if pw.object_count() == 0 {
+            return Ok(());
+        }
+        let layout = &self.store.inner.layout;
+        let (id, path, index) = pw.finish(&layout.tmp, &layout.packs)?;
+        self.store.inner.packs.write().packs.insert(
+            id,
+            Arc::new(LoadedPack {
+                id,
+                path,
+                index,
+                file: Mutex::new(None),
+            }),
+        );
+        self.stats.packs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stores a blob read from `reader`, hashing it as it is read. `size_hint` is the expected
+    /// length: blobs up to `inline_max_bytes` go into a pack (read into a buffer of at most
+    /// that size), larger ones are streamed into a file of their own and never held whole.
+    pub fn put_blob_from(&self, reader: &mut dyn Read, size_hint: u64) -> Result<PutOutcome> {
+        let inline_max = self.store.inner.options.inline_max_bytes;
+        let mut head = Vec::new();
+        if size_hint <= inline_max {
+            let cap = usize::try_from(size_hint).unwrap_or(0);
+            head.reserve(cap + 1);
+            reader
+                .take(inline_max + 1)
+                .read_to_end(&mut head)
+                .map_err(|e| Error::io("read", PathBuf::from("<input>"), e))?;
+            if head.len() as u64 <= inline_max {
+                return self.put(ObjectKind::Blob, &head);
+            }
+        }
+        self.put_large(head, reader, ObjectKind::Blob)
+    }
+
+    fn put_large(
+        &self,
+        head: Vec<u8>,
+        reader: &mut dyn Read,
+        kind: ObjectKind,
+    ) -> Result<PutOutcome> {
+        let layout = &self.store.inner.layout;
+        let tmp = fsutil::temp_name(&layout.tmp, "large");
+        let guard = TempFile(tmp.clone());
+        let mut file = fsutil::create_new_file(&tmp)?;
+        // Decide the codec from the first chunk.
+        let mut first = head;
+        if first.len() < CHUNK {
+            let want = CHUNK - first.len();
+            reader
+                .take(want as u64)
+                .read_to_end(&mut first)
+                .map_err(|e| Error::io("read", PathBuf::from("<input>"), e))?;
+        }
+        let codec = match self.compress(&first) {
+            (Codec::Zstd, _) => Codec::Zstd,
+            _ => Codec::Raw,
+        };
+        let level = match self.store.inner.options.compression {
+            Compression::Zstd { level } => level,
+            Compression::None => 0,
+        };
+        file.write_all(&[0u8; LARGE_HEADER_LEN as usize])
+            .map_err(|e| Error::io("write", &tmp, e))?;
+        let mut hasher = crate::id::Hasher::new();
+        let mut n = 0u64;
+        let file = {
+            let mut sink: Box<dyn Write> = match codec {
+                Codec::Raw => Box::new(std::io::BufWriter::with_capacity(CHUNK, &mut file)),
+                Codec::Zstd => Box::new(
+                    zstd::stream::write::Encoder::new(&mut file, level)
+                        .map_err(|e| Error::io("compress", &tmp, e))?
+                        .auto_finish(),
+                ),
+            };
+            hasher.update(&first);
+            n += first.len() as u64;
+            sink.write_all(&first)
+                .map_err(|e| Error::io("write", &tmp, e))?;
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let k = match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(k) => k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(Error::io("read", PathBuf::from("<input>"), e)),
+                };
+                hasher.update(&buf[..k]);
+                n += k as u64;
+                sink.write_all(&buf[..k])
+                    .map_err(|e| Error::io("write", &tmp, e))?;
+            }
+            sink.flush().map_err(|e| Error::io("write", &tmp, e))?;
+            drop(sink);
+            file
+        };
+        let id = hasher.finish();
+        let header = encode_large_header(&LargeHeader {
+            kind,
+            codec,
+            raw_len: n,
+        });
+        file.write_all_at(&header, 0)
+            .map_err(|e| Error::io("write", &tmp, e))?;
+        if !self.claim(&id) {
+            self.stats.deduplicated.fetch_add(1, Ordering::Relaxed);
+            return Ok(PutOutcome {
+                id,
+                size: n,
+                written: false,
+            });
+        }
+        let stored = file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| Error::io("inspect", &tmp, e))?;
+        file.sync_all().map_err(|e| Error::io("sync", &tmp, e))?;
+        drop(file);
+        let dest = layout.large_path(&id);
+        std::fs::rename(&tmp, &dest).map_err(|e| {
+            self.written.lock().remove(&id);
+            Error::io("rename into place", &dest, e)
+        })?;
+        std::mem::forget(guard);
+        fsutil::sync_dir(&layout.large)?;
+        self.stats.objects.fetch_add(1, Ordering::Relaxed);
+        self.stats.large_objects.fetch_add(1, Ordering::Relaxed);
+        self.stats.raw_bytes.fetch_add(n, Ordering::Relaxed);
+        self.stats.stored_bytes.fetch_add(stored, Ordering::Relaxed);
+        Ok(PutOutcome {
+            id,
+            size: n,
+            written: true,
+        })
+    }
+
+    /// What was written so far.
+    pub fn stats(&self) -> WriteStats {
+        WriteStats {
+            objects: self.stats.objects.load(Ordering::Relaxed),
+            raw_bytes: self.stats.raw_bytes.load(Ordering::Relaxed),
+            stored_bytes: self.stats.stored_bytes.load(Ordering::Relaxed),
+            deduplicated: self.stats.deduplicated.load(Ordering::Relaxed),
+            packs: self.stats.packs.load(Ordering::Relaxed),
+            large_objects: self.stats.large_objects.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Syncs and installs the open pack; afterwards every object written is durable and
+    /// readable by any process.
+    pub fn commit(self) -> Result<WriteStats> {
+        let cur = self.current.lock().take();
+        if let Some(pw) = cur {
+            self.install(pw)?;
+        }
+        Ok(self.stats())
+    }
+}
+
+/// Removes a temporary file when dropped (unless forgotten).
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -1,0 +1,1 @@
+//! Cross-crate end-to-end tests live in `tests/tests/`.
