@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -352,9 +352,13 @@ impl Store {
             return Ok(());
         }
         let path = self.inner.layout.quarantine();
+        // Owner-only like every file of the store (the umask cannot widen 0600), and never
+        // through a symlink planted in its place.
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
+            .mode(fsutil::FILE_MODE)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&path)
             .map_err(|e| Error::io("open", &path, e))?;
         let mut text = String::new();
