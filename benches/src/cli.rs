@@ -1,0 +1,173 @@
+//! The few command-line options the harness binaries take: `--name value` or `--name=value`.
+
+use std::collections::BTreeMap;
+
+/// Parsed options.
+#[derive(Debug, Default)]
+pub struct Args {
+    values: BTreeMap<String, String>,
+    /// Whether `--help` or `-h` was given.
+    pub help: bool,
+}
+
+impl Args {
+    /// Parses the process's arguments; every option must be one of `known` (names without
+    /// the dashes).
+    pub fn parse(known: &[&str]) -> Result<Args, String> {
+        Self::parse_from(std::env::args().skip(1), known)
+    }
+
+    /// Parses `args`.
+    pub fn parse_from(
+        args: impl IntoIterator<Item = String>,
+        known: &[&str],
+    ) -> Result<Args, String> {
+        let mut out = Args::default();
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            if arg == "--help" || arg == "-h" {
+                out.help = true;
+                continue;
+            }
+            // cargo bench passes --bench to every target; ignore it.
+            if arg == "--bench" {
+                continue;
+            }
+            let Some(rest) = arg.strip_prefix("--") else {
+                return Err(format!("unexpected argument {arg:?}"));
+            };
+            let (name, value) = match rest.split_once('=') {
+                Some((n, v)) => (n.to_string(), v.to_string()),
+                None => {
+                    let v = it.next().ok_or_else(|| format!("--{rest} needs a value"))?;
+                    (rest.to_string(), v)
+                }
+            };
+            if !known.contains(&name.as_str()) {
+                return Err(format!("unknown option --{name}"));
+            }
+            out.values.insert(name, value);
+        }
+        Ok(out)
+    }
+
+    /// The raw value of `--name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// `--name` as a number, or `default`.
+    pub fn number(&self, name: &str, default: u64) -> Result<u64, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => parse_count(v).ok_or_else(|| format!("--{name}: {v:?} is not a number")),
+        }
+    }
+
+    /// `--name` as a comma-separated list of numbers, or `default`.
+    pub fn numbers(&self, name: &str, default: &[u64]) -> Result<Vec<u64>, String> {
+        match self.get(name) {
+            None => Ok(default.to_vec()),
+            Some(v) => v
+                .split(',')
+                .map(|s| {
+                    parse_count(s.trim()).ok_or_else(|| format!("--{name}: {s:?} is not a number"))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Runs a harness binary: parses the options `known`, prints `usage` for `--help`, runs
+/// `body`, and on an error prints it with the usage and exits with status 2.
+pub fn main(
+    name: &str,
+    usage: &str,
+    known: &[&str],
+    body: impl FnOnce(Args) -> Result<(), String>,
+) {
+    let result = Args::parse(known).and_then(|args| {
+        if args.help {
+            println!("{usage}");
+            Ok(())
+        } else {
+            body(args)
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("{name}: {e}\n{usage}");
+        std::process::exit(2);
+    }
+}
+
+/// A count, allowing `_` separators and a `k` suffix (`60k`, `60_000`).
+fn parse_count(s: &str) -> Option<u64> {
+    let s = s.replace('_', "");
+    match s.strip_suffix(['k', 'K']) {
+        Some(n) => n.parse::<u64>().ok()?.checked_mul(1000),
+        None => s.parse().ok(),
+    }
+}
+
+/// Bytes for people: `12.3 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The median of `xs` (the mean of the middle two for an even count); `None` when empty.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn options_parse_in_both_spellings() {
+        let a = Args::parse_from(
+            args(&["--files", "10k,60_000", "--runs=3"]),
+            &["files", "runs"],
+        )
+        .expect("parses");
+        assert_eq!(
+            a.numbers("files", &[]).expect("numbers"),
+            vec![10_000, 60_000]
+        );
+        assert_eq!(a.number("runs", 5).expect("number"), 3);
+        assert_eq!(a.number("seed", 1).expect("default"), 1);
+        assert!(Args::parse_from(args(&["--nope", "1"]), &["files"]).is_err());
+        assert!(Args::parse_from(args(&["--files"]), &["files"]).is_err());
+    }
+
+    #[test]
+    fn medians_and_sizes_print_as_expected() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(12), "12 B");
+    }
+}
