@@ -4,8 +4,9 @@
 //! remove; it changes nothing (it is the dry run). [`sweep`] takes `locks/gc.lock`, defers
 //! (`deferred: true`) while any operation marker is held, plans again under the lock and then
 //! removes only what is unreachable *and* older than the grace period: packs whose objects are
-//! all dead are deleted, packs whose live share fell low are repacked, dead large objects and
-//! stale temporary files are removed.
+//! all dead are deleted, packs whose live share fell low or that hold a quarantined (corrupt)
+//! copy are repacked (dropping the bad copy once a good one exists elsewhere), dead large
+//! objects and stale temporary files are removed.
 //!
 //! The collector only removes names the store gives (`<hex>.pack`, `<hex>.idx`, `<hex>`,
 //! `*.tmp`), only as regular files, only in directories it checked to be real directories of
@@ -96,7 +97,8 @@ pub struct GcPlan {
     pub unreadable: Vec<Unreadable>,
     /// Packs whose objects are all unreachable and old enough: deleted.
     pub delete_packs: Vec<PackPlan>,
-    /// Packs to rewrite with only their live objects.
+    /// Packs to rewrite with only their live objects: those whose live share fell low, and
+    /// those holding a quarantined (corrupt) copy.
     pub repack: Vec<PackPlan>,
     /// Large objects unreachable and old enough: deleted.
     pub delete_large: Vec<ObjectId>,
@@ -237,8 +239,10 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
         let mut live = 0u64;
         let mut live_bytes = 0u64;
         let mut all_bytes = 0u64;
+        let mut damaged = false;
         for e in p.index.entries() {
             all_bytes += e.stored_len;
+            damaged |= store.is_quarantined(&e.id);
             if reach.objects.contains(&e.id) {
                 live += 1;
                 live_bytes += e.stored_len;
@@ -259,7 +263,11 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
         }
         if live == 0 {
             plan.delete_packs.push(pp);
-        } else if all_bytes > 0 && (live_bytes as f64) < options.repack_below * all_bytes as f64 {
+        } else if damaged
+            || (all_bytes > 0 && (live_bytes as f64) < options.repack_below * all_bytes as f64)
+        {
+            // A pack holding a copy found corrupt is rewritten too: the repack drops the bad
+            // copy once a good one lies elsewhere (and keeps the pack while none does).
             plan.repack.push(pp);
         } else {
             old_packs.push(pp);

@@ -240,7 +240,6 @@ impl Store {
             }),
         };
         store.refresh()?;
-        store.load_quarantine()?;
         Ok(store)
     }
 
@@ -259,8 +258,9 @@ impl Store {
         &self.inner.options
     }
 
-    /// Loads the indexes of packs other processes wrote since the last look, and forgets packs
-    /// that a collection removed.
+    /// Loads the indexes of packs other processes wrote since the last look, forgets packs
+    /// that a collection removed, and re-reads the quarantine list (another process's verify may
+    /// have added to it: a writer must not deduplicate against a copy it found corrupt).
     pub fn refresh(&self) -> Result<()> {
         let dir = &self.inner.layout.packs;
         let mut present = HashSet::new();
@@ -316,7 +316,8 @@ impl Store {
                 }),
             }
         }
-        Ok(())
+        drop(set);
+        self.load_quarantine()
     }
 
     pub(crate) fn packs(&self) -> Vec<Arc<LoadedPack>> {
