@@ -218,6 +218,7 @@ pub fn plan(store: &Store, options: &GcOptions) -> Result<GcPlan> {
 }
 
 fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSet<ObjectId>)> {
+    store.check_layout()?;
     store.refresh()?;
     let reach = mark(store)?;
     let layout = store.layout();
@@ -363,6 +364,9 @@ fn remove_own_file(path: &std::path::Path) -> Result<u64> {
 /// Collects garbage: takes the collection lock, defers while any operation marker is held,
 /// otherwise plans under the lock and carries the plan out.
 pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
+    // Before locking: `locks/` swapped for a symlink would make us lock, and remove stale
+    // markers, outside the store.
+    store.check_layout()?;
     let layout = store.layout().clone();
     let _gc = lock::gc_lock(&layout.locks)?;
     let live = lock::live_markers(&layout.locks)?;

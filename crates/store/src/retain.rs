@@ -173,6 +173,8 @@ impl<'a> RefSizes<'a> {
 
 /// Applies `retention`, then collects garbage with `gc`.
 pub fn prune(store: &Store, retention: &Retention, gc: &GcOptions) -> Result<PruneReport> {
+    // Refuse a symlinked store directory before removing any manifest, not in the sweep after.
+    store.check_layout()?;
     let drop = plan(store, retention, crate::fsutil::now_ms())?;
     for id in &drop {
         store.remove_manifest(id)?;
@@ -189,6 +191,7 @@ pub fn prune(store: &Store, retention: &Retention, gc: &GcOptions) -> Result<Pru
 /// Deletes one snapshot (protected ones too: this is an explicit request), then collects.
 /// A snapshot pinned by a live operation is refused with `BUSY`.
 pub fn delete_snapshot(store: &Store, id: &SnapshotId, gc: &GcOptions) -> Result<PruneReport> {
+    store.check_layout()?;
     if !store.has_snapshot(id) {
         return Err(crate::error::Error::not_found(format!("snapshot {id}")));
     }

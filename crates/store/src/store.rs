@@ -228,9 +228,6 @@ impl Store {
                 path: Some(root.to_path_buf()),
             });
         }
-        for d in layout.dirs() {
-            fsutil::ensure_dir(d)?;
-        }
         let store = Store {
             inner: Arc::new(Inner {
                 layout,
@@ -239,8 +236,19 @@ impl Store {
                 quarantine: RwLock::new(HashSet::new()),
             }),
         };
+        store.check_layout()?;
         store.refresh()?;
         Ok(store)
+    }
+
+    /// Checks that every directory of the store is a real directory (creating any that is
+    /// missing): a symlink swapped in for one, even after the store was opened, is refused
+    /// (`CORRUPT`) before anything is locked, written or deleted through it.
+    pub(crate) fn check_layout(&self) -> Result<()> {
+        for d in self.inner.layout.dirs() {
+            fsutil::ensure_dir(d)?;
+        }
+        Ok(())
     }
 
     /// The store's directories.
