@@ -75,6 +75,16 @@ fn a_manifest_encodes_to_its_test_vector() {
 }
 
 #[test]
+fn the_manifest_test_vector_is_the_one_printed_in_docs_format_md() {
+    assert_eq!(
+        crate::util::doc_vector("Asserted by `crates/store/tests/store/manifest.rs`"),
+        MANIFEST_HEX
+    );
+    let doc = crate::util::format_doc();
+    assert!(doc.contains(MANIFEST_ID));
+}
+
+#[test]
 fn a_damaged_manifest_is_refused_as_corrupt() {
     let bytes = hex::decode(MANIFEST_HEX).expect("hex");
     for len in 0..bytes.len() {

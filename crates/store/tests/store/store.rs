@@ -462,3 +462,55 @@ fn every_store_file_is_owner_only_under_umask_000() {
         }
     }
 }
+
+#[test]
+fn a_pack_of_one_blob_and_its_index_have_the_documented_bytes() {
+    let dir = temp();
+    let store = open(dir.path());
+    let op = store
+        .begin_operation(OperationKind::Write, &[])
+        .expect("begins");
+    let w = store.writer(&op);
+    let id = w.put(ObjectKind::Blob, b"hello\n").expect("stored").id;
+    w.commit().expect("commits");
+
+    // The pack: header, then one record (header and the bytes, raw: under 64 bytes).
+    let mut pack = b"CAIRNPAK".to_vec();
+    pack.extend_from_slice(&1u32.to_le_bytes()); // version
+    pack.extend_from_slice(&0u32.to_le_bytes()); // reserved
+    pack.extend_from_slice(id.as_bytes());
+    pack.extend_from_slice(&[1, 0, 0, 0]); // kind blob, codec raw, two zero bytes
+    pack.extend_from_slice(&6u64.to_le_bytes()); // raw length
+    pack.extend_from_slice(&6u64.to_le_bytes()); // stored length
+    pack.extend_from_slice(b"hello\n");
+    assert_eq!(
+        crate::util::doc_vector("a pack holding only the blob"),
+        hex::encode(&pack),
+        "the example in docs/FORMAT.md"
+    );
+    let pack_id = ObjectId::of(&pack);
+    let pack_path = store.layout().packs.join(format!("{pack_id}.pack"));
+    assert_eq!(
+        std::fs::read(&pack_path).expect("the pack is named by its hash"),
+        pack
+    );
+
+    // The index: header, fan-out, one entry, checksum.
+    let mut idx = b"CAIRNIDX".to_vec();
+    idx.extend_from_slice(&1u32.to_le_bytes()); // version
+    idx.extend_from_slice(&1u32.to_le_bytes()); // count
+    for b in 0..=255u8 {
+        let n: u32 = if b >= id.0[0] { 1 } else { 0 };
+        idx.extend_from_slice(&n.to_le_bytes());
+    }
+    idx.extend_from_slice(id.as_bytes());
+    idx.extend_from_slice(&16u64.to_le_bytes()); // offset of the record
+    idx.extend_from_slice(&6u64.to_le_bytes()); // raw length
+    idx.extend_from_slice(&6u64.to_le_bytes()); // stored length
+    idx.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]); // kind, codec, six zero bytes
+    let sum = ObjectId::of(&idx);
+    idx.extend_from_slice(sum.as_bytes());
+    assert_eq!(idx.len(), 16 + 1024 + 64 + 32);
+    let idx_path = store.layout().packs.join(format!("{pack_id}.idx"));
+    assert_eq!(std::fs::read(&idx_path).expect("reads"), idx);
+}

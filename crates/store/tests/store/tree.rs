@@ -89,6 +89,21 @@ fn check_vector(tree: &Tree, hex: &str, id: &str) {
 }
 
 #[test]
+fn the_tree_test_vectors_are_the_ones_printed_in_docs_format_md() {
+    use crate::util::doc_vector;
+    assert_eq!(doc_vector("**The empty tree**"), EMPTY_HEX);
+    assert_eq!(doc_vector("**One file**"), ONE_FILE_HEX);
+    assert_eq!(
+        doc_vector("**A directory, a non-UTF-8 file name"),
+        THREE_HEX
+    );
+    let doc = crate::util::format_doc();
+    for id in [EMPTY_ID, ONE_FILE_ID, THREE_ID] {
+        assert!(doc.contains(id), "FORMAT.md does not give the id {id}");
+    }
+}
+
+#[test]
 fn the_empty_tree_encodes_to_its_test_vector() {
     check_vector(&Tree::new(Vec::new()).expect("valid"), EMPTY_HEX, EMPTY_ID);
 }

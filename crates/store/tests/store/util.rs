@@ -225,3 +225,32 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The bytes of the test vector that `docs/FORMAT.md` prints in the first `text` code block after
+/// the line containing `heading`, as hex: the leading hex tokens of each line, joined (the rest of
+/// a line is its description).
+pub fn doc_vector(heading: &str) -> String {
+    let doc = format_doc();
+    let mut lines = doc.lines().skip_while(|l| !l.contains(heading));
+    assert!(lines.next().is_some(), "FORMAT.md has no '{heading}'");
+    let mut lines = lines.skip_while(|l| *l != "```text").skip(1);
+    let mut hex = String::new();
+    for line in lines.by_ref().take_while(|l| *l != "```") {
+        for token in line.split_whitespace() {
+            if !token
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            {
+                break;
+            }
+            hex.push_str(token);
+        }
+    }
+    hex
+}
+
+/// The text of `docs/FORMAT.md`.
+pub fn format_doc() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/FORMAT.md");
+    std::fs::read_to_string(path).expect("docs/FORMAT.md reads")
+}
