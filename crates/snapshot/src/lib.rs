@@ -1,1 +1,402 @@
-//! `cairn-snapshot`: not built yet. This crate is empty on purpose; see the open issues.
+//! `cairn-snapshot`: takes snapshots of a workspace into a [`cairn_store::Store`], in time
+//! proportional to what changed.
+//!
+//! A snapshot walks the workspace in parallel (rayon), never following a symlink, applies the
+//! excludes (see [`exclude`] for the precedence), reads only the files the stat cache does not
+//! vouch for, and builds trees bottom-up. Objects are durable before the manifest names them;
+//! a snapshot that fails or is cancelled leaves no manifest, no stat-cache change and no
+//! temporary file.
+//!
+//! ```
+//! use cairn_snapshot::{snapshot, Options};
+//! use cairn_store::{Store, StoreOptions};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("a.txt"), "hello\n")?;
+//! let store = Store::open(dir.path().join(".cairn"), StoreOptions::default())?;
+//! let snap = snapshot(&store, dir.path(), "demo", &Options::default())?;
+//! assert_eq!(snap.stats.files, 1);
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod diff;
+pub mod error;
+pub mod exclude;
+pub mod statcache;
+mod walk;
+
+pub use diff::{diff_snapshots, diff_trees, diff_workspace, Change, ChangeKind, EntryInfo};
+pub use error::{Error, Result};
+pub use exclude::{ExcludeReason, Excludes, IgnoreChain, DEFAULT_EXCLUDES};
+pub use statcache::{StatCache, StatRecord};
+pub use walk::{Kept, MAX_READS};
+
+use cairn_store::{
+    CancelToken, CaptureSettings, Manifest, OperationKind, Skipped, SnapshotId, Stats, Store, Tree,
+    TreeId,
+};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use walk::{Counters, Rules, Sink, Walker};
+
+/// The default `max_file_bytes`: 10 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 << 20;
+
+/// Progress of a walk, as reported to a progress callback.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Progress {
+    /// Files recorded so far.
+    pub files: u64,
+    /// Directories entered so far.
+    pub dirs: u64,
+    /// Files read so far.
+    pub hashed: u64,
+    /// Bytes read so far.
+    pub hashed_bytes: u64,
+}
+
+/// A progress callback: called on the calling thread only, about every 50 ms while the walk
+/// runs; returning `false` stops the walk with `ABORTED_BY_CALLBACK`.
+pub type ProgressFn<'a> = &'a mut dyn FnMut(&Progress) -> bool;
+
+/// How to take a snapshot. `Default` is the safest choice.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A label for people (or the entry id a checkpoint is taken for).
+    pub label: Option<String>,
+    /// Caller metadata: a JSON object.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Exclude globs; they add up with the workspace's.
+    pub excludes: Vec<String>,
+    /// Files larger than this are skipped as `too-large`. Default 10 MiB.
+    pub max_file_bytes: u64,
+    /// Honour `.gitignore` and `.cairnignore` files. Default on.
+    pub gitignore: bool,
+    /// Skip files with more than one hard link (`hard-link`) without reading them.
+    pub refuse_hard_links: bool,
+    /// Mark the snapshot protected from retention.
+    pub protect: bool,
+    /// Trust the stat cache. Off: every file is read and hashed again.
+    pub use_stat_cache: bool,
+    /// Worker threads; `None` uses rayon's global pool (one per core).
+    pub threads: Option<usize>,
+    /// A token another thread may cancel.
+    pub cancel: Option<CancelToken>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            label: None,
+            metadata: serde_json::Map::new(),
+            excludes: Vec::new(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            gitignore: true,
+            refuse_hard_links: false,
+            protect: false,
+            use_stat_cache: true,
+            threads: None,
+            cancel: None,
+        }
+    }
+}
+
+impl Options {
+    /// The capture settings these options stand for.
+    pub fn capture(&self) -> CaptureSettings {
+        CaptureSettings {
+            excludes: self.excludes.clone(),
+            max_file_bytes: self.max_file_bytes,
+            gitignore: self.gitignore,
+            refuse_hard_links: self.refuse_hard_links,
+        }
+    }
+
+    /// Options that capture exactly as `capture` says.
+    pub fn from_capture(capture: &CaptureSettings) -> Self {
+        Options {
+            excludes: capture.excludes.clone(),
+            max_file_bytes: capture.max_file_bytes,
+            gitignore: capture.gitignore,
+            refuse_hard_links: capture.refuse_hard_links,
+            ..Options::default()
+        }
+    }
+}
+
+/// A snapshot taken.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Its id.
+    pub id: SnapshotId,
+    /// Its root tree.
+    pub root: TreeId,
+    /// What it cost.
+    pub stats: Stats,
+    /// What it left out and why.
+    pub skipped: Vec<Skipped>,
+    /// Entries left in place by excludes (not recorded in the manifest).
+    pub kept: Vec<Kept>,
+    /// Its manifest.
+    pub manifest: Manifest,
+}
+
+/// A walk of the live workspace that stores nothing: contents are hashed only and trees kept in
+/// memory. Restore plans and live diffs are computed from it.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// The root tree the workspace would have as a snapshot.
+    pub root: TreeId,
+    /// Every tree of the walk, by id.
+    pub trees: HashMap<TreeId, Tree>,
+    /// What a snapshot would skip.
+    pub skipped: Vec<Skipped>,
+    /// Entries excluded or special, left in place.
+    pub kept: Vec<Kept>,
+    /// What the walk cost (`stored_*` are zero).
+    pub stats: Stats,
+}
+
+struct WalkOutput {
+    root: TreeId,
+    skipped: Vec<Skipped>,
+    kept: Vec<Kept>,
+    records: Vec<(Vec<u8>, StatRecord)>,
+    trees: Option<HashMap<TreeId, Tree>>,
+    stats: Stats,
+}
+
+fn walk(
+    store: &Store,
+    root: &Path,
+    cache: &StatCache,
+    options: &Options,
+    sink: Sink<'_>,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<WalkOutput> {
+    let started = Instant::now();
+    let (root_fd, _root_st) = walk::open_root(root)?;
+    let store_dir = std::fs::metadata(store.path()).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino())
+    });
+    let rules = Rules {
+        excludes: Excludes::new(&options.excludes)?,
+        gitignore: options.gitignore,
+        max_file_bytes: options.max_file_bytes,
+        refuse_hard_links: options.refuse_hard_links,
+    };
+    let no_cancel = CancelToken::new();
+    let cancel = options.cancel.as_ref().unwrap_or(&no_cancel);
+    let aborted = AtomicBool::new(false);
+    let counters = Counters::default();
+    let walker = Walker {
+        root: root.to_path_buf(),
+        store_dir,
+        rules: &rules,
+        sink,
+        cache,
+        cancel,
+        aborted: &aborted,
+        counters: &counters,
+        skipped: Default::default(),
+        kept: Default::default(),
+        records: Default::default(),
+    };
+    let run = || -> Result<TreeId> {
+        let (tree, _size) = walker.walk_dir(&root_fd, b"", &IgnoreChain::root())?;
+        walker.put_tree_inner(tree)
+    };
+    let pool = match options.threads {
+        Some(n) => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| Error::InvalidArgument(format!("cannot start {n} threads: {e}")))?,
+        ),
+        None => None,
+    };
+    let in_pool = || match &pool {
+        Some(p) => p.install(run),
+        None => run(),
+    };
+    let root_id = match progress {
+        None => in_pool(),
+        Some(cb) => std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let handle = s.spawn(move || {
+                let r = in_pool();
+                let _ = tx.send(());
+                r
+            });
+            loop {
+                let done = !matches!(
+                    rx.recv_timeout(Duration::from_millis(50)),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                let p = Progress {
+                    files: counters.files.load(Ordering::Relaxed),
+                    dirs: counters.dirs.load(Ordering::Relaxed),
+                    hashed: counters.hashed.load(Ordering::Relaxed),
+                    hashed_bytes: counters.hashed_bytes.load(Ordering::Relaxed),
+                };
+                if !cb(&p) {
+                    aborted.store(true, Ordering::SeqCst);
+                }
+                if done {
+                    break;
+                }
+            }
+            match handle.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }),
+    }?;
+    if aborted.load(Ordering::SeqCst) {
+        return Err(Error::AbortedByCallback);
+    }
+    let mut skipped = walker.skipped.into_inner();
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut kept = walker.kept.into_inner();
+    kept.sort_by(|a, b| a.path.cmp(&b.path));
+    let trees = match walker.sink {
+        Sink::Hash(t) => Some(t.into_inner()),
+        Sink::Store(_) => None,
+    };
+    let stats = Stats {
+        files: counters.files.load(Ordering::Relaxed),
+        dirs: counters.dirs.load(Ordering::Relaxed),
+        symlinks: counters.symlinks.load(Ordering::Relaxed),
+        bytes: counters.bytes.load(Ordering::Relaxed),
+        hashed: counters.hashed.load(Ordering::Relaxed),
+        reused: counters.reused.load(Ordering::Relaxed),
+        stored_bytes: 0,
+        stored_objects: 0,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok(WalkOutput {
+        root: root_id,
+        skipped,
+        kept,
+        records: walker.records.into_inner(),
+        trees,
+        stats,
+    })
+}
+
+fn load_cache(store: &Store, workspace_id: &str, options: &Options) -> Result<StatCache> {
+    if !options.use_stat_cache {
+        return Ok(StatCache::default());
+    }
+    let cache = StatCache::load(&StatCache::path(store, workspace_id)?);
+    // Trust a cache only while the snapshot it was recorded with exists: a collection may have
+    // removed the blobs of a deleted one.
+    match cache.snapshot {
+        Some(id) if store.has_snapshot(&id) => Ok(cache),
+        _ => Ok(StatCache::default()),
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Takes a snapshot of the workspace at `root` into `store`, as workspace `workspace_id`.
+pub fn snapshot(
+    store: &Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+) -> Result<Snapshot> {
+    snapshot_with_progress(store, root, workspace_id, options, None)
+}
+
+/// [`snapshot`] with a progress callback run on the calling thread.
+pub fn snapshot_with_progress(
+    store: &Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<Snapshot> {
+    cairn_store::check_workspace_id(workspace_id)?;
+    let started_ns = now_ns();
+    let created_ms = cairn_store::fsutil::now_ms();
+    let cache = load_cache(store, workspace_id, options)?;
+    let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
+    let writer = store.writer(&guard);
+    let out = walk(store, root, &cache, options, Sink::Store(&writer), progress)?;
+    let written = writer.commit()?;
+    let mut stats = out.stats;
+    stats.stored_bytes = written.stored_bytes;
+    stats.stored_objects = written.objects;
+    let manifest = Manifest {
+        root: out.root,
+        label: options.label.clone(),
+        created_ms,
+        workspace_id: workspace_id.to_string(),
+        workspace_root: {
+            use std::os::unix::ffi::OsStrExt;
+            root.as_os_str().as_bytes().to_vec()
+        },
+        metadata: serde_json::Value::Object(options.metadata.clone()).to_string(),
+        capture: options.capture(),
+        skipped: out.skipped.clone(),
+        stats,
+        protected: options.protect,
+    };
+    let id = store.write_manifest(&guard, &manifest)?;
+    // The cache is saved after the manifest: a crash in between only costs re-reading.
+    let cache_file = statcache::StatCacheFile {
+        snapshot: Some(id),
+        started_ns,
+        entries: out.records,
+    };
+    let cache_path = StatCache::path(store, workspace_id)?;
+    cairn_store::fsutil::write_atomic(
+        &store.layout().tmp,
+        &cache_path,
+        &StatCache::encode(&cache_file),
+    )?;
+    let mut manifest = manifest;
+    manifest.stats.duration_ms = stats.duration_ms;
+    Ok(Snapshot {
+        id,
+        root: out.root,
+        stats: manifest.stats,
+        skipped: out.skipped,
+        kept: out.kept,
+        manifest,
+    })
+}
+
+/// Walks the live workspace without storing anything, with the stat cache of `workspace_id`
+/// (read only), and returns its trees in memory.
+pub fn scan(store: &Store, root: &Path, workspace_id: &str, options: &Options) -> Result<Scan> {
+    cairn_store::check_workspace_id(workspace_id)?;
+    let cache = load_cache(store, workspace_id, options)?;
+    let out = walk(
+        store,
+        root,
+        &cache,
+        options,
+        Sink::Hash(Default::default()),
+        None,
+    )?;
+    Ok(Scan {
+        root: out.root,
+        trees: out.trees.unwrap_or_default(),
+        skipped: out.skipped,
+        kept: out.kept,
+        stats: out.stats,
+    })
+}

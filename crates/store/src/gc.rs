@@ -27,7 +27,6 @@ use std::time::{Duration, SystemTime};
 
 /// How a collection runs.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct GcOptions {
     /// Unreachable objects younger than this are kept, for snapshots other processes are
     /// taking. Default: one hour.

@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cancel;
 pub mod copy;
 pub mod error;
 pub mod fsutil;
@@ -39,8 +40,9 @@ mod store;
 pub mod tree;
 pub mod verify;
 
+pub use cancel::CancelToken;
 pub use error::{Classify, Error, ErrorKind, Result};
-pub use id::{BlobId, ObjectId, SnapshotId, TreeId};
+pub use id::{BlobId, Hasher, ObjectId, SnapshotId, TreeId};
 pub use lock::{MarkerInfo, OperationGuard, OperationKind};
 pub use manifest::{CaptureSettings, Manifest, SkipReason, Skipped, Stats};
 pub use pack::ObjectKind;

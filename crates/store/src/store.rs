@@ -46,7 +46,6 @@ impl Default for Compression {
 
 /// How a store is opened.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct StoreOptions {
     /// Compression of new objects.
     pub compression: Compression,

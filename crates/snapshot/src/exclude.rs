@@ -1,0 +1,170 @@
+//! What a snapshot leaves out.
+//!
+//! Precedence, from first to last checked:
+//! 1. **Defaults**, always: `.git`, `node_modules` and `.cairn` at any depth, and the store's
+//!    own directory wherever it sits (recognised by device and inode, whatever its name).
+//! 2. **Exclude globs** (the workspace's and the call's, added together), matched against the
+//!    path relative to the root (`dist/**`, `src/*.gen.rs`) and, for a pattern without `/`,
+//!    against the name alone (`*.log` at any depth). A glob that matches a directory leaves
+//!    out everything under it.
+//! 3. **`.gitignore` and `.cairnignore`** files of the workspace, when `gitignore` is on: each
+//!    directory's files apply to it and below, deeper files override shallower ones, negations
+//!    (`!keep.log`) and anchoring (`/build`) work as in git (the `ignore` crate's matcher). A
+//!    `.cairnignore` overrides the `.gitignore` beside it. Global git configuration and
+//!    `.git/info/exclude` are *not* read: a snapshot depends only on files in the workspace.
+
+use crate::error::{Error, Result};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Names left out at any depth, always.
+pub const DEFAULT_EXCLUDES: &[&str] = &[".git", "node_modules", ".cairn"];
+
+/// Why an entry was left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExcludeReason {
+    /// A default exclude (`.git`, `node_modules`, `.cairn`, the store).
+    Default,
+    /// An exclude glob.
+    Glob,
+    /// A `.gitignore` or `.cairnignore` rule.
+    Ignored,
+    /// A socket, FIFO or device.
+    Special,
+}
+
+/// Compiled exclude globs.
+#[derive(Debug, Clone)]
+pub struct Excludes {
+    patterns: Vec<String>,
+    by_path: GlobSet,
+    by_name: GlobSet,
+}
+
+impl Excludes {
+    /// Compiles `patterns`.
+    pub fn new(patterns: &[String]) -> Result<Self> {
+        let mut by_path = GlobSetBuilder::new();
+        let mut by_name = GlobSetBuilder::new();
+        for p in patterns {
+            let trimmed = p.trim_start_matches('/').trim_end_matches('/');
+            if trimmed.is_empty() {
+                return Err(Error::BadExclude {
+                    pattern: p.clone(),
+                    detail: "it is empty".into(),
+                });
+            }
+            let glob = GlobBuilder::new(trimmed)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| Error::BadExclude {
+                    pattern: p.clone(),
+                    detail: e.to_string(),
+                })?;
+            if trimmed.contains('/') || p.starts_with('/') {
+                by_path.add(glob);
+            } else {
+                by_name.add(glob);
+            }
+        }
+        let build = |b: GlobSetBuilder| {
+            b.build().map_err(|e| Error::BadExclude {
+                pattern: patterns.join(", "),
+                detail: e.to_string(),
+            })
+        };
+        Ok(Excludes {
+            patterns: patterns.to_vec(),
+            by_path: build(by_path)?,
+            by_name: build(by_name)?,
+        })
+    }
+
+    /// The patterns as given.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Whether `name` is a default exclude.
+    pub fn is_default(name: &[u8]) -> bool {
+        DEFAULT_EXCLUDES.iter().any(|d| d.as_bytes() == name)
+    }
+
+    /// Whether a glob leaves out the entry at `rel` (relative path) named `name`.
+    pub fn glob_matches(&self, rel: &[u8], name: &[u8]) -> bool {
+        (!self.by_name.is_empty() && self.by_name.is_match(Path::new(OsStr::from_bytes(name))))
+            || (!self.by_path.is_empty()
+                && self.by_path.is_match(Path::new(OsStr::from_bytes(rel))))
+    }
+}
+
+/// One directory's ignore files, chained to its parent's: an immutable `Arc` chain shared by
+/// the walker's threads.
+#[derive(Debug, Default)]
+pub struct IgnoreChain {
+    parent: Option<Arc<IgnoreChain>>,
+    /// Checked first: `.cairnignore`, then `.gitignore` of the same directory.
+    matchers: Vec<Gitignore>,
+}
+
+impl IgnoreChain {
+    /// The empty chain (nothing ignored).
+    pub fn root() -> Arc<Self> {
+        Arc::new(IgnoreChain::default())
+    }
+
+    /// A child of `parent` with the rules of one directory's ignore files. `dir` is the
+    /// directory's absolute path; `files` are the contents of `.cairnignore` then `.gitignore`.
+    pub fn child(parent: &Arc<Self>, dir: &Path, files: &[Vec<u8>]) -> Arc<Self> {
+        let mut matchers = Vec::new();
+        for text in files {
+            let mut b = GitignoreBuilder::new(dir);
+            for line in text.split(|&c| c == b'\n') {
+                let line = String::from_utf8_lossy(line);
+                // A line that does not parse is ignored, as git does.
+                let _ = b.add_line(None, line.trim_end_matches('\r'));
+            }
+            if let Ok(g) = b.build() {
+                if !g.is_empty() {
+                    matchers.push(g);
+                }
+            }
+        }
+        if matchers.is_empty() {
+            return parent.clone();
+        }
+        Arc::new(IgnoreChain {
+            parent: Some(parent.clone()),
+            matchers,
+        })
+    }
+
+    pub(crate) fn matchers_empty(&self) -> bool {
+        self.matchers.is_empty() && self.parent.is_none()
+    }
+
+    /// Whether the entry at absolute path `path` is ignored. The innermost rule that matches
+    /// decides (a negation re-includes).
+    pub fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let mut node = Some(self);
+        while let Some(n) = node {
+            for m in &n.matchers {
+                let hit = m.matched(path, is_dir);
+                if hit.is_ignore() {
+                    return true;
+                }
+                if hit.is_whitelist() {
+                    return false;
+                }
+            }
+            node = n.parent.as_deref();
+        }
+        false
+    }
+}

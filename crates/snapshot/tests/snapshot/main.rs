@@ -1,0 +1,7 @@
+//! Integration tests of `cairn-snapshot`, on real temporary trees.
+
+mod capture;
+mod diff;
+mod fixtures;
+mod skipping;
+mod statcache;
