@@ -298,6 +298,29 @@ fn difference(want: &Digest, got: &Digest) -> Option<String> {
     ))
 }
 
+/// The tree's content before each scenario, from a reference copy edited as every contender's
+/// copy will be: the edits depend only on the tree and the seed, so every copy goes through the
+/// same states.
+fn reference_states(
+    source: &Path,
+    scratch: &Path,
+    seed: u64,
+) -> Result<BTreeMap<Scenario, Digest>, String> {
+    let reference = scratch.join("reference");
+    copy_tree(source, &reference)?;
+    let mut states = BTreeMap::new();
+    let mut current = digest(&reference)?;
+    for s in Scenario::ALL {
+        if let Some(edits) = s.edits(seed) {
+            gen::mutate(&reference, &edits).map_err(|e| format!("editing the reference: {e}"))?;
+            current = digest(&reference)?;
+        }
+        states.insert(s, current.clone());
+    }
+    fs::remove_dir_all(&reference).map_err(|e| format!("removing the reference: {e}"))?;
+    Ok(states)
+}
+
 struct Results {
     ms: BTreeMap<(usize, Scenario), Vec<f64>>,
     notes: Vec<String>,
@@ -320,20 +343,7 @@ fn compare_tree(title: &str, source: &Path, scratch: &Path, opts: &Opts) -> Resu
         tar,
     } = *opts;
     println!("\n== tree: {title}");
-    // The content after each edit, from a reference copy: every contender's copy goes through
-    // the same states, because the edits depend only on the tree and the seed.
-    let reference = scratch.join("reference");
-    copy_tree(source, &reference)?;
-    let mut states: BTreeMap<Scenario, Digest> = BTreeMap::new();
-    let mut current = digest(&reference)?;
-    for s in Scenario::ALL {
-        if let Some(edits) = s.edits(seed) {
-            gen::mutate(&reference, &edits).map_err(|e| format!("editing the reference: {e}"))?;
-            current = digest(&reference)?;
-        }
-        states.insert(s, current.clone());
-    }
-    fs::remove_dir_all(&reference).map_err(|e| format!("removing the reference: {e}"))?;
+    let states = reference_states(source, scratch, seed)?;
 
     let mut all = contenders(git, tar);
     let mut results = Results {
@@ -715,5 +725,60 @@ fn tar_copy() -> Contender {
                 Box::new(|ctx| tar_pipe(&ctx.scratch.join("copy"), &ctx.empty)),
             ),
         ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_baseline_runs_its_scenarios_and_restores_what_it_snapshotted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let source = dir.path().join("source");
+        gen::generate(&source, &TreeSpec::new(60, 4)).expect("generate");
+        let opts = Opts {
+            runs: 1,
+            seed: 4,
+            git: tool_version("git").is_some(),
+            tar: tool_version("tar").is_some(),
+        };
+        let mut all = contenders(opts.git, opts.tar);
+        let states = reference_states(&source, dir.path(), opts.seed).expect("states");
+        let mut results = Results {
+            ms: BTreeMap::new(),
+            notes: Vec::new(),
+        };
+        for (i, c) in all.iter_mut().enumerate() {
+            let run = dir.path().join(format!("run-{i}"));
+            let ctx = Ctx {
+                tree: run.join("tree"),
+                scratch: run.join("scratch"),
+                empty: run.join("empty"),
+            };
+            copy_tree(&source, &ctx.tree).expect("copy");
+            fs::create_dir_all(&ctx.scratch).expect("mkdir");
+            fs::create_dir_all(&ctx.empty).expect("mkdir");
+            run_contender(c, i, &ctx, opts.seed, &states, &mut results).expect("contender runs");
+        }
+        assert!(results.notes.is_empty(), "{:?}", results.notes);
+        let steps: usize = all.iter().map(|c| c.steps.len()).sum();
+        assert_eq!(results.ms.len(), steps);
+        // The source was never touched.
+        let fresh = dir.path().join("fresh");
+        gen::generate(&fresh, &TreeSpec::new(60, 4)).expect("generate");
+        assert_eq!(
+            digest(&source).expect("digest"),
+            digest(&fresh).expect("digest")
+        );
+    }
+
+    #[test]
+    fn a_difference_names_the_paths() {
+        let a: Digest = [(PathBuf::from("x"), "1".to_string())].into();
+        let b: Digest = [(PathBuf::from("y"), "1".to_string())].into();
+        assert_eq!(difference(&a, &a), None);
+        let d = difference(&a, &b).expect("differs");
+        assert!(d.starts_with("2 paths differ"), "{d}");
     }
 }
