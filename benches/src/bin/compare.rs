@@ -25,15 +25,16 @@
 //! medians against `git status`, shadow git and `tar` measured in the same run.
 //!
 //! A contender is a name and one closure per scenario it takes part in; see [`Contender`] and
-//! [`cairn_contenders`], where Cairn's snapshot and restore plug in.
+//! [`cairn_contenders`]: Cairn's snapshot is there, its restore plugs in when it is built.
 
 use cairn_benches::cli::{self, Args};
 use cairn_benches::gen::{self, Kind, MutateSpec, TreeSpec};
-use cairn_store::ObjectId;
+use cairn_store::{EntryKind, ObjectId, Store, StoreOptions, TreeId};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
@@ -161,19 +162,102 @@ pub struct Contender {
     pub prepare: Option<Step>,
     /// The timed steps; a scenario without one shows `-`.
     pub steps: Vec<(Scenario, Step)>,
+    /// The content of the contender's last snapshot (as [`digest`] spells it), read back from
+    /// its own storage; when present the harness checks it after every snapshot (untimed).
+    pub snapshot_content: Option<SnapshotContent>,
 }
 
-/// Cairn's contenders: its snapshot (first snapshot, no change, 10 and 1000 changed) and its
-/// restore (restore after 30, full restore into an empty directory).
+/// Reads back the content of a contender's last snapshot.
+pub type SnapshotContent = Box<dyn FnMut(&Ctx) -> Result<Digest, String>>;
+
+/// Cairn's contenders.
 ///
-/// Empty for now: the snapshot crate (`cairn-snapshot`) and the restore crate are not built
-/// yet, and this harness does not make numbers up. To plug them in, return a [`Contender`]
-/// with `role: Role::Contender` whose `prepare` opens a store in `ctx.scratch` and whose
-/// steps call `cairn_snapshot` and `cairn_restore` on `ctx.tree` (and `ctx.empty` for
-/// [`Scenario::FullRestore`]); the harness times them, checks the restores, and prints the
-/// ratios against the baselines.
+/// `cairn snapshot`: `cairn_snapshot::snapshot` with default options (stat cache, `.gitignore`,
+/// default excludes) into a store in `ctx.scratch`, for the four snapshot scenarios; each
+/// snapshot is read back from the store and checked against the tree (untimed).
+///
+/// Cairn's restore is not here yet: the restore crate (`cairn-restore`) is not built, and this
+/// harness does not make numbers up. To plug it in, add the steps for
+/// [`Scenario::RestoreAfter30`] (restore `ctx.tree` to the last snapshot) and
+/// [`Scenario::FullRestore`] (restore it into `ctx.empty`) to this contender; the harness
+/// times them, checks the result against the tree at the last snapshot, and prints the ratios.
 fn cairn_contenders() -> Vec<Contender> {
-    Vec::new()
+    vec![cairn_snapshot()]
+}
+
+const WORKSPACE_ID: &str = "bench";
+
+fn cairn_snapshot() -> Contender {
+    let store: Rc<RefCell<Option<Store>>> = Rc::new(RefCell::new(None));
+    let last: Rc<RefCell<Option<TreeId>>> = Rc::new(RefCell::new(None));
+    let prepare = {
+        let (store, last) = (store.clone(), last.clone());
+        move |ctx: &Ctx| -> Result<(), String> {
+            let opened = Store::open(ctx.scratch.join("store"), StoreOptions::default())
+                .map_err(|e| format!("opening the store: {e}"))?;
+            *store.borrow_mut() = Some(opened);
+            *last.borrow_mut() = None;
+            Ok(())
+        }
+    };
+    let snap = {
+        let (store, last) = (store.clone(), last.clone());
+        move |ctx: &Ctx| -> Result<(), String> {
+            let store = store.borrow();
+            let store = store.as_ref().ok_or("no store")?;
+            let options = cairn_snapshot::Options::default();
+            let snap = cairn_snapshot::snapshot(store, &ctx.tree, WORKSPACE_ID, &options)
+                .map_err(|e| format!("snapshot: {e}"))?;
+            *last.borrow_mut() = Some(snap.root);
+            Ok(())
+        }
+    };
+    let read_back = move |_: &Ctx| -> Result<Digest, String> {
+        let store = store.borrow();
+        let store = store.as_ref().ok_or("no store")?;
+        let root = (*last.borrow()).ok_or("no snapshot")?;
+        let mut out = Digest::new();
+        stored_digest(store, &root, Path::new(""), &mut out)?;
+        Ok(out)
+    };
+    Contender {
+        name: "cairn snapshot".into(),
+        role: Role::Contender,
+        prepare: Some(Box::new(prepare)),
+        steps: vec![
+            (Scenario::FirstSnapshot, Box::new(snap.clone())),
+            (Scenario::NoChange, Box::new(snap.clone())),
+            (Scenario::Changed10, Box::new(snap.clone())),
+            (Scenario::Changed1000, Box::new(snap)),
+        ],
+        snapshot_content: Some(Box::new(read_back)),
+    }
+}
+
+/// The [`Digest`] of a stored tree.
+fn stored_digest(store: &Store, id: &TreeId, rel: &Path, out: &mut Digest) -> Result<(), String> {
+    let tree = store
+        .read_tree(id)
+        .map_err(|e| format!("tree {}: {e}", id.to_hex()))?;
+    for e in tree.entries() {
+        let path = rel.join(std::ffi::OsStr::from_bytes(&e.name));
+        let v = match e.kind {
+            EntryKind::Dir => {
+                stored_digest(store, &TreeId(e.id), &path, out)?;
+                "dir".to_string()
+            }
+            EntryKind::Symlink => {
+                let (_, target) = store
+                    .read_object(&e.id)
+                    .map_err(|err| format!("{}: {err}", path.display()))?;
+                let target = PathBuf::from(std::ffi::OsString::from_vec(target));
+                format!("link {}", target.display())
+            }
+            EntryKind::File => format!("file x={} {}", e.mode & 0o100 != 0, e.id.to_hex()),
+        };
+        out.insert(path, v);
+    }
+    Ok(())
 }
 
 fn main() {
@@ -251,7 +335,7 @@ fn contenders(git: bool, tar: bool) -> Vec<Contender> {
 }
 
 /// The content of a tree: each path's kind, exec bit, and content hash or link target.
-type Digest = BTreeMap<PathBuf, String>;
+pub type Digest = BTreeMap<PathBuf, String>;
 
 fn digest(root: &Path) -> Result<Digest, String> {
     let entries = gen::walk(root).map_err(|e| format!("walking {}: {e}", root.display()))?;
@@ -404,6 +488,19 @@ fn run_contender(
         results.ms.entry((index, s)).or_default().push(ms);
         if s.snapshots() {
             last_snapshot = Some(s);
+            if let Some(read) = c.snapshot_content.as_mut() {
+                let got = read(ctx).map_err(|e| format!("reading its snapshot back: {e}"))?;
+                if let Some(diff) = difference(&states[&s], &got) {
+                    note(
+                        results,
+                        format!(
+                            "{}: its {} snapshot differs from the tree: {diff}",
+                            c.name,
+                            s.label()
+                        ),
+                    );
+                }
+            }
         }
         let restored = match s {
             Scenario::RestoreAfter30 => Some(&ctx.tree),
@@ -413,19 +510,24 @@ fn run_contender(
         if let (Some(dir), Some(snap)) = (restored, last_snapshot) {
             let want = &states[&snap];
             if let Some(diff) = difference(want, &digest(dir)?) {
-                let note = format!(
+                let text = format!(
                     "{}: {} does not match the tree at its last snapshot ({}): {diff}",
                     c.name,
                     s.label(),
                     snap.label()
                 );
-                if !results.notes.contains(&note) {
-                    results.notes.push(note);
-                }
+                note(results, text);
             }
         }
     }
     Ok(())
+}
+
+/// Records a note once.
+fn note(results: &mut Results, text: String) {
+    if !results.notes.contains(&text) {
+        results.notes.push(text);
+    }
 }
 
 fn print_table(all: &[Contender], results: &Results) {
@@ -493,7 +595,8 @@ fn print_table(all: &[Contender], results: &Results) {
     }
     if results.notes.is_empty() {
         println!(
-            "\nrestores checked against the tree at each contender's last snapshot: all match"
+            "\nchecks (restores against the tree at the last snapshot, snapshots read back where a \
+             contender can): all match"
         );
     } else {
         println!();
@@ -597,6 +700,7 @@ fn git_status() -> Contender {
             (Scenario::Changed10, Box::new(status)),
             (Scenario::Changed1000, Box::new(status)),
         ],
+        snapshot_content: None,
     }
 }
 
@@ -675,6 +779,7 @@ fn shadow_git() -> Contender {
             (Scenario::RestoreAfter30, Box::new(restore)),
             (Scenario::FullRestore, Box::new(full_restore)),
         ],
+        snapshot_content: None,
     }
 }
 
@@ -725,6 +830,7 @@ fn tar_copy() -> Contender {
                 Box::new(|ctx| tar_pipe(&ctx.scratch.join("copy"), &ctx.empty)),
             ),
         ],
+        snapshot_content: None,
     }
 }
 
