@@ -1,1 +1,41 @@
-//! `cairn-restore`: not built yet. This crate is empty on purpose; see the open issues.
+//! `cairn-restore`: the [`Workspace`] (a root, its store, its capture settings and holds) and
+//! restores that never lose data.
+//!
+//! A restore is two calls: [`Workspace::plan`] walks the current files with the snapshot's own
+//! capture settings and the stat cache and lists every change (`restored`, `deleted`,
+//! `unchanged`, `kept` with reasons, `busy`, `drifted`); it *is* the dry run.
+//! [`Workspace::apply`] then checks holds, takes a safety snapshot, re-checks the plan against
+//! it, syncs a journal, stages and verifies every new content, and changes files through
+//! directory descriptors that never follow a symlink. Files already right are not touched.
+//!
+//! ```
+//! use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("a.txt"), "one")?;
+//! let ws = Workspace::open(dir.path(), WorkspaceOptions::default())?;
+//! let snap = ws.snapshot(&ws.snapshot_options())?;
+//! std::fs::write(dir.path().join("a.txt"), "two")?;
+//! let report = ws.restore(&snap.id, &RestoreOptions::default())?;
+//! assert_eq!(std::fs::read_to_string(dir.path().join("a.txt"))?, "one");
+//! assert!(report.safety_snapshot_id.is_some());
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod apply;
+pub mod error;
+pub mod journal;
+pub mod plan;
+mod safe;
+pub mod workspace;
+
+pub use apply::{apply, restore, Report};
+pub use error::{Error, Result};
+pub use journal::{Journal, Recovery};
+pub use plan::{plan, Action, DriftPolicy, KeptPath, KeptReason, Plan, RestoreOptions};
+pub use workspace::{
+    default_workspace_id, Hold, HoldInfo, SnapshotOutcome, Workspace, WorkspaceOptions,
+};

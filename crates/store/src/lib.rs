@@ -35,6 +35,7 @@ pub mod id;
 pub mod lock;
 pub mod manifest;
 pub mod pack;
+pub mod relpath;
 pub mod retain;
 mod store;
 pub mod tree;
@@ -46,6 +47,7 @@ pub use id::{BlobId, Hasher, ObjectId, SnapshotId, TreeId};
 pub use lock::{MarkerInfo, OperationGuard, OperationKind};
 pub use manifest::{CaptureSettings, Manifest, SkipReason, Skipped, Stats};
 pub use pack::ObjectKind;
+pub use relpath::RelPath;
 pub use store::{
     check_workspace_id, BrokenIndex, Compression, Layout, ObjectWriter, PutOutcome, SnapshotEntry,
     SnapshotList, Store, StoreOptions, WriteStats,

@@ -1,0 +1,756 @@
+//! Applying a plan: holds checked, a safety snapshot taken, the plan re-checked against it, a
+//! journal synced, every new content staged and verified, then removals, creations and modes
+//! in dependency order, all through directory descriptors (see `safe`).
+//!
+//! # Handling the return value
+//! `Ok(report)`: the workspace now holds the snapshot (except what `kept` lists);
+//! `report.safety_snapshot_id` undoes it. `Err` before any change (`BUSY`, `DENIED`,
+//! `CONFLICT`, `IO` for a corrupt object, `CANCELLED`): nothing changed. `Err` after changes
+//! began (a failing disk, a directory swapped under us): the journal stays pending and the
+//! safety snapshot is kept; [`Workspace::recover`] (also run when the workspace is next opened)
+//! completes it, or the safety snapshot undoes it.
+
+use crate::error::{Error, Result};
+use crate::journal::{self, Journal, State};
+use crate::plan::{self, Action, Current, Inputs, KeptPath, Plan, RestoreOptions};
+use crate::safe::{self, Dirs};
+use crate::workspace::{restore_lock_path, Workspace};
+use cairn_store::fsutil::{self, LockMode};
+use cairn_store::{
+    Classify, EntryKind, ErrorKind, Hasher, ObjectId, OperationKind, RelPath, SnapshotId, Tree,
+    TreeEntry, TreeId,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::Read;
+
+/// What a restore did (or, for a dry run, would do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// The snapshot restored.
+    pub snapshot_id: SnapshotId,
+    /// Whether this is a dry run (nothing changed).
+    pub dry_run: bool,
+    /// Paths written or re-made.
+    pub restored: Vec<RelPath>,
+    /// Paths removed.
+    pub deleted: Vec<RelPath>,
+    /// Files already as the snapshot holds them.
+    pub unchanged: u64,
+    /// Paths left alone, and why.
+    pub kept: Vec<KeptPath>,
+    /// Whether a hold stood.
+    pub busy: bool,
+    /// Paths that differed from the reference snapshot.
+    pub drifted: Vec<RelPath>,
+    /// The snapshot of the files before the restore changed them; restoring it undoes this.
+    pub safety_snapshot_id: Option<SnapshotId>,
+    /// Operations carried out.
+    pub operations: u64,
+    /// True when exactly the planned operations were carried out.
+    pub as_planned: bool,
+    /// The journal that recorded it.
+    pub journal: Option<String>,
+}
+
+impl Report {
+    pub(crate) fn from_plan(
+        plan: &Plan,
+        dry_run: bool,
+        safety: Option<SnapshotId>,
+        journal: Option<String>,
+    ) -> Report {
+        Report {
+            snapshot_id: plan.snapshot_id,
+            dry_run,
+            restored: plan.restored.clone(),
+            deleted: plan.deleted.clone(),
+            unchanged: plan.unchanged,
+            kept: plan.kept.clone(),
+            busy: plan.busy,
+            drifted: plan.drifted.clone(),
+            safety_snapshot_id: safety,
+            operations: if dry_run {
+                0
+            } else {
+                plan.actions.len() as u64
+            },
+            as_planned: true,
+            journal,
+        }
+    }
+}
+
+/// How the executor treats the paths it changes.
+pub(crate) enum Mode {
+    /// A fresh apply, just re-planned against the safety snapshot.
+    Apply,
+    /// Completing a journal: skip paths in their target state, do those still as the safety
+    /// snapshot holds them, report the rest as obstructed.
+    Recover { safety: Option<SnapshotId> },
+}
+
+pub(crate) struct Exec<'a> {
+    ws: &'a Workspace,
+    dirs: Dirs,
+    jid: String,
+    mode: Mode,
+    crash_after: Option<usize>,
+    ops: usize,
+    staged: HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
+    counter: u64,
+    /// Directories made writable for the restore, with the mode to give back.
+    unlocked: Vec<(Vec<u8>, u32)>,
+    safety_trees: HashMap<TreeId, Tree>,
+}
+
+fn temp_prefix(jid: &str) -> Vec<u8> {
+    format!(".cairn-tmp-{jid}-").into_bytes()
+}
+
+impl<'a> Exec<'a> {
+    pub(crate) fn new(
+        ws: &'a Workspace,
+        jid: &str,
+        mode: Mode,
+        crash_after: Option<usize>,
+    ) -> Result<Exec<'a>> {
+        Ok(Exec {
+            ws,
+            dirs: Dirs::open(ws.root())?,
+            jid: jid.to_string(),
+            mode,
+            crash_after,
+            ops: 0,
+            staged: HashMap::new(),
+            counter: 0,
+            unlocked: Vec::new(),
+            safety_trees: HashMap::new(),
+        })
+    }
+
+    /// Test hook: dies by SIGKILL once `crash_after` operations are done (checked before each
+    /// operation and once after the last, before the journal is marked done).
+    fn maybe_crash(&self) {
+        if self.crash_after == Some(self.ops) {
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::KILL,
+            );
+            // SIGKILL cannot be caught; wait for it to land.
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    }
+
+    /// Runs `f` on the directory at `rel`; if it fails with `EACCES` on a directory of ours
+    /// made read-only, opens it up (`u+rwx`) and tries again, giving the mode back at the end.
+    fn in_dir<T>(
+        &mut self,
+        rel: &[u8],
+        mut f: impl FnMut(&rustix::fd::OwnedFd) -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        let fd = self
+            .dirs
+            .dir(rel)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        match f(&fd) {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ACCESS.raw_os_error()) => {
+                let st = rustix::fs::fstat(&*fd)?;
+                if st.st_uid != rustix::process::geteuid().as_raw() {
+                    return Err(e);
+                }
+                self.unlocked.push((rel.to_vec(), st.st_mode & 0o7777));
+                safe::chmod_dir(&*fd, (st.st_mode & 0o7777) | 0o700)?;
+                f(&fd)
+            }
+            r => r,
+        }
+    }
+
+    fn abs(&self, rel: &[u8]) -> std::path::PathBuf {
+        self.dirs.abs(rel)
+    }
+
+    /// Removes temporary files a crashed run of this journal left in the directories it
+    /// touches.
+    pub(crate) fn cleanup_temp(&mut self, plan: &Plan) -> Result<()> {
+        let prefix = temp_prefix(&self.jid);
+        let mut dirs: Vec<Vec<u8>> = vec![Vec::new()];
+        for a in &plan.actions {
+            let mut p = a.path().split_last().0;
+            loop {
+                dirs.push(p.to_vec());
+                match p.iter().rposition(|&b| b == b'/') {
+                    Some(i) => p = &p[..i],
+                    None => break,
+                }
+            }
+        }
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            let Ok(fd) = self.dirs.dir(&d) else { continue };
+            let Ok(list) = rustix::fs::Dir::read_from(&*fd) else {
+                continue;
+            };
+            for entry in list.flatten() {
+                let name = entry.file_name().to_bytes();
+                if name.starts_with(&prefix) {
+                    let _ = safe::unlink(&*fd, name);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn next_temp(&mut self) -> Vec<u8> {
+        self.counter += 1;
+        let mut n = temp_prefix(&self.jid);
+        n.extend_from_slice(self.counter.to_string().as_bytes());
+        n
+    }
+
+    /// The nearest existing ancestor directory of `path`'s parent.
+    fn staging_dir(&mut self, path: &RelPath) -> Vec<u8> {
+        let mut p = path.split_last().0.to_vec();
+        loop {
+            if self.dirs.dir(&p).is_ok() {
+                return p;
+            }
+            match p.iter().rposition(|&b| b == b'/') {
+                Some(i) => p.truncate(i),
+                None => return Vec::new(),
+            }
+        }
+    }
+
+    /// Writes every new content into temporary files beside (or above) its target, verifying
+    /// each against its id. Nothing in the workspace changes if this fails.
+    pub(crate) fn stage(&mut self, actions: &[&Action]) -> Result<()> {
+        for a in actions {
+            let Action::WriteFile {
+                path, blob, mode, ..
+            } = a
+            else {
+                continue;
+            };
+            let dir = self.staging_dir(path);
+            let name = self.next_temp();
+            let fd = self.dirs.dir(&dir)?;
+            let mut file = match safe::create_file(&*fd, &name, 0o600) {
+                Ok(f) => f,
+                Err(e) => return Err(Error::io("stage", self.abs(&dir), e)),
+            };
+            let r = self.ws.store().copy_object_to(blob, &mut file);
+            if let Err(e) = r {
+                let _ = safe::unlink(&*fd, &name);
+                return Err(match e.kind() {
+                    ErrorKind::Corrupt => Error::io(
+                        "stage (the stored content does not match its id; run `cairn verify`)",
+                        self.abs(&path.0),
+                        std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+                    ),
+                    _ => e.into(),
+                });
+            }
+            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
+                .map_err(|e| Error::io("set mode", self.abs(&path.0), e.into()))?;
+            drop(file);
+            self.staged.insert(path.0.clone(), (dir, name));
+        }
+        Ok(())
+    }
+
+    /// Removes staged files (after a failure before any change).
+    pub(crate) fn unstage(&mut self) {
+        let staged: Vec<(Vec<u8>, Vec<u8>)> = self.staged.drain().map(|(_, v)| v).collect();
+        for (dir, name) in staged {
+            if let Ok(fd) = self.dirs.dir(&dir) {
+                let _ = safe::unlink(&*fd, &name);
+            }
+        }
+    }
+
+    fn safety_entry(&mut self, path: &[u8]) -> Result<Option<TreeEntry>> {
+        let Mode::Recover {
+            safety: Some(safety),
+        } = self.mode
+        else {
+            return Ok(None);
+        };
+        let store = self.ws.store();
+        let root = store.read_manifest(&safety)?.root;
+        let read = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+        plan::entry_at(&mut self.safety_trees, &read, root, path)
+    }
+
+    /// The current entry at `path` as (kind, content id, mode), hashing a file's content.
+    fn current(&mut self, path: &[u8]) -> Result<Option<(EntryKind, Option<ObjectId>, u32)>> {
+        let rel = RelPath(path.to_vec());
+        let (parent, name) = rel.split_last();
+        let fd = match self.dirs.dir(parent) {
+            Ok(fd) => fd,
+            Err(_) => return Ok(None),
+        };
+        let Some(st) =
+            safe::lstat(&*fd, name).map_err(|e| Error::io("lstat", self.abs(path), e))?
+        else {
+            return Ok(None);
+        };
+        let ft = safe::file_type(&st);
+        Ok(Some(match ft {
+            rustix::fs::FileType::Directory => (EntryKind::Dir, None, st.st_mode),
+            rustix::fs::FileType::Symlink => {
+                let t = safe::readlink(&*fd, name)
+                    .map_err(|e| Error::io("readlink", self.abs(path), e))?;
+                (EntryKind::Symlink, Some(ObjectId::of(&t)), st.st_mode)
+            }
+            rustix::fs::FileType::RegularFile => {
+                let mut f = safe::open_read(&*fd, name)
+                    .map_err(|e| Error::io("open", self.abs(path), e))?;
+                let mut h = Hasher::new();
+                let mut buf = vec![0u8; 256 * 1024];
+                loop {
+                    let k = f
+                        .read(&mut buf)
+                        .map_err(|e| Error::io("read", self.abs(path), e))?;
+                    if k == 0 {
+                        break;
+                    }
+                    h.update(&buf[..k]);
+                }
+                (EntryKind::File, Some(h.finish()), st.st_mode)
+            }
+            // Something else stands there: it matches neither side.
+            _ => (EntryKind::File, None, st.st_mode),
+        }))
+    }
+
+    /// In recovery: whether `path` is as the safety snapshot holds it (so the action may run).
+    fn as_before(&mut self, path: &[u8]) -> Result<bool> {
+        let before = self.safety_entry(path)?;
+        let now = self.current(path)?;
+        Ok(match (before, now) {
+            (None, None) => true,
+            (Some(b), Some((kind, id, mode))) => {
+                b.kind == kind
+                    && (kind == EntryKind::Dir
+                        || (Some(b.id) == id && (kind != EntryKind::File || b.mode == mode)))
+            }
+            _ => false,
+        })
+    }
+
+    /// Carries the plan out. Returns the obstructed paths (recovery only; an apply fails on the
+    /// first error instead, its journal left pending).
+    pub(crate) fn run(&mut self, plan: &Plan) -> Result<Vec<RelPath>> {
+        // An apply has staged everything before it wrote its journal; a recovery stages each
+        // file it finds still to do.
+        let recover = matches!(self.mode, Mode::Recover { .. });
+        let mut obstructed = Vec::new();
+        // Paths the plan removes before it creates something there (a type change): for the
+        // creation, "absent" is the state before it too.
+        let removed: std::collections::HashSet<Vec<u8>> = plan
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::RemoveFile { .. } | Action::RemoveDir { .. }))
+            .map(|a| a.path().0.clone())
+            .collect();
+        let created: HashMap<Vec<u8>, &Action> = plan
+            .actions
+            .iter()
+            .filter(|a| {
+                matches!(
+                    a,
+                    Action::MakeDir { .. } | Action::WriteFile { .. } | Action::MakeSymlink { .. }
+                )
+            })
+            .map(|a| (a.path().0.clone(), a))
+            .collect();
+        for a in &plan.actions {
+            let path = a.path().0.clone();
+            if recover {
+                match self.recover_check(a, removed.contains(&path), created.get(&path).copied())? {
+                    Check::Skip => continue,
+                    Check::Obstructed => {
+                        obstructed.push(a.path().clone());
+                        continue;
+                    }
+                    Check::Do => {
+                        if let Action::WriteFile { .. } = a {
+                            self.stage(&[a])?;
+                        }
+                    }
+                }
+            }
+            self.maybe_crash();
+            self.one(a).map_err(|e| match e {
+                Error::Io { action, source, .. } => Error::io(action, self.abs(&path), source),
+                e => e,
+            })?;
+            self.ops += 1;
+        }
+        self.maybe_crash();
+        // Give back the modes of directories opened up for the restore, unless the plan set
+        // them.
+        let unlocked = std::mem::take(&mut self.unlocked);
+        for (rel, mode) in unlocked.into_iter().rev() {
+            let planned = plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::SetMode { path, dir: true, .. } if path.0 == rel));
+            if !planned {
+                if let Ok(fd) = self.dirs.dir(&rel) {
+                    let _ = safe::chmod_dir(&*fd, mode);
+                }
+            }
+        }
+        Ok(obstructed)
+    }
+
+    fn recover_check(
+        &mut self,
+        a: &Action,
+        removed_before: bool,
+        created_after: Option<&Action>,
+    ) -> Result<Check> {
+        let path = a.path().0.clone();
+        let now = self.current(&path)?;
+        // A removal whose path already holds what the plan creates there later: done.
+        if let (Action::RemoveFile { .. } | Action::RemoveDir { .. }, Some(c)) = (a, created_after)
+        {
+            if is_target(c, &now) {
+                return Ok(Check::Skip);
+            }
+        }
+        let creation = matches!(
+            a,
+            Action::MakeDir { .. } | Action::WriteFile { .. } | Action::MakeSymlink { .. }
+        );
+        if creation && removed_before && now.is_none() {
+            return Ok(Check::Do);
+        }
+        Ok(match a {
+            Action::RemoveFile { .. } => match now {
+                None => Check::Skip,
+                Some(_) if self.as_before(&path)? => Check::Do,
+                Some(_) => Check::Obstructed,
+            },
+            Action::RemoveDir { .. } => match now {
+                None => Check::Skip,
+                Some((EntryKind::Dir, _, _)) => Check::Do,
+                Some(_) => Check::Obstructed,
+            },
+            Action::MakeDir { .. } => match now {
+                Some((EntryKind::Dir, _, _)) => Check::Skip,
+                None => Check::Do,
+                Some(_) => Check::Obstructed,
+            },
+            Action::WriteFile { .. } | Action::MakeSymlink { .. } => {
+                if is_target(a, &now) {
+                    Check::Skip
+                } else if self.as_before(&path)? {
+                    Check::Do
+                } else {
+                    Check::Obstructed
+                }
+            }
+            Action::SetMode { dir, .. } => match now {
+                Some((EntryKind::Dir, _, _)) if *dir => Check::Do,
+                Some((EntryKind::File, _, _)) if !*dir => Check::Do,
+                _ => Check::Obstructed,
+            },
+        })
+    }
+
+    fn one(&mut self, a: &Action) -> Result<()> {
+        let rel = a.path().clone();
+        let (parent, name) = rel.split_last();
+        let (parent, name) = (parent.to_vec(), name.to_vec());
+        let abs = self.abs(&rel.0);
+        match a {
+            Action::RemoveFile { .. } => self
+                .in_dir(&parent, |fd| safe::unlink(fd, &name))
+                .map_err(|e| Error::io("remove", abs, e)),
+            Action::RemoveDir { .. } => {
+                self.dirs.forget(&rel.0);
+                self.in_dir(&parent, |fd| safe::rmdir(fd, &name))
+                    .map_err(|e| Error::io("remove directory", abs, e))
+            }
+            Action::MakeDir { mode, .. } => self
+                .in_dir(&parent, |fd| match safe::mkdir(fd, &name, *mode) {
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
+                        match safe::lstat(fd, &name)? {
+                            Some(st) if safe::file_type(&st) == rustix::fs::FileType::Directory => {
+                                Ok(())
+                            }
+                            _ => Err(e),
+                        }
+                    }
+                    r => r,
+                })
+                .map_err(|e| Error::io("create directory", abs, e)),
+            Action::WriteFile { .. } => {
+                let Some((sdir, sname)) = self.staged.remove(&rel.0) else {
+                    return Err(Error::io(
+                        "write",
+                        abs,
+                        std::io::Error::other("no staged content (internal error)"),
+                    ));
+                };
+                let from = self.dirs.dir(&sdir)?;
+                self.in_dir(&parent, |fd| safe::rename(&*from, &sname, fd, &name))
+                    .map_err(|e| Error::io("rename into place", abs, e))
+            }
+            Action::MakeSymlink { target, .. } => {
+                let bytes = self.ws.store().read_object(target)?.1;
+                let tmp = self.next_temp();
+                self.in_dir(&parent, |fd| {
+                    safe::symlink(&bytes, fd, &tmp)?;
+                    safe::rename(fd, &tmp, fd, &name).inspect_err(|_| {
+                        let _ = safe::unlink(fd, &tmp);
+                    })
+                })
+                .map_err(|e| Error::io("make symlink", abs, e))
+            }
+            Action::SetMode { mode, dir, .. } => {
+                if *dir {
+                    let fd = self.dirs.dir(&rel.0)?;
+                    safe::chmod_dir(&*fd, *mode).map_err(|e| Error::io("set mode", abs, e))
+                } else {
+                    self.in_dir(&parent, |fd| safe::chmod_file(fd, &name, *mode))
+                        .map_err(|e| Error::io("set mode", abs, e))
+                }
+            }
+        }
+    }
+
+    /// Makes everything durable.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        rustix::fs::syncfs(self.dirs.root_fd())
+            .map_err(|e| Error::io("sync", self.abs(b""), e.into()))
+    }
+}
+
+/// Whether `now` is what creation action `a` leaves at its path.
+fn is_target(a: &Action, now: &Option<(EntryKind, Option<ObjectId>, u32)>) -> bool {
+    match (a, now) {
+        (Action::WriteFile { blob, mode, .. }, Some((EntryKind::File, Some(id), m))) => {
+            id == blob && m & 0o7777 == mode & 0o7777
+        }
+        (Action::MakeSymlink { target, .. }, Some((EntryKind::Symlink, Some(id), _))) => {
+            id == target
+        }
+        (Action::MakeDir { .. }, Some((EntryKind::Dir, _, _))) => true,
+        _ => false,
+    }
+}
+
+enum Check {
+    Skip,
+    Do,
+    Obstructed,
+}
+
+/// Applies `plan` (see the module documentation for what the result means).
+pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Report> {
+    if let Some(key) = &options.key {
+        if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
+            if let (State::Done, Some(report)) = (j.state, &j.report) {
+                return Ok(report.clone());
+            }
+            // The same key left pending by a crash: finish it, and report as it would have.
+            let id = j.id.clone();
+            let r = journal::recover_one(ws, j)?;
+            if !r.completed {
+                return Err(obstruction(ws, r.obstructed));
+            }
+            if let Some(report) = journal::read(ws, &id)?.and_then(|j| j.report) {
+                return Ok(report);
+            }
+        }
+    }
+    // A restore a crash left pending must be finished first.
+    for r in journal::recover_all(ws)? {
+        if !r.completed {
+            return Err(obstruction(ws, r.obstructed));
+        }
+    }
+    let locks = &ws.store().layout().locks;
+    let lock_path = restore_lock_path(locks, ws.id());
+    let lock = fsutil::open_lock_file(&lock_path)?;
+    if !fsutil::flock(&lock, LockMode::Exclusive, false, &lock_path)? {
+        return Err(Error::Busy {
+            detail: "another restore of this workspace is running, or a hold is being taken".into(),
+        });
+    }
+    let holds = ws.holds()?;
+    if !holds.is_empty() {
+        return Err(Error::Busy {
+            detail: format!(
+                "held by {}",
+                holds
+                    .iter()
+                    .map(|h| match h.pid {
+                        Some(pid) => format!("{} (process {pid})", h.what),
+                        None => h.what.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+    if options.is_cancelled() {
+        return Err(Error::Cancelled);
+    }
+    let _op = ws
+        .store()
+        .begin_operation(OperationKind::Restore, &[plan.snapshot_id])?;
+    if plan.is_noop() {
+        let fresh = plan::plan(
+            ws,
+            &plan.snapshot_id,
+            &RestoreOptions {
+                reference: plan.reference,
+                ..RestoreOptions::default()
+            },
+        )?;
+        if !fresh.is_noop() {
+            return Err(changed_since(ws, plan, &fresh));
+        }
+        return Ok(Report::from_plan(plan, false, None, None));
+    }
+    // The safety snapshot: the files as they are, with the snapshot's own capture settings,
+    // so it keeps every path the plan changes or deletes.
+    let mut sopts = cairn_snapshot::Options::from_capture(&plan.capture);
+    sopts.label = Some(format!(
+        "safety before restoring {}",
+        plan.snapshot_id.short()
+    ));
+    sopts
+        .metadata
+        .insert("cairn".into(), serde_json::json!("safety"));
+    sopts.metadata.insert(
+        "restoring".into(),
+        serde_json::json!(plan.snapshot_id.to_hex()),
+    );
+    let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts)?;
+    // Re-check the plan against what the safety snapshot saw.
+    if safety.root != plan.current_root {
+        let store = ws.store();
+        let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+        let reference = match &plan.reference {
+            Some(r) => Some((*r, store.read_manifest(r)?.root)),
+            None => None,
+        };
+        let target = store.read_manifest(&plan.snapshot_id)?;
+        let fresh = plan::compute(
+            ws,
+            Inputs {
+                snapshot_id: plan.snapshot_id,
+                target_root: plan.target_root,
+                target_skipped: &target.skipped,
+                capture: plan.capture.clone(),
+                current: Current {
+                    root: safety.root,
+                    trees: &tree,
+                    kept: Current::from_walk(&safety.kept, &safety.skipped),
+                },
+                target_tree: &tree,
+                reference,
+                on_drift: options.on_drift,
+            },
+        )?;
+        if fresh.actions != plan.actions {
+            return Err(changed_since(ws, plan, &fresh));
+        }
+    }
+    if options.is_cancelled() {
+        return Err(Error::Cancelled);
+    }
+    let jid = journal::journal_id(options.key.as_deref());
+    let mut j = Journal {
+        id: jid.clone(),
+        key: options.key.clone(),
+        workspace_id: ws.id().to_string(),
+        target: plan.snapshot_id,
+        safety: Some(safety.id),
+        plan: plan.clone(),
+        state: State::Pending,
+        report: None,
+    };
+    let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops)?;
+    // Stage (and verify) before the journal makes the restore pending, so a corrupt object
+    // fails with nothing changed and nothing to recover.
+    let all: Vec<&Action> = plan.actions.iter().collect();
+    if let Err(e) = exec.stage(&all) {
+        exec.unstage();
+        return Err(e);
+    }
+    journal::write(ws, &j)?;
+    if let Err(e) = exec.run(plan) {
+        exec.unstage();
+        return Err(e);
+    }
+    exec.finish()?;
+    let report = Report::from_plan(plan, false, Some(safety.id), Some(jid));
+    j.state = State::Done;
+    j.report = Some(report.clone());
+    journal::write(ws, &j)?;
+    drop(lock);
+    Ok(report)
+}
+
+fn changed_since(ws: &Workspace, old: &Plan, new: &Plan) -> Error {
+    let mut paths: Vec<RelPath> = new
+        .actions
+        .iter()
+        .filter(|a| !old.actions.contains(a))
+        .chain(old.actions.iter().filter(|a| !new.actions.contains(a)))
+        .map(|a| a.path().clone())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    Error::Conflict {
+        detail: "the workspace changed since the plan was made; plan again (nothing was changed)"
+            .into(),
+        first: paths.first().map(|p| ws.root().join(p.as_path())),
+        paths,
+    }
+}
+
+fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
+    Error::Conflict {
+        detail: "an interrupted restore cannot finish: later edits stand in its way; resolve them, then call recover (`cairn recover`)".into(),
+        first: paths.first().map(|p| ws.root().join(p.as_path())),
+        paths,
+    }
+}
+
+/// Plans and, unless `options.dry_run`, applies a restore of `snapshot`.
+pub fn restore(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
+    let plan = plan::plan(ws, snapshot, options)?;
+    if options.dry_run {
+        return Ok(Report::from_plan(&plan, true, None, None));
+    }
+    apply(ws, &plan, options)
+}
+
+impl Workspace {
+    /// Plans a restore; see [`plan::plan`].
+    pub fn plan(&self, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+        plan::plan(self, snapshot, options)
+    }
+
+    /// Applies a plan; see [`apply`].
+    pub fn apply(&self, plan: &Plan, options: &RestoreOptions) -> Result<Report> {
+        apply(self, plan, options)
+    }
+
+    /// Plans and applies (or, with `dry_run`, only plans) a restore; see [`restore`].
+    pub fn restore(&self, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
+        restore(self, snapshot, options)
+    }
+}

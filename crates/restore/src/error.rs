@@ -1,0 +1,116 @@
+//! Errors of the restore layer.
+
+use cairn_store::{Classify, ErrorKind, RelPath};
+use std::path::{Path, PathBuf};
+
+/// An error opening a workspace, planning or applying a restore, or taking a hold.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] cairn_store::Error),
+    /// Taking a snapshot (the safety snapshot, or the scan of a plan) failed.
+    #[error(transparent)]
+    Snapshot(#[from] cairn_snapshot::Error),
+    /// The operating system failed an operation on a workspace path.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The absolute path concerned.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A hold, or another restore, is in the way.
+    #[error("the workspace is busy: {detail}; wait for it to finish, then try again")]
+    Busy {
+        /// Who holds it.
+        detail: String,
+    },
+    /// The restore would lose data or cross a permission boundary; nothing was changed.
+    #[error("restore refused before any change: {detail}: {}", list(paths))]
+    Denied {
+        /// Why.
+        detail: String,
+        /// The paths concerned.
+        paths: Vec<RelPath>,
+        /// The first path, absolute, for the error's `path`.
+        first: Option<PathBuf>,
+    },
+    /// Someone else's edits are in the way.
+    #[error("{detail}: {}", list(paths))]
+    Conflict {
+        /// What conflicts.
+        detail: String,
+        /// The paths concerned.
+        paths: Vec<RelPath>,
+        /// The first path, absolute.
+        first: Option<PathBuf>,
+    },
+    /// An option is malformed.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The caller cancelled before anything changed.
+    #[error("the restore was cancelled before it changed anything")]
+    Cancelled,
+}
+
+fn list(paths: &[RelPath]) -> String {
+    let mut names: Vec<String> = paths
+        .iter()
+        .take(10)
+        .map(|p| p.display().into_owned())
+        .collect();
+    if paths.len() > 10 {
+        names.push(format!("and {} more", paths.len() - 10));
+    }
+    names.join(", ")
+}
+
+impl Error {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+impl Classify for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Store(e) => e.kind(),
+            Error::Snapshot(e) => e.kind(),
+            Error::Io { source, .. } => match source.raw_os_error() {
+                Some(c) if c == rustix::io::Errno::LOOP.raw_os_error() => ErrorKind::Denied,
+                _ => ErrorKind::of_io(source),
+            },
+            Error::Busy { .. } => ErrorKind::Busy,
+            Error::Denied { .. } => ErrorKind::Denied,
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Cancelled => ErrorKind::Cancelled,
+        }
+    }
+
+    fn path(&self) -> Option<&Path> {
+        match self {
+            Error::Store(e) => e.path(),
+            Error::Snapshot(e) => e.path(),
+            Error::Io { path, .. } => Some(path),
+            Error::Denied { first, .. } | Error::Conflict { first, .. } => first.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// The restore layer's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

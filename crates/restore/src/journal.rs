@@ -1,0 +1,204 @@
+//! Restore journals: the durable record of a restore in flight, completed after a crash.
+//!
+//! A journal file is `"CAIRNJNL"`, a little-endian `u32` version, then the [`Journal`] as JSON
+//! (the plan it holds is the same document a dry run prints). It is synced before the first
+//! change. Opening the workspace completes a pending journal: a path already in its target
+//! state is skipped, one still as the safety snapshot holds it is done, and one an unrelated
+//! later edit obstructs is left as it is and reported, the journal staying for a retry.
+
+use crate::apply::{Exec, Mode, Report};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::workspace::Workspace;
+use cairn_store::{fsutil, RelPath, SnapshotId};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Magic at the start of a journal file.
+pub const JOURNAL_MAGIC: &[u8; 8] = b"CAIRNJNL";
+/// The journal format version.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// Where a restore stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Changes may have been made; not finished.
+    Pending,
+    /// Finished; the report is kept for its idempotency key.
+    Done,
+}
+
+/// A restore journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    /// The journal's id (its file name).
+    pub id: String,
+    /// The idempotency key, if the caller gave one.
+    pub key: Option<String>,
+    /// The workspace.
+    pub workspace_id: String,
+    /// The snapshot restored.
+    pub target: SnapshotId,
+    /// The safety snapshot taken before the first change.
+    pub safety: Option<SnapshotId>,
+    /// The plan being carried out.
+    pub plan: Plan,
+    /// Where it stands.
+    pub state: State,
+    /// The report, once done.
+    pub report: Option<Report>,
+}
+
+/// What completing a pending journal did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recovery {
+    /// The journal.
+    pub journal: String,
+    /// The snapshot it restores.
+    pub target: SnapshotId,
+    /// The safety snapshot (restoring it undoes the restore).
+    pub safety: Option<SnapshotId>,
+    /// Whether the restore is now complete.
+    pub completed: bool,
+    /// Paths an unrelated later edit obstructs; left as they are.
+    pub obstructed: Vec<RelPath>,
+}
+
+pub(crate) fn journal_dir(ws: &Workspace) -> Result<PathBuf> {
+    let dir = ws.store().layout().journal.join(ws.id());
+    fsutil::ensure_dir(&dir)?;
+    Ok(dir)
+}
+
+/// The journal id for an idempotency key, or a fresh one.
+pub(crate) fn journal_id(key: Option<&str>) -> String {
+    match key {
+        Some(k) => format!(
+            "key-{}",
+            &cairn_store::ObjectId::of(k.as_bytes()).to_hex()[..32]
+        ),
+        None => {
+            let seed = format!(
+                "{}-{}-{:?}",
+                std::process::id(),
+                fsutil::now_ms(),
+                std::time::Instant::now()
+            );
+            format!(
+                "r-{}",
+                &cairn_store::ObjectId::of(seed.as_bytes()).to_hex()[..24]
+            )
+        }
+    }
+}
+
+pub(crate) fn write(ws: &Workspace, j: &Journal) -> Result<()> {
+    let dir = journal_dir(ws)?;
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(JOURNAL_MAGIC);
+    bytes.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
+    bytes.extend_from_slice(&serde_json::to_vec(j).expect("a journal serialises"));
+    fsutil::write_atomic(
+        &ws.store().layout().tmp,
+        &dir.join(format!("{}.journal", j.id)),
+        &bytes,
+    )?;
+    Ok(())
+}
+
+pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
+    let path = journal_dir(ws)?.join(format!("{id}.journal"));
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read journal", &path, e)),
+    };
+    decode(&bytes, &path).map(Some)
+}
+
+fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
+    if bytes.len() < 12 || &bytes[..8] != JOURNAL_MAGIC {
+        return Err(cairn_store::Error::corrupt("journal", path, "bad magic").into());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != JOURNAL_VERSION {
+        return Err(cairn_store::Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: JOURNAL_VERSION,
+        }
+        .into());
+    }
+    serde_json::from_slice(&bytes[12..])
+        .map_err(|e| cairn_store::Error::corrupt("journal", path, e.to_string()).into())
+}
+
+/// Every journal of the workspace.
+pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
+    let dir = journal_dir(ws)?;
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))? {
+        let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("journal")
+            || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+        {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("read journal", &path, e))?;
+        out.push(decode(&bytes, &path)?);
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// Completes every pending journal of the workspace (see the module documentation).
+pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
+    let mut out = Vec::new();
+    for j in list(ws)? {
+        if j.state == State::Pending {
+            out.push(recover_one(ws, j)?);
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
+    let _op = ws.store().begin_operation(
+        cairn_store::OperationKind::Restore,
+        &[j.target].into_iter().chain(j.safety).collect::<Vec<_>>(),
+    )?;
+    let mut exec = Exec::new(ws, &j.id, Mode::Recover { safety: j.safety }, None)?;
+    exec.cleanup_temp(&j.plan)?;
+    let obstructed = exec.run(&j.plan)?;
+    exec.finish()?;
+    let completed = obstructed.is_empty();
+    if completed {
+        let report = Report::from_plan(&j.plan, false, j.safety, Some(j.id.clone()));
+        j.state = State::Done;
+        j.report = Some(report);
+        write(ws, &j)?;
+    }
+    Ok(Recovery {
+        journal: j.id,
+        target: j.target,
+        safety: j.safety,
+        completed,
+        obstructed,
+    })
+}
+
+impl Workspace {
+    /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
+    /// later edit stays pending (and later restores are refused with `CONFLICT`) until the
+    /// obstruction is resolved and this is called again.
+    pub fn recover(&self) -> Result<Vec<Recovery>> {
+        recover_all(self)
+    }
+
+    /// Every restore journal of the workspace.
+    pub fn journals(&self) -> Result<Vec<Journal>> {
+        list(self)
+    }
+}

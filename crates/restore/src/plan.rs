@@ -1,0 +1,742 @@
+//! Restore planning: every change is listed before any is made. The dry run *is* the plan.
+
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use cairn_snapshot::{ExcludeReason, Kept, Options as SnapshotOptions};
+use cairn_store::{
+    CaptureSettings, EntryKind, ObjectId, RelPath, SkipReason, Skipped, SnapshotId, Tree,
+    TreeEntry, TreeId,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// One change a restore makes, in the order it is made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Action {
+    /// Remove a file or a symlink.
+    RemoveFile {
+        /// The path.
+        path: RelPath,
+    },
+    /// Remove a directory, empty once the removals listed before it are done.
+    RemoveDir {
+        /// The path.
+        path: RelPath,
+    },
+    /// Create a directory.
+    MakeDir {
+        /// The path.
+        path: RelPath,
+        /// Its final mode.
+        mode: u32,
+    },
+    /// Write a file (through a temporary file renamed over the path).
+    WriteFile {
+        /// The path.
+        path: RelPath,
+        /// Its content.
+        blob: ObjectId,
+        /// Its mode.
+        mode: u32,
+        /// Its size.
+        size: u64,
+    },
+    /// Make a symlink (through a temporary link renamed over the path).
+    MakeSymlink {
+        /// The path.
+        path: RelPath,
+        /// The blob of its target bytes.
+        target: ObjectId,
+    },
+    /// Set the mode of a file or directory whose content is right.
+    SetMode {
+        /// The path.
+        path: RelPath,
+        /// The mode.
+        mode: u32,
+        /// Whether it is a directory.
+        dir: bool,
+    },
+}
+
+impl Action {
+    /// The path the action changes.
+    pub fn path(&self) -> &RelPath {
+        match self {
+            Action::RemoveFile { path }
+            | Action::RemoveDir { path }
+            | Action::MakeDir { path, .. }
+            | Action::WriteFile { path, .. }
+            | Action::MakeSymlink { path, .. }
+            | Action::SetMode { path, .. } => path,
+        }
+    }
+}
+
+/// Why a path is left as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeptReason {
+    /// A default exclude (`.git`, `node_modules`, `.cairn`, the store).
+    Excluded,
+    /// An exclude glob of the snapshot.
+    ExcludedByGlob,
+    /// Ignored by `.gitignore` or `.cairnignore`.
+    Ignored,
+    /// A socket, FIFO or device.
+    Special,
+    /// The snapshot skipped it (too large, unreadable, changing, a hard link then).
+    SkippedBySnapshot,
+    /// It cannot be read now.
+    Unreadable,
+    /// It is larger than the snapshot's `max_file_bytes`.
+    TooLarge,
+    /// It changes while it is read.
+    Changing,
+    /// It has several hard links and the snapshot refuses those.
+    HardLink,
+    /// A directory that holds kept entries.
+    HoldsKept,
+    /// Edited since the reference snapshot, and the restore was told to skip such paths.
+    Drifted,
+}
+
+/// A path left alone, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptPath {
+    /// The path.
+    pub path: RelPath,
+    /// Why.
+    pub reason: KeptReason,
+}
+
+/// What to do with paths edited since the reference snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftPolicy {
+    /// Overwrite them (the safety snapshot keeps them) and list them in `drifted`.
+    #[default]
+    Overwrite,
+    /// Refuse the restore with `CONFLICT`, naming them.
+    Refuse,
+    /// Leave them as they are (listed in `drifted` and `kept`).
+    Skip,
+}
+
+/// How a restore is planned and applied. `Default` is the safest choice.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Plan only.
+    pub dry_run: bool,
+    /// A snapshot to compare the current files with (say, the last checkpoint of the thread
+    /// being rewound): paths the restore would change that differ from it are `drifted`.
+    pub reference: Option<SnapshotId>,
+    /// What to do with drifted paths.
+    pub on_drift: DriftPolicy,
+    /// An idempotency key: repeating a finished key returns the earlier report.
+    pub key: Option<String>,
+    /// A token another thread may cancel (checked before any change).
+    pub cancel: Option<cairn_store::CancelToken>,
+    /// Test hook: the process kills itself with SIGKILL after this many operations.
+    #[doc(hidden)]
+    pub crash_after_ops: Option<usize>,
+}
+
+/// A restore plan: every change, before any is made. A plain value; [`crate::apply`] does
+/// exactly what it lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The snapshot restored.
+    pub snapshot_id: SnapshotId,
+    /// Its root tree.
+    pub target_root: TreeId,
+    /// The tree the workspace had when planned.
+    pub current_root: TreeId,
+    /// The capture settings of the snapshot, with which the workspace was walked.
+    pub capture: CaptureSettings,
+    /// The changes, in order.
+    pub actions: Vec<Action>,
+    /// Paths written or re-made.
+    pub restored: Vec<RelPath>,
+    /// Paths removed (a directory with everything in it).
+    pub deleted: Vec<RelPath>,
+    /// Files already as the snapshot holds them.
+    pub unchanged: u64,
+    /// Paths left alone, and why.
+    pub kept: Vec<KeptPath>,
+    /// Whether a hold stands (a restore would be refused with `BUSY`).
+    pub busy: bool,
+    /// Paths the restore changes that differ from the reference snapshot.
+    pub drifted: Vec<RelPath>,
+    /// The reference snapshot, if one was given.
+    pub reference: Option<SnapshotId>,
+}
+
+impl RestoreOptions {
+    /// Whether the caller cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .map(|c| c.is_cancelled())
+            .unwrap_or(false)
+    }
+}
+
+/// The entry at `path` under tree `root`, reading trees through `read` and keeping them in
+/// `cache`.
+pub(crate) fn entry_at(
+    cache: &mut HashMap<TreeId, Tree>,
+    read: &dyn Fn(&TreeId) -> Result<Tree>,
+    root: TreeId,
+    path: &[u8],
+) -> Result<Option<TreeEntry>> {
+    let mut tree_id = root;
+    let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if let std::collections::hash_map::Entry::Vacant(v) = cache.entry(tree_id) {
+            v.insert(read(&tree_id)?);
+        }
+        let Some(e) = cache[&tree_id].get(part) else {
+            return Ok(None);
+        };
+        if i + 1 == parts.len() {
+            return Ok(Some(e.clone()));
+        }
+        if e.kind != EntryKind::Dir {
+            return Ok(None);
+        }
+        tree_id = TreeId(e.id);
+    }
+    Ok(None)
+}
+
+impl Plan {
+    /// Whether the plan changes nothing.
+    pub fn is_noop(&self) -> bool {
+        self.actions.is_empty()
+    }
+}
+
+fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    if prefix.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = prefix.to_vec();
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
+}
+
+/// The current side of a plan: the workspace as walked, or a snapshot of it.
+pub(crate) struct Current<'a> {
+    pub root: TreeId,
+    pub trees: &'a dyn Fn(&TreeId) -> Result<Tree>,
+    /// Entries the walk left in place: excluded, ignored, special, skipped.
+    pub kept: Vec<(Vec<u8>, KeptReason, bool)>,
+}
+
+impl Current<'_> {
+    pub(crate) fn from_walk(
+        kept: &[Kept],
+        skipped: &[Skipped],
+    ) -> Vec<(Vec<u8>, KeptReason, bool)> {
+        let mut out: Vec<(Vec<u8>, KeptReason, bool)> = kept
+            .iter()
+            .map(|k| {
+                let reason = match k.reason {
+                    ExcludeReason::Default => KeptReason::Excluded,
+                    ExcludeReason::Glob => KeptReason::ExcludedByGlob,
+                    ExcludeReason::Ignored => KeptReason::Ignored,
+                    ExcludeReason::Special => KeptReason::Special,
+                };
+                (k.path.clone(), reason, k.is_dir)
+            })
+            .collect();
+        out.extend(skipped.iter().map(|s| {
+            let reason = match s.reason {
+                SkipReason::TooLarge => KeptReason::TooLarge,
+                SkipReason::Changing => KeptReason::Changing,
+                SkipReason::Unreadable => KeptReason::Unreadable,
+                SkipReason::HardLink => KeptReason::HardLink,
+            };
+            (s.path.clone(), reason, s.is_dir)
+        }));
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+}
+
+struct Planner<'a> {
+    target_tree: &'a dyn Fn(&TreeId) -> Result<Tree>,
+    current_tree: &'a dyn Fn(&TreeId) -> Result<Tree>,
+    current_kept: BTreeMap<Vec<u8>, (KeptReason, bool)>,
+    target_skipped: BTreeSet<Vec<u8>>,
+    reference: Option<TreeId>,
+    reference_cache: HashMap<TreeId, Tree>,
+    on_drift: DriftPolicy,
+    removals: Vec<Action>,
+    creations: Vec<Action>,
+    modes: Vec<Action>,
+    restored: Vec<RelPath>,
+    deleted: Vec<RelPath>,
+    unchanged: u64,
+    kept: Vec<KeptPath>,
+    drifted: Vec<RelPath>,
+    denied: Vec<(RelPath, String)>,
+}
+
+impl Planner<'_> {
+    /// The kept entry at `path` or at one of its ancestors.
+    fn kept_at_or_above(&self, path: &[u8]) -> Option<(Vec<u8>, KeptReason)> {
+        let mut p = path;
+        loop {
+            if let Some((reason, _)) = self.current_kept.get(p) {
+                return Some((p.to_vec(), *reason));
+            }
+            match p.iter().rposition(|&b| b == b'/') {
+                Some(i) => p = &p[..i],
+                None => return None,
+            }
+        }
+    }
+
+    /// Whether any kept entry lies under `dir`.
+    fn kept_under(&self, dir: &[u8]) -> bool {
+        let mut start = dir.to_vec();
+        start.push(b'/');
+        self.current_kept
+            .range(start.clone()..)
+            .next()
+            .map(|(k, _)| k.starts_with(&start))
+            .unwrap_or(false)
+    }
+
+    fn target_skips(&self, path: &[u8]) -> bool {
+        let mut p = path;
+        loop {
+            if self.target_skipped.contains(p) {
+                return true;
+            }
+            match p.iter().rposition(|&b| b == b'/') {
+                Some(i) => p = &p[..i],
+                None => return false,
+            }
+        }
+    }
+
+    fn reference_entry(&mut self, path: &[u8]) -> Result<Option<TreeEntry>> {
+        match self.reference {
+            Some(root) => entry_at(&mut self.reference_cache, self.target_tree, root, path),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the current entry at `path` differs from the reference; records it as drifted.
+    /// Returns true when the change must be skipped.
+    fn drift(&mut self, path: &[u8], current: Option<&TreeEntry>) -> Result<bool> {
+        if self.reference.is_none() {
+            return Ok(false);
+        }
+        let reference = self.reference_entry(path)?;
+        let same = match (&reference, current) {
+            (None, None) => true,
+            (Some(r), Some(c)) => r.kind == c.kind && r.id == c.id && r.mode == c.mode,
+            _ => false,
+        };
+        if same {
+            return Ok(false);
+        }
+        self.drifted.push(RelPath(path.to_vec()));
+        if self.on_drift == DriftPolicy::Skip {
+            self.kept.push(KeptPath {
+                path: RelPath(path.to_vec()),
+                reason: KeptReason::Drifted,
+            });
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn count_files(&self, id: TreeId) -> Result<u64> {
+        let t = (self.current_tree)(&id)?;
+        let mut n = 0;
+        for e in t.entries() {
+            n += match e.kind {
+                EntryKind::Dir => self.count_files(TreeId(e.id))?,
+                _ => 1,
+            };
+        }
+        Ok(n)
+    }
+
+    fn dir(&mut self, path: &[u8], t: Option<&Tree>, c: Option<&Tree>) -> Result<()> {
+        let empty = Tree::default();
+        let (te, ce) = (t.unwrap_or(&empty).entries(), c.unwrap_or(&empty).entries());
+        let (mut i, mut j) = (0, 0);
+        while i < te.len() || j < ce.len() {
+            let ord = match (te.get(i), ce.get(j)) {
+                (Some(x), Some(y)) => x.name.cmp(&y.name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, _) => std::cmp::Ordering::Greater,
+            };
+            match ord {
+                std::cmp::Ordering::Less => {
+                    let x = te[i].clone();
+                    let p = join(path, &x.name);
+                    if let Some((kp, reason)) = self.kept_at_or_above(&p) {
+                        self.deny(&kp, reason);
+                    } else if !self.drift(&p, None)? {
+                        self.create(&p, &x)?;
+                    }
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    let y = ce[j].clone();
+                    let p = join(path, &y.name);
+                    if self.target_skips(&p) {
+                        self.kept.push(KeptPath {
+                            path: RelPath(p),
+                            reason: KeptReason::SkippedBySnapshot,
+                        });
+                    } else {
+                        self.remove(&p, &y)?;
+                    }
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    let (x, y) = (te[i].clone(), ce[j].clone());
+                    let p = join(path, &x.name);
+                    self.both(&p, &x, &y)?;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn both(&mut self, p: &[u8], x: &TreeEntry, y: &TreeEntry) -> Result<()> {
+        if x.kind == EntryKind::Dir && y.kind == EntryKind::Dir {
+            if x.id == y.id {
+                self.unchanged += self.count_files(TreeId(y.id))?;
+            } else {
+                let tx = (self.target_tree)(&TreeId(x.id))?;
+                let ty = (self.current_tree)(&TreeId(y.id))?;
+                self.dir(p, Some(&tx), Some(&ty))?;
+            }
+            if x.mode != y.mode {
+                self.modes.push(Action::SetMode {
+                    path: RelPath(p.to_vec()),
+                    mode: x.mode,
+                    dir: true,
+                });
+            }
+            return Ok(());
+        }
+        if x.kind == y.kind {
+            if x.id == y.id {
+                if x.mode != y.mode && x.kind == EntryKind::File {
+                    if self.drift(p, Some(y))? {
+                        return Ok(());
+                    }
+                    self.modes.push(Action::SetMode {
+                        path: RelPath(p.to_vec()),
+                        mode: x.mode,
+                        dir: false,
+                    });
+                    self.restored.push(RelPath(p.to_vec()));
+                } else {
+                    self.unchanged += 1;
+                }
+                return Ok(());
+            }
+            if self.drift(p, Some(y))? {
+                return Ok(());
+            }
+            self.create(p, x)?;
+            return Ok(());
+        }
+        // The type changes: remove what is there, then create.
+        if self.drift(p, Some(y))? {
+            return Ok(());
+        }
+        let removed = self.remove(p, y)?;
+        if !removed {
+            self.deny(p, KeptReason::HoldsKept);
+            return Ok(());
+        }
+        self.create(p, x)
+    }
+
+    fn create(&mut self, p: &[u8], x: &TreeEntry) -> Result<()> {
+        let path = RelPath(p.to_vec());
+        match x.kind {
+            EntryKind::Dir => {
+                self.creations.push(Action::MakeDir {
+                    path: path.clone(),
+                    mode: x.mode,
+                });
+                self.restored.push(path.clone());
+                let tx = (self.target_tree)(&TreeId(x.id))?;
+                self.dir(p, Some(&tx), None)?;
+                if x.mode & 0o700 != 0o700 {
+                    self.modes.push(Action::SetMode {
+                        path,
+                        mode: x.mode,
+                        dir: true,
+                    });
+                }
+            }
+            EntryKind::File => {
+                self.creations.push(Action::WriteFile {
+                    path: path.clone(),
+                    blob: x.id,
+                    mode: x.mode,
+                    size: x.size,
+                });
+                self.restored.push(path);
+            }
+            EntryKind::Symlink => {
+                self.creations.push(Action::MakeSymlink {
+                    path: path.clone(),
+                    target: x.id,
+                });
+                self.restored.push(path);
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans the removal of `y` at `p`; returns whether it goes entirely.
+    fn remove(&mut self, p: &[u8], y: &TreeEntry) -> Result<bool> {
+        if y.kind != EntryKind::Dir {
+            if self.drift(p, Some(y))? {
+                return Ok(false);
+            }
+            self.removals.push(Action::RemoveFile {
+                path: RelPath(p.to_vec()),
+            });
+            self.deleted.push(RelPath(p.to_vec()));
+            return Ok(true);
+        }
+        let ty = (self.current_tree)(&TreeId(y.id))?;
+        let mut all = true;
+        for e in ty.entries() {
+            let cp = join(p, &e.name);
+            if self.target_skips(&cp) {
+                self.kept.push(KeptPath {
+                    path: RelPath(cp),
+                    reason: KeptReason::SkippedBySnapshot,
+                });
+                all = false;
+                continue;
+            }
+            all &= self.remove(&cp, e)?;
+        }
+        if all && !self.kept_under(p) {
+            self.removals.push(Action::RemoveDir {
+                path: RelPath(p.to_vec()),
+            });
+            self.deleted.push(RelPath(p.to_vec()));
+            Ok(true)
+        } else {
+            self.kept.push(KeptPath {
+                path: RelPath(p.to_vec()),
+                reason: KeptReason::HoldsKept,
+            });
+            Ok(false)
+        }
+    }
+
+    fn deny(&mut self, p: &[u8], reason: KeptReason) {
+        let why = match reason {
+            KeptReason::Ignored | KeptReason::Excluded | KeptReason::ExcludedByGlob => {
+                "it is excluded or ignored now, so no snapshot could keep it"
+            }
+            KeptReason::Unreadable => "it cannot be read",
+            KeptReason::TooLarge => "it is larger than the snapshot's max_file_bytes",
+            KeptReason::Special => "it is a special file",
+            KeptReason::HoldsKept => "it is a directory holding files no snapshot keeps",
+            KeptReason::HardLink => "it has several hard links",
+            KeptReason::Changing => "it keeps changing",
+            _ => "it cannot be kept by the safety snapshot",
+        };
+        self.denied.push((RelPath(p.to_vec()), why.to_string()));
+    }
+}
+
+/// Everything a plan is computed from.
+pub(crate) struct Inputs<'a> {
+    pub snapshot_id: SnapshotId,
+    pub target_root: TreeId,
+    pub target_skipped: &'a [Skipped],
+    pub capture: CaptureSettings,
+    pub current: Current<'a>,
+    pub target_tree: &'a dyn Fn(&TreeId) -> Result<Tree>,
+    pub reference: Option<(SnapshotId, TreeId)>,
+    pub on_drift: DriftPolicy,
+}
+
+/// Computes a plan; `DENIED` when it would lose data; `CONFLICT` for drift with `Refuse`.
+pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
+    let mut p = Planner {
+        target_tree: inputs.target_tree,
+        current_tree: inputs.current.trees,
+        current_kept: inputs
+            .current
+            .kept
+            .iter()
+            .map(|(p, r, d)| (p.clone(), (*r, *d)))
+            .collect(),
+        target_skipped: inputs
+            .target_skipped
+            .iter()
+            .map(|s| s.path.clone())
+            .collect(),
+        reference: inputs.reference.map(|r| r.1),
+        reference_cache: HashMap::new(),
+        on_drift: inputs.on_drift,
+        removals: Vec::new(),
+        creations: Vec::new(),
+        modes: Vec::new(),
+        restored: Vec::new(),
+        deleted: Vec::new(),
+        unchanged: 0,
+        kept: Vec::new(),
+        drifted: Vec::new(),
+        denied: Vec::new(),
+    };
+    let t = (inputs.target_tree)(&inputs.target_root)?;
+    let c = (inputs.current.trees)(&inputs.current.root)?;
+    p.dir(b"", Some(&t), Some(&c))?;
+    for (path, reason, _) in &inputs.current.kept {
+        p.kept.push(KeptPath {
+            path: RelPath(path.clone()),
+            reason: *reason,
+        });
+    }
+    p.kept.sort_by(|a, b| a.path.cmp(&b.path));
+    p.kept.dedup_by(|a, b| a.path == b.path);
+    // Directory modes: deepest first, so a read-only directory is finished last.
+    p.modes.sort_by(|a, b| {
+        let depth = |x: &Action| x.path().0.iter().filter(|&&c| c == b'/').count();
+        let dir = |x: &Action| matches!(x, Action::SetMode { dir: true, .. });
+        dir(a).cmp(&dir(b)).then(depth(b).cmp(&depth(a)))
+    });
+    let mut actions = p.removals;
+    actions.extend(p.creations);
+    actions.extend(p.modes);
+    // Directories we change must be ours.
+    let mut denied = p.denied;
+    check_owners(ws, &actions, &mut denied)?;
+    if !denied.is_empty() {
+        denied.sort();
+        let detail = denied
+            .first()
+            .map(|(_, why)| why.clone())
+            .unwrap_or_default();
+        return Err(Error::Denied {
+            detail: format!(
+                "a path the restore would overwrite or delete is not safe to change ({detail})"
+            ),
+            first: denied.first().map(|(p, _)| ws.root.join(p.as_path())),
+            paths: denied.into_iter().map(|(p, _)| p).collect(),
+        });
+    }
+    if inputs.on_drift == DriftPolicy::Refuse && !p.drifted.is_empty() {
+        return Err(Error::Conflict {
+            detail: "files were edited since the reference snapshot (refusing, as asked)".into(),
+            first: p.drifted.first().map(|d| ws.root.join(d.as_path())),
+            paths: p.drifted,
+        });
+    }
+    let busy = !ws.holds()?.is_empty();
+    Ok(Plan {
+        snapshot_id: inputs.snapshot_id,
+        target_root: inputs.target_root,
+        current_root: inputs.current.root,
+        capture: inputs.capture,
+        actions,
+        restored: p.restored,
+        deleted: p.deleted,
+        unchanged: p.unchanged,
+        kept: p.kept,
+        busy,
+        drifted: p.drifted,
+        reference: inputs.reference.map(|r| r.0),
+    })
+}
+
+fn check_owners(
+    ws: &Workspace,
+    actions: &[Action],
+    denied: &mut Vec<(RelPath, String)>,
+) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
+    for a in actions {
+        let (parent, _) = a.path().split_last();
+        dirs.insert(parent.to_vec());
+        if matches!(
+            a,
+            Action::SetMode { dir: true, .. } | Action::RemoveDir { .. }
+        ) {
+            dirs.insert(a.path().0.clone());
+        }
+    }
+    for d in dirs {
+        let abs = if d.is_empty() {
+            ws.root.clone()
+        } else {
+            ws.root.join(RelPath(d.clone()).as_path())
+        };
+        match std::fs::symlink_metadata(&abs) {
+            Ok(m) if m.is_dir() && m.uid() != me => denied.push((
+                RelPath(d),
+                format!("the directory is owned by user {}, not by you", m.uid()),
+            )),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
+/// capture settings and the stat cache, and lists every change. Changes nothing.
+pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+    let store = ws.store();
+    let manifest = store.read_manifest(snapshot)?;
+    let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);
+    scan_opts.cancel = options.cancel.clone();
+    let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts)?;
+    let current_tree = |id: &TreeId| -> Result<Tree> {
+        match scan.trees.get(id) {
+            Some(t) => Ok(t.clone()),
+            None => Ok(store.read_tree(id)?),
+        }
+    };
+    let target_tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+    let reference = match &options.reference {
+        Some(r) => Some((*r, store.read_manifest(r)?.root)),
+        None => None,
+    };
+    compute(
+        ws,
+        Inputs {
+            snapshot_id: *snapshot,
+            target_root: manifest.root,
+            target_skipped: &manifest.skipped,
+            capture: manifest.capture.clone(),
+            current: Current {
+                root: scan.root,
+                trees: &current_tree,
+                kept: Current::from_walk(&scan.kept, &scan.skipped),
+            },
+            target_tree: &target_tree,
+            reference,
+            on_drift: options.on_drift,
+        },
+    )
+}

@@ -1,0 +1,263 @@
+//! Safe placement: every access goes through directory descriptors opened beneath the
+//! workspace root without following a symlink. `openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS` is used where the kernel has it; elsewhere each component is opened
+//! with `O_NOFOLLOW` from the nearest directory already open. No path, symlink or race can make
+//! an operation here write or delete outside the root: a symlinked component fails the
+//! operation (`ELOOP`/`ENOTDIR`) instead of being followed.
+
+use crate::error::{Error, Result};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Directory descriptors beneath one root, cached by relative path.
+pub(crate) struct Dirs {
+    root: PathBuf,
+    root_fd: Arc<OwnedFd>,
+    cache: HashMap<Vec<u8>, Arc<OwnedFd>>,
+    openat2: bool,
+}
+
+impl Dirs {
+    pub(crate) fn open(root: &Path) -> Result<Dirs> {
+        let fd = rustix::fs::open(
+            root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::io("open workspace root", root, e.into()))?;
+        Ok(Dirs {
+            root: root.to_path_buf(),
+            root_fd: Arc::new(fd),
+            cache: HashMap::new(),
+            openat2: true,
+        })
+    }
+
+    pub(crate) fn root_fd(&self) -> &OwnedFd {
+        &self.root_fd
+    }
+
+    pub(crate) fn abs(&self, rel: &[u8]) -> PathBuf {
+        if rel.is_empty() {
+            return self.root.clone();
+        }
+        self.root.join(OsStr::from_bytes(rel))
+    }
+
+    /// The directory at `rel` (empty: the root), opened beneath the root without following
+    /// any symlink.
+    pub(crate) fn dir(&mut self, rel: &[u8]) -> Result<Arc<OwnedFd>> {
+        if rel.is_empty() {
+            return Ok(self.root_fd.clone());
+        }
+        if let Some(fd) = self.cache.get(rel) {
+            return Ok(fd.clone());
+        }
+        let fd = if self.openat2 {
+            match rustix::fs::openat2(
+                &*self.root_fd,
+                OsStr::from_bytes(rel),
+                DIR_FLAGS,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            ) {
+                Ok(fd) => fd,
+                Err(Errno::NOSYS) | Err(Errno::PERM) => {
+                    self.openat2 = false;
+                    self.walk(rel)?
+                }
+                // With RESOLVE_NO_SYMLINKS a symlinked component gives ELOOP; with BENEATH an
+                // escape gives EXDEV. Both are refusals.
+                Err(e) => return Err(Error::io("open directory", self.abs(rel), e.into())),
+            }
+        } else {
+            self.walk(rel)?
+        };
+        let fd = Arc::new(fd);
+        self.cache.insert(rel.to_vec(), fd.clone());
+        Ok(fd)
+    }
+
+    /// Component-by-component resolution with `O_NOFOLLOW`.
+    fn walk(&mut self, rel: &[u8]) -> Result<OwnedFd> {
+        let mut cur: Arc<OwnedFd> = self.root_fd.clone();
+        let mut done = 0usize;
+        // Start from the deepest cached ancestor.
+        for (i, _) in rel.iter().enumerate().filter(|(_, &b)| b == b'/').rev() {
+            if let Some(fd) = self.cache.get(&rel[..i]) {
+                cur = fd.clone();
+                done = i + 1;
+                break;
+            }
+        }
+        let mut last: Option<OwnedFd> = None;
+        for comp in rel[done..].split(|&b| b == b'/') {
+            if comp.is_empty() || comp == b"." || comp == b".." {
+                return Err(Error::InvalidArgument(format!(
+                    "refusing the path component {:?} in {:?}",
+                    String::from_utf8_lossy(comp),
+                    String::from_utf8_lossy(rel)
+                )));
+            }
+            let base: &OwnedFd = match &last {
+                Some(fd) => fd,
+                None => &cur,
+            };
+            let next = rustix::fs::openat(base, OsStr::from_bytes(comp), DIR_FLAGS, Mode::empty())
+                .map_err(|e| Error::io("open directory", self.abs(rel), e.into()))?;
+            last = Some(next);
+        }
+        match last {
+            Some(fd) => Ok(fd),
+            None => rustix::io::dup(&*cur).map_err(|e| Error::io("dup", self.abs(rel), e.into())),
+        }
+    }
+
+    /// Forgets cached descriptors at and under `rel` (after it was removed or replaced).
+    pub(crate) fn forget(&mut self, rel: &[u8]) {
+        self.cache.retain(|k, _| {
+            !(k.as_slice() == rel || (k.starts_with(rel) && k.get(rel.len()) == Some(&b'/')))
+        });
+    }
+}
+
+/// `lstat` of `name` in `dir`; `None` when absent.
+pub(crate) fn lstat(dir: &impl AsFd, name: &[u8]) -> std::io::Result<Option<rustix::fs::Stat>> {
+    match rustix::fs::statat(dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The file type of a stat.
+pub(crate) fn file_type(st: &rustix::fs::Stat) -> rustix::fs::FileType {
+    rustix::fs::FileType::from_raw_mode(st.st_mode)
+}
+
+/// Creates `name` in `dir` exclusively for writing, never following a symlink.
+pub(crate) fn create_file(
+    dir: &impl AsFd,
+    name: &[u8],
+    mode: u32,
+) -> std::io::Result<std::fs::File> {
+    let fd = rustix::fs::openat(
+        dir,
+        OsStr::from_bytes(name),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode & 0o777),
+    )?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// Sets the permission bits of the regular file `name` in `dir`, without following a symlink.
+pub(crate) fn chmod_file(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Result<()> {
+    match rustix::fs::openat(
+        dir,
+        OsStr::from_bytes(name),
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
+            Ok(())
+        }
+        // An unreadable file of ours: check it is not a symlink, then chmod by name.
+        Err(Errno::ACCESS) => match lstat(dir, name)? {
+            Some(st) if file_type(&st) == rustix::fs::FileType::RegularFile => {
+                rustix::fs::chmodat(
+                    dir,
+                    OsStr::from_bytes(name),
+                    Mode::from_raw_mode(mode & 0o7777),
+                    AtFlags::empty(),
+                )?;
+                Ok(())
+            }
+            _ => Err(Errno::LOOP.into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Sets the mode of directory `fd`.
+pub(crate) fn chmod_dir(fd: &impl AsFd, mode: u32) -> std::io::Result<()> {
+    rustix::fs::fchmod(fd, Mode::from_raw_mode(mode & 0o7777))?;
+    Ok(())
+}
+
+/// Renames `from` in `from_dir` to `to` in `to_dir` (replacing what is there).
+pub(crate) fn rename(
+    from_dir: &impl AsFd,
+    from: &[u8],
+    to_dir: &impl AsFd,
+    to: &[u8],
+) -> std::io::Result<()> {
+    rustix::fs::renameat(
+        from_dir,
+        OsStr::from_bytes(from),
+        to_dir,
+        OsStr::from_bytes(to),
+    )?;
+    Ok(())
+}
+
+/// Removes the non-directory `name` in `dir`.
+pub(crate) fn unlink(dir: &impl AsFd, name: &[u8]) -> std::io::Result<()> {
+    match rustix::fs::unlinkat(dir, OsStr::from_bytes(name), AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the empty directory `name` in `dir`.
+pub(crate) fn rmdir(dir: &impl AsFd, name: &[u8]) -> std::io::Result<()> {
+    match rustix::fs::unlinkat(dir, OsStr::from_bytes(name), AtFlags::REMOVEDIR) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates directory `name` in `dir` with exactly `mode`.
+pub(crate) fn mkdir(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Result<()> {
+    match rustix::fs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700)) {
+        Ok(()) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let fd = rustix::fs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
+    // Keep owner access while the restore fills it; the final mode is set afterwards.
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode((mode & 0o7777) | 0o700))?;
+    Ok(())
+}
+
+/// Creates a symlink `name` in `dir` pointing at `target`.
+pub(crate) fn symlink(target: &[u8], dir: &impl AsFd, name: &[u8]) -> std::io::Result<()> {
+    rustix::fs::symlinkat(OsStr::from_bytes(target), dir, OsStr::from_bytes(name))?;
+    Ok(())
+}
+
+/// Reads the target of symlink `name` in `dir`.
+pub(crate) fn readlink(dir: &impl AsFd, name: &[u8]) -> std::io::Result<Vec<u8>> {
+    Ok(rustix::fs::readlinkat(dir, OsStr::from_bytes(name), Vec::new())?.into_bytes())
+}
+
+/// Opens regular file `name` in `dir` for reading without following a symlink.
+pub(crate) fn open_read(dir: &impl AsFd, name: &[u8]) -> std::io::Result<std::fs::File> {
+    let fd = rustix::fs::openat(
+        dir,
+        OsStr::from_bytes(name),
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(std::fs::File::from(fd))
+}

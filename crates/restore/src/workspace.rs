@@ -1,0 +1,308 @@
+//! The workspace: a root, the store that keeps its snapshots, its capture settings, and the
+//! holds that make a restore wait.
+
+use crate::error::{Error, Result};
+use cairn_snapshot::{Options as SnapshotOptions, Snapshot};
+use cairn_store::fsutil::{self, LockMode};
+use cairn_store::gc::GcOptions;
+use cairn_store::retain::Retention;
+use cairn_store::{Store, StoreOptions};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// How a workspace is opened. `Default` is the safest choice.
+#[derive(Debug, Clone)]
+pub struct WorkspaceOptions {
+    /// The store directory; default `<root>/.cairn`.
+    pub store: Option<PathBuf>,
+    /// The workspace id; default derived from the canonical root (`ws-` and 16 hex digits).
+    pub id: Option<String>,
+    /// Exclude globs every snapshot of the workspace leaves out.
+    pub excludes: Vec<String>,
+    /// Files larger than this are skipped unless a call says otherwise (default 10 MiB).
+    pub max_file_bytes: u64,
+    /// Honour `.gitignore` and `.cairnignore` (default on).
+    pub gitignore: bool,
+    /// Skip files with several hard links.
+    pub refuse_hard_links: bool,
+    /// Applied after each snapshot; `None` keeps everything. A prune that fails is reported in
+    /// the snapshot's outcome, never failing the snapshot.
+    pub retain: Option<Retention>,
+    /// How collections after deletes and prunes run.
+    pub gc: GcOptions,
+    /// Complete pending restore journals when opening (default on).
+    pub recover: bool,
+    /// How the store is opened.
+    pub store_options: StoreOptions,
+}
+
+impl Default for WorkspaceOptions {
+    fn default() -> Self {
+        WorkspaceOptions {
+            store: None,
+            id: None,
+            excludes: Vec::new(),
+            max_file_bytes: cairn_snapshot::DEFAULT_MAX_FILE_BYTES,
+            gitignore: true,
+            refuse_hard_links: false,
+            retain: None,
+            gc: GcOptions::default(),
+            recover: true,
+            store_options: StoreOptions::default(),
+        }
+    }
+}
+
+/// A workspace: a directory tree an agent edits, and the store that keeps its snapshots.
+#[derive(Debug)]
+pub struct Workspace {
+    pub(crate) root: PathBuf,
+    pub(crate) id: String,
+    pub(crate) store: Store,
+    pub(crate) options: WorkspaceOptions,
+    /// What opening found in pending journals, if anything.
+    pub(crate) recovered: Vec<crate::journal::Recovery>,
+}
+
+/// The default id of a workspace rooted at `root` (canonical): `ws-` and 16 hex digits of its
+/// SHA-256.
+pub fn default_workspace_id(root: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let id = cairn_store::ObjectId::of(root.as_os_str().as_bytes());
+    format!("ws-{}", &id.to_hex()[..16])
+}
+
+impl Workspace {
+    /// Opens the workspace at `root`, creating its store if needed, and completes any restore
+    /// a crash interrupted (see [`Workspace::recovered`]).
+    pub fn open(root: impl AsRef<Path>, options: WorkspaceOptions) -> Result<Workspace> {
+        let given = root.as_ref();
+        let root =
+            std::fs::canonicalize(given).map_err(|e| Error::io("open workspace", given, e))?;
+        if !root.is_dir() {
+            return Err(Error::InvalidArgument(format!(
+                "workspace root {} is not a directory",
+                root.display()
+            )));
+        }
+        let store_path = options.store.clone().unwrap_or_else(|| root.join(".cairn"));
+        let store = Store::open(&store_path, options.store_options.clone())?;
+        let id = options
+            .id
+            .clone()
+            .unwrap_or_else(|| default_workspace_id(&root));
+        cairn_store::check_workspace_id(&id)?;
+        let mut ws = Workspace {
+            root,
+            id,
+            store,
+            options,
+            recovered: Vec::new(),
+        };
+        if ws.options.recover {
+            ws.recovered = crate::journal::recover_all(&ws)?;
+        }
+        Ok(ws)
+    }
+
+    /// The canonical root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The workspace id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &WorkspaceOptions {
+        &self.options
+    }
+
+    /// What opening did with journals a crash left pending.
+    pub fn recovered(&self) -> &[crate::journal::Recovery] {
+        &self.recovered
+    }
+
+    /// Snapshot options with the workspace's capture settings; `extra_excludes` add up.
+    pub fn snapshot_options(&self) -> SnapshotOptions {
+        SnapshotOptions {
+            excludes: self.options.excludes.clone(),
+            max_file_bytes: self.options.max_file_bytes,
+            gitignore: self.options.gitignore,
+            refuse_hard_links: self.options.refuse_hard_links,
+            ..SnapshotOptions::default()
+        }
+    }
+
+    /// Takes a snapshot. The workspace's excludes are added to `options.excludes`; then the
+    /// workspace's retention runs (its failure is returned in the outcome, never failing the
+    /// snapshot).
+    pub fn snapshot(&self, options: &SnapshotOptions) -> Result<Snapshot> {
+        self.snapshot_with_progress(options, None)
+            .map(|o| o.snapshot)
+    }
+
+    /// [`Workspace::snapshot`] with a progress callback, returning the retention outcome too.
+    pub fn snapshot_with_progress(
+        &self,
+        options: &SnapshotOptions,
+        progress: Option<cairn_snapshot::ProgressFn<'_>>,
+    ) -> Result<SnapshotOutcome> {
+        let mut opts = options.clone();
+        for e in &self.options.excludes {
+            if !opts.excludes.contains(e) {
+                opts.excludes.push(e.clone());
+            }
+        }
+        let snapshot = cairn_snapshot::snapshot_with_progress(
+            &self.store,
+            &self.root,
+            &self.id,
+            &opts,
+            progress,
+        )?;
+        let prune = self.options.retain.as_ref().map(|r| {
+            self.store
+                .prune(r, &self.options.gc)
+                .map_err(|e| e.to_string())
+        });
+        Ok(SnapshotOutcome { snapshot, prune })
+    }
+
+    /// Takes a hold: while any hold stands, in this process or another sharing the store, a
+    /// restore is refused with `BUSY` and a dry run says `busy: true`. With `pid`, the hold
+    /// also lasts until that process exits (a command's leftover background process). Refused
+    /// with `BUSY` while a restore changes files.
+    pub fn hold(&self, what: &str, pid: Option<u32>) -> Result<Hold> {
+        let locks = &self.store.layout().locks;
+        let restore_lock_path = restore_lock_path(locks, &self.id);
+        let restore_lock = fsutil::open_lock_file(&restore_lock_path)?;
+        if !fsutil::flock(&restore_lock, LockMode::Shared, false, &restore_lock_path)? {
+            return Err(Error::Busy {
+                detail: format!("a restore of {} is changing files", self.root.display()),
+            });
+        }
+        let info = HoldInfo {
+            workspace_id: self.id.clone(),
+            what: what.to_string(),
+            pid,
+            holder_pid: std::process::id(),
+        };
+        let tmp = fsutil::temp_name(&self.store.layout().tmp, "hold");
+        let mut f = fsutil::create_new_file(&tmp)?;
+        fsutil::flock(&f, LockMode::Exclusive, true, &tmp)?;
+        f.write_all(&serde_json::to_vec(&info).expect("a hold serialises"))
+            .map_err(|e| Error::io("write hold", &tmp, e))?;
+        let name = tmp
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".tmp").to_string())
+            .unwrap_or_default();
+        let path = locks.join(format!("{name}.hold"));
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io("register hold", &path, e))?;
+        drop(restore_lock);
+        Ok(Hold {
+            file: Some(f),
+            path,
+            keep_file: pid.is_some(),
+        })
+    }
+
+    /// The holds standing on this workspace. Stale ones (holder gone, process exited) are
+    /// removed.
+    pub fn holds(&self) -> Result<Vec<HoldInfo>> {
+        let locks = &self.store.layout().locks;
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(locks).map_err(|e| Error::io("list", locks, e))? {
+            let entry = entry.map_err(|e| Error::io("list", locks, e))?;
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("hold")
+                || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+            {
+                continue;
+            }
+            let mut f = match fsutil::open_lock_file(&path) {
+                Ok(f) => f,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let mut buf = Vec::new();
+            let _ = f.read_to_end(&mut buf);
+            let info: Option<HoldInfo> = serde_json::from_slice(&buf).ok();
+            let held = !fsutil::flock(&f, LockMode::Exclusive, false, &path)?;
+            let process_alive = info
+                .as_ref()
+                .and_then(|i| i.pid)
+                .map(pid_alive)
+                .unwrap_or(false);
+            if !held && !process_alive {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if let Some(info) = info {
+                if info.workspace_id == self.id {
+                    out.push(info);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What [`Workspace::snapshot_with_progress`] did.
+#[derive(Debug)]
+pub struct SnapshotOutcome {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// The retention that followed, if the workspace has one: its report, or why it failed.
+    pub prune: Option<std::result::Result<cairn_store::retain::PruneReport, String>>,
+}
+
+fn pid_alive(pid: u32) -> bool {
+    match rustix::process::Pid::from_raw(pid as i32) {
+        Some(p) => rustix::process::test_kill_process(p).is_ok(),
+        None => false,
+    }
+}
+
+pub(crate) fn restore_lock_path(locks: &Path, workspace_id: &str) -> PathBuf {
+    locks.join(format!("restore-{workspace_id}.lock"))
+}
+
+/// What a hold records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldInfo {
+    /// The workspace held.
+    pub workspace_id: String,
+    /// What holds it (a command, a run, a tool call).
+    pub what: String,
+    /// A process whose life the hold lasts for.
+    pub pid: Option<u32>,
+    /// The process that took the hold.
+    pub holder_pid: u32,
+}
+
+/// A hold; dropping it releases it (a hold naming a process lasts until that process exits).
+#[derive(Debug)]
+pub struct Hold {
+    file: Option<File>,
+    path: PathBuf,
+    keep_file: bool,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if !self.keep_file {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        drop(self.file.take());
+    }
+}

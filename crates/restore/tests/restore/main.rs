@@ -1,0 +1,7 @@
+//! Integration tests of `cairn-restore`, on real temporary trees.
+
+mod attack;
+mod behaviour;
+mod crash;
+mod fixtures;
+mod property;

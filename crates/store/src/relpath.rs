@@ -1,0 +1,143 @@
+//! Paths relative to a workspace root, as raw bytes, with an unambiguous JSON form.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A path relative to a workspace root: raw bytes, components separated by `/`, no leading
+/// `/`. In JSON (and every human-readable serde format) it is a string when the bytes are
+/// UTF-8, and `{"hex": "…"}` otherwise, so every name round-trips exactly.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct RelPath(pub Vec<u8>);
+
+impl RelPath {
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The path for the operating system.
+    pub fn as_path(&self) -> &std::path::Path {
+        use std::os::unix::ffi::OsStrExt;
+        std::path::Path::new(std::ffi::OsStr::from_bytes(&self.0))
+    }
+
+    /// The parent path (empty for a top-level entry) and the last component.
+    pub fn split_last(&self) -> (&[u8], &[u8]) {
+        match self.0.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&self.0[..i], &self.0[i + 1..]),
+            None => (&[], &self.0),
+        }
+    }
+
+    /// A lossy text form for people.
+    pub fn display(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
+    }
+}
+
+impl From<Vec<u8>> for RelPath {
+    fn from(v: Vec<u8>) -> Self {
+        RelPath(v)
+    }
+}
+
+impl From<&[u8]> for RelPath {
+    fn from(v: &[u8]) -> Self {
+        RelPath(v.to_vec())
+    }
+}
+
+impl From<&str> for RelPath {
+    fn from(v: &str) -> Self {
+        RelPath(v.as_bytes().to_vec())
+    }
+}
+
+impl fmt::Debug for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.display())
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct HexForm {
+    hex: String,
+}
+
+impl Serialize for RelPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            match std::str::from_utf8(&self.0) {
+                Ok(text) => s.serialize_str(text),
+                Err(_) => HexForm {
+                    hex: hex::encode(&self.0),
+                }
+                .serialize(s),
+            }
+        } else {
+            s.serialize_bytes(&self.0)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RelPath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            #[derive(Deserialize)]
+            #[serde(untagged)]
+            enum Form {
+                Text(String),
+                Hex(HexForm),
+            }
+            match Form::deserialize(d)? {
+                Form::Text(t) => Ok(RelPath(t.into_bytes())),
+                Form::Hex(h) => hex::decode(&h.hex)
+                    .map(RelPath)
+                    .map_err(serde::de::Error::custom),
+            }
+        } else {
+            let bytes: serde_bytes_compat::ByteBuf = Deserialize::deserialize(d)?;
+            Ok(RelPath(bytes.0))
+        }
+    }
+}
+
+mod serde_bytes_compat {
+    //! A byte buffer that deserialises from serde's bytes (or a sequence of u8).
+    use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+    use std::fmt;
+
+    pub struct ByteBuf(pub Vec<u8>);
+
+    impl<'de> Deserialize<'de> for ByteBuf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = ByteBuf;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("bytes")
+                }
+                fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<ByteBuf, E> {
+                    Ok(ByteBuf(v.to_vec()))
+                }
+                fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<ByteBuf, E> {
+                    Ok(ByteBuf(v))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ByteBuf, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(b) = seq.next_element::<u8>()? {
+                        out.push(b);
+                    }
+                    Ok(ByteBuf(out))
+                }
+            }
+            d.deserialize_bytes(V)
+        }
+    }
+}
