@@ -1,1 +1,104 @@
-//! `cairn-cli`: not built yet. This crate is empty on purpose; see the open issues.
+//! `cairn-cli`: the `cairn` command. It snapshots a workspace into its store, shows and diffs
+//! snapshots, restores them (planned, confirmed and undoable), keeps the store (delete, prune,
+//! gc, verify, recover), and tells the whole story with `cairn demo`.
+//!
+//! Every command prints for people by default and one JSON document with `--json`; errors are
+//! one line (a JSON document on stderr with `--json`) and exit with a stable code per error
+//! kind: `10 + ErrorKind::code()`, `2` for usage errors (see [`error::EXIT_CODES_HELP`]).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod args;
+mod ctx;
+mod demo;
+pub mod error;
+mod files;
+pub mod parse;
+mod patch;
+
+use args::{Cli, Command};
+use clap::Parser;
+use ctx::Ctx;
+use error::{CliError, Result};
+
+/// Runs the command line of this process and returns the exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    let json = cli.json;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli)))
+        .unwrap_or_else(|_| {
+            Err(CliError::new(
+                cairn_store::ErrorKind::Panic,
+                "cairn stopped on an internal error (printed above)",
+            ))
+        });
+    match outcome {
+        Ok(()) => 0,
+        Err(e) => {
+            if json {
+                eprintln!("{}", e.json());
+            } else {
+                eprintln!("cairn: error: {}", e.line());
+            }
+            e.exit_code()
+        }
+    }
+}
+
+/// Reports a parse error: clap's own text, or a JSON document when `--json` was given.
+fn clap_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind as K;
+    let informational = matches!(e.kind(), K::DisplayHelp | K::DisplayVersion)
+        || e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand;
+    let json = std::env::args_os().any(|a| a == "--json");
+    if informational || !json {
+        let _ = e.print();
+        return if informational && e.kind() != K::DisplayHelpOnMissingArgumentOrSubcommand {
+            0
+        } else {
+            error::EXIT_USAGE
+        };
+    }
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ");
+    let err = CliError::usage(format!("{first}; see `cairn --help`"));
+    eprintln!("{}", err.json());
+    err.exit_code()
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    let ctx = Ctx::new(cli.dir, cli.store, cli.json);
+    match cli.command {
+        Command::Snapshot(a) => files::snapshot(&ctx, &a),
+        Command::List => files::list(&ctx),
+        Command::Show { snapshot } => files::show(&ctx, &snapshot),
+        Command::Diff {
+            snapshot,
+            snapshot2,
+            patch,
+        } => files::diff(&ctx, &snapshot, snapshot2.as_deref(), patch),
+        Command::Restore {
+            snapshot,
+            dry_run,
+            yes,
+        } => files::restore(&ctx, &snapshot, dry_run, yes),
+        Command::Delete {
+            snapshot,
+            dry_run,
+            yes,
+        } => files::delete(&ctx, &snapshot, dry_run, yes),
+        Command::Prune(a) => files::prune(&ctx, &a),
+        Command::Gc { dry_run } => files::gc(&ctx, dry_run),
+        Command::Verify => files::verify(&ctx),
+        Command::Recover => files::recover(&ctx),
+        Command::Demo { keep } => demo::demo(&ctx, keep),
+    }
+}

@@ -1,0 +1,166 @@
+//! The command line, as clap parses it.
+
+use crate::error::EXIT_CODES_HELP;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// The `cairn` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "Snapshot a workspace into a content-addressed store, and restore, rewind or fork it safely",
+    long_about = "Snapshot a workspace into a content-addressed store, and restore, rewind or fork it safely.\n\n\
+        Every command works on the current directory or `-C DIR`, with the store in `DIR/.cairn` \
+        unless `--store` says otherwise. Output is for people by default; `--json` prints one JSON \
+        document on stdout (errors as one JSON document on stderr). Commands that change files \
+        (restore, rewind --files, fork --files, delete, prune) show their plan and ask first; \
+        `--yes` confirms without asking.",
+    after_help = EXIT_CODES_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Work on the workspace rooted at DIR instead of the current directory.
+    #[arg(short = 'C', value_name = "DIR", global = true)]
+    pub dir: Option<PathBuf>,
+    /// The store directory (default: DIR/.cairn).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub store: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text for people.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Take a snapshot of the workspace.
+    #[command(
+        after_help = "Examples:\n  cairn snapshot --label before-refactor\n  cairn snapshot --exclude 'dist/**' --max-file-bytes 5MiB\n  cairn -C ~/project --json snapshot"
+    )]
+    Snapshot(SnapshotArgs),
+    /// List the snapshots in the store, oldest first.
+    #[command(after_help = "Examples:\n  cairn list\n  cairn list --json | jq '.snapshots[].id'")]
+    List,
+    /// Show one snapshot: its manifest and the files it holds.
+    #[command(
+        after_help = "A snapshot is named by its id, a unique prefix of 4+ hex digits, or its label.\n\nExamples:\n  cairn show 3fa2b1\n  cairn show before-refactor --json"
+    )]
+    Show {
+        /// The snapshot: id, prefix of 4+ hex digits, or label.
+        snapshot: String,
+    },
+    /// Show what changed from a snapshot to another, or to the files as they are now.
+    #[command(
+        after_help = "Examples:\n  cairn diff before-refactor            # snapshot -> the files now\n  cairn diff 3fa2b1 9c04de --patch      # unified diffs of text files"
+    )]
+    Diff {
+        /// The older snapshot.
+        snapshot: String,
+        /// The newer snapshot (default: the files as they are now).
+        snapshot2: Option<String>,
+        /// Print unified diffs of text files (binary files are named as such).
+        #[arg(long)]
+        patch: bool,
+    },
+    /// Put the files back as a snapshot holds them (undoable: a safety snapshot is taken first).
+    #[command(
+        after_help = "Shows the plan and asks before changing anything; --yes confirms without asking.\n\
+        Without a terminal to ask on, it refuses unless given --yes. With --json it needs --dry-run or --yes.\n\n\
+        Examples:\n  cairn restore before-refactor --dry-run\n  cairn restore before-refactor\n  cairn restore 3fa2b1 --yes --json"
+    )]
+    Restore {
+        /// The snapshot: id, prefix of 4+ hex digits, or label.
+        snapshot: String,
+        /// Show what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do it without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Delete one snapshot (its objects are collected once no snapshot needs them).
+    #[command(after_help = "Examples:\n  cairn delete 3fa2b1\n  cairn delete old-label --yes")]
+    Delete {
+        /// The snapshot: id, prefix of 4+ hex digits, or label.
+        snapshot: String,
+        /// Show what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do it without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Delete the snapshots a retention policy drops, then collect garbage.
+    #[command(
+        after_help = "Protected snapshots, and snapshots in use by a restore, are always kept.\n\n\
+        Examples:\n  cairn prune --keep 20 --dry-run\n  cairn prune --max-age 14d --max-bytes 2GiB --yes"
+    )]
+    Prune(PruneArgs),
+    /// Collect objects no snapshot reaches (older than an hour, so other writers are safe).
+    #[command(after_help = "Examples:\n  cairn gc --dry-run\n  cairn gc --json")]
+    Gc {
+        /// Show what a collection would remove, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Re-hash every object and check every snapshot can be restored in full.
+    #[command(
+        after_help = "Exits with 19 (CORRUPT) when it finds damage.\n\nExamples:\n  cairn verify\n  cairn verify --json"
+    )]
+    Verify,
+    /// Finish restores a crash interrupted.
+    #[command(
+        after_help = "Every command that opens the workspace does this too; `recover` reports it.\n\
+        Exits with 20 (CONFLICT) when later edits stand in the way of a pending restore.\n\nExamples:\n  cairn recover\n  cairn -C ~/project recover --json"
+    )]
+    Recover,
+    /// Take the guided tour: a whole story in a temporary directory, printed step by step.
+    #[command(after_help = "Example:\n  cairn demo")]
+    Demo {
+        /// Keep the temporary directory and print where it is.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+/// Arguments of `cairn snapshot`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// A label for people; `cairn restore LABEL` finds the newest snapshot with it.
+    #[arg(long, short = 'l')]
+    pub label: Option<String>,
+    /// Leave out paths matching GLOB (and everything under them); may be repeated.
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Skip files larger than this (default 10MiB); accepts suffixes like 512KiB, 5MB, 1G.
+    #[arg(long, value_name = "N", value_parser = crate::parse::bytes)]
+    pub max_file_bytes: Option<u64>,
+    /// Do not honour .gitignore and .cairnignore files.
+    #[arg(long)]
+    pub no_gitignore: bool,
+}
+
+/// Arguments of `cairn prune`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("policy").required(true).multiple(true))]
+pub struct PruneArgs {
+    /// Keep the newest N snapshots.
+    #[arg(long, value_name = "N", group = "policy")]
+    pub keep: Option<usize>,
+    /// Drop snapshots older than this (s, m, h, d or w: 90m, 14d, 2w).
+    #[arg(long, value_name = "AGE", value_parser = crate::parse::duration, group = "policy")]
+    pub max_age: Option<std::time::Duration>,
+    /// Drop the oldest snapshots until the store holds at most this (2GiB, 500MB, ...).
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse::bytes, group = "policy")]
+    pub max_bytes: Option<u64>,
+    /// Show what would be deleted, delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do it without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}

@@ -1,0 +1,193 @@
+//! What every command shares: where the workspace and its store are, how to print, how to ask.
+
+use crate::error::{CliError, Result};
+use cairn_restore::{Workspace, WorkspaceOptions};
+use cairn_store::{ErrorKind, Store, StoreOptions};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Set to `1` to ask for confirmation on standard input even when it is not a terminal (tests
+/// of the prompt use it; it never confirms anything by itself).
+pub const FORCE_PROMPT_ENV: &str = "CAIRN_FORCE_PROMPT";
+
+/// The context of one invocation.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// The workspace root as given (`-C DIR`, else `.`).
+    pub root: PathBuf,
+    /// The store directory as given (`--store`), relative paths taken from the root.
+    pub store: Option<PathBuf>,
+    /// Print one JSON document.
+    pub json: bool,
+    /// Questions can be asked (stdin and stderr are terminals).
+    pub interactive: bool,
+    /// Progress bars can be drawn (stderr is a terminal and not `--json`).
+    pub progress: bool,
+}
+
+impl Ctx {
+    /// The context for the parsed global options.
+    pub fn new(dir: Option<PathBuf>, store: Option<PathBuf>, json: bool) -> Ctx {
+        let root = dir.unwrap_or_else(|| PathBuf::from("."));
+        let store = store.map(|s| if s.is_absolute() { s } else { root.join(s) });
+        let stderr_tty = std::io::stderr().is_terminal();
+        let forced = std::env::var(FORCE_PROMPT_ENV).is_ok_and(|v| v == "1");
+        Ctx {
+            interactive: forced || (std::io::stdin().is_terminal() && stderr_tty),
+            progress: stderr_tty && !json,
+            root,
+            store,
+            json,
+        }
+    }
+
+    /// The store directory: `--store`, else `<root>/.cairn`.
+    pub fn store_path(&self) -> PathBuf {
+        self.store
+            .clone()
+            .unwrap_or_else(|| self.root.join(".cairn"))
+    }
+
+    fn require_store(&self) -> Result<()> {
+        let path = self.store_path();
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(CliError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "no Cairn store at {}; take a snapshot first (`cairn snapshot`), or name the store with --store",
+                    path.display()
+                ),
+            )
+            .with_path(path));
+        }
+        Ok(())
+    }
+
+    /// Opens the existing store.
+    pub fn open_store(&self) -> Result<Store> {
+        self.require_store()?;
+        let options = StoreOptions {
+            create: false,
+            ..StoreOptions::default()
+        };
+        Ok(Store::open(self.store_path(), options)?)
+    }
+
+    /// Opens the workspace; `create` makes its store when it has none. Restores a crash
+    /// interrupted are finished first, and said so on stderr.
+    pub fn open_workspace(&self, create: bool) -> Result<Workspace> {
+        self.open_workspace_with(create, true)
+    }
+
+    /// [`Ctx::open_workspace`], with or without finishing interrupted restores.
+    pub fn open_workspace_with(&self, create: bool, recover: bool) -> Result<Workspace> {
+        if !create {
+            self.require_store()?;
+        }
+        let options = WorkspaceOptions {
+            store: Some(self.store_path()),
+            recover,
+            store_options: StoreOptions {
+                create,
+                ..StoreOptions::default()
+            },
+            ..WorkspaceOptions::default()
+        };
+        let ws = Workspace::open(&self.root, options)?;
+        for r in ws.recovered() {
+            let what = if r.completed {
+                "finished"
+            } else {
+                "could not finish"
+            };
+            self.note(&format!(
+                "{what} an interrupted restore of {} (journal {}); `cairn recover` says more",
+                r.target.short(),
+                r.journal
+            ));
+        }
+        Ok(ws)
+    }
+
+    /// A note for people on stderr (not with `--json`).
+    pub fn note(&self, text: &str) {
+        if !self.json {
+            eprintln!("cairn: {text}");
+        }
+    }
+
+    /// Prints `value` as JSON with `--json`, else the text `human` makes.
+    pub fn emit<T: Serialize>(&self, value: &T, human: impl FnOnce() -> String) -> Result<()> {
+        let text = if self.json {
+            let mut s = serde_json::to_string_pretty(value).map_err(|e| {
+                CliError::new(ErrorKind::Panic, format!("cannot encode the report: {e}"))
+            })?;
+            s.push('\n');
+            s
+        } else {
+            human()
+        };
+        let mut out = std::io::stdout().lock();
+        // A closed pipe (`cairn list | head`) is not an error worth reporting.
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+        Ok(())
+    }
+
+    /// A spinner on stderr, only on a terminal and not with `--json`.
+    pub fn spinner(&self, message: &str) -> Option<ProgressBar> {
+        if !self.progress {
+            return None;
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]") {
+            bar.set_style(style);
+        }
+        bar.set_message(message.to_string());
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Some(bar)
+    }
+
+    /// Checks, before any work, that a destructive command can be confirmed: with `--json` it
+    /// needs `--dry-run` or `--yes`, as it never prompts.
+    pub fn check_confirmable(&self, command: &str, dry_run: bool, yes: bool) -> Result<()> {
+        if self.json && !dry_run && !yes {
+            return Err(CliError::usage(format!(
+                "`cairn {command} --json` never asks: add --dry-run to see the plan, or --yes to go ahead"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Asks `question` once the plan is shown: `--yes` confirms; on a terminal the answer
+    /// decides (no is `CANCELLED`); without one the command refuses (a usage error).
+    pub fn confirm(&self, command: &str, question: &str, yes: bool) -> Result<()> {
+        if yes {
+            return Ok(());
+        }
+        if !self.interactive {
+            return Err(CliError::usage(format!(
+                "refusing to {command} without confirmation: there is no terminal to ask on; \
+                 nothing was changed; run again with --yes to go ahead (or --dry-run to see the plan)"
+            )));
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{question} [y/N] ");
+        let _ = err.flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|e| CliError::new(ErrorKind::Io, format!("cannot read the answer: {e}")))?;
+        match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Ok(()),
+            _ => Err(CliError::new(
+                ErrorKind::Cancelled,
+                format!("{command} cancelled at the prompt; nothing was changed"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,908 @@
+//! The commands on snapshots and files: snapshot, list, show, diff, restore, delete, prune, gc,
+//! verify and recover.
+
+use crate::args::{PruneArgs, SnapshotArgs};
+use crate::ctx::Ctx;
+use crate::error::{CliError, Result};
+use crate::parse::{human_bytes, human_time};
+use crate::patch;
+use cairn_restore::{KeptPath, KeptReason, Plan, Report, RestoreOptions};
+use cairn_snapshot::{ChangeKind, EntryInfo};
+use cairn_store::gc::GcOptions;
+use cairn_store::retain::Retention;
+use cairn_store::{
+    CaptureSettings, EntryKind, ErrorKind, Manifest, RelPath, SkipReason, SnapshotId, Stats, Store,
+    TreeId,
+};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// How many paths of one kind a plan prints for people (`--json` lists them all).
+const PLAN_LINES: usize = 100;
+
+/// A path a snapshot left out, in JSON.
+#[derive(Debug, Serialize)]
+pub struct SkippedJson {
+    /// The path, relative to the root.
+    pub path: RelPath,
+    /// Why.
+    pub reason: SkipReason,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+}
+
+fn skipped_json(list: &[cairn_store::Skipped]) -> Vec<SkippedJson> {
+    list.iter()
+        .map(|s| SkippedJson {
+            path: RelPath(s.path.clone()),
+            reason: s.reason,
+            is_dir: s.is_dir,
+        })
+        .collect()
+}
+
+/// What `cairn snapshot` prints with `--json`.
+#[derive(Debug, Serialize)]
+pub struct SnapshotJson {
+    /// The snapshot's id.
+    pub id: SnapshotId,
+    /// Its label.
+    pub label: Option<String>,
+    /// The workspace it was taken of.
+    pub workspace_id: String,
+    /// The workspace root.
+    pub root: PathBuf,
+    /// What it cost.
+    pub stats: Stats,
+    /// What it left out, and why.
+    pub skipped: Vec<SkippedJson>,
+}
+
+pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
+    let ws = ctx.open_workspace(true)?;
+    let mut options = ws.snapshot_options();
+    options.label = args.label.clone();
+    options.excludes.extend(args.exclude.iter().cloned());
+    if let Some(n) = args.max_file_bytes {
+        options.max_file_bytes = n;
+    }
+    if args.no_gitignore {
+        options.gitignore = false;
+    }
+    let bar = ctx.spinner("snapshot: walking");
+    let mut report = |p: &cairn_snapshot::Progress| {
+        if let Some(bar) = &bar {
+            bar.set_message(format!(
+                "snapshot: {} files, {} read ({})",
+                p.files,
+                p.hashed,
+                human_bytes(p.hashed_bytes)
+            ));
+        }
+        true
+    };
+    let progress: Option<cairn_snapshot::ProgressFn<'_>> = if bar.is_some() {
+        Some(&mut report)
+    } else {
+        None
+    };
+    let outcome = ws.snapshot_with_progress(&options, progress);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let snap = outcome?.snapshot;
+    let json = SnapshotJson {
+        id: snap.id,
+        label: snap.manifest.label.clone(),
+        workspace_id: ws.id().to_string(),
+        root: ws.root().to_path_buf(),
+        stats: snap.stats,
+        skipped: skipped_json(&snap.skipped),
+    };
+    ctx.emit(&json, || {
+        let s = &json.stats;
+        let mut out = format!("snapshot {}", json.id.short());
+        if let Some(l) = &json.label {
+            let _ = write!(out, " \"{l}\"");
+        }
+        let _ = writeln!(out, " of {}", json.root.display());
+        let _ = writeln!(
+            out,
+            "  {} files ({}), {} read, {} reused, {} stored, {} ms",
+            s.files,
+            human_bytes(s.bytes),
+            s.hashed,
+            s.reused,
+            human_bytes(s.stored_bytes),
+            s.duration_ms
+        );
+        for k in &json.skipped {
+            let _ = writeln!(out, "  skipped {} ({})", k.path, k.reason.name());
+        }
+        out
+    })
+}
+
+/// One snapshot in `cairn list --json`.
+#[derive(Debug, Serialize)]
+pub struct SnapshotSummary {
+    /// Its id.
+    pub id: SnapshotId,
+    /// Its label.
+    pub label: Option<String>,
+    /// When it was taken (ms since the Unix epoch).
+    pub created_ms: i64,
+    /// The workspace it was taken of.
+    pub workspace_id: String,
+    /// That workspace's root.
+    pub workspace_root: String,
+    /// Whether retention never drops it.
+    pub protected: bool,
+    /// What it holds and cost.
+    pub stats: Stats,
+}
+
+impl SnapshotSummary {
+    fn new(id: SnapshotId, m: &Manifest) -> Self {
+        SnapshotSummary {
+            id,
+            label: m.label.clone(),
+            created_ms: m.created_ms,
+            workspace_id: m.workspace_id.clone(),
+            workspace_root: String::from_utf8_lossy(&m.workspace_root).into_owned(),
+            protected: m.protected,
+            stats: m.stats,
+        }
+    }
+}
+
+/// A snapshot whose manifest could not be read.
+#[derive(Debug, Serialize)]
+pub struct UnreadableJson {
+    /// Its id.
+    pub id: SnapshotId,
+    /// Why it could not be read.
+    pub error: String,
+}
+
+/// What `cairn list --json` prints.
+#[derive(Debug, Serialize)]
+pub struct ListJson {
+    /// The snapshots, oldest first.
+    pub snapshots: Vec<SnapshotSummary>,
+    /// Manifests that could not be read.
+    pub unreadable: Vec<UnreadableJson>,
+}
+
+pub(crate) fn list(ctx: &Ctx) -> Result<()> {
+    let store = ctx.open_store()?;
+    let (ok, bad) = store.list_snapshots()?;
+    let json = ListJson {
+        snapshots: ok
+            .iter()
+            .map(|e| SnapshotSummary::new(e.id, &e.manifest))
+            .collect(),
+        unreadable: bad
+            .into_iter()
+            .map(|(id, e)| UnreadableJson {
+                id,
+                error: e.to_string(),
+            })
+            .collect(),
+    };
+    ctx.emit(&json, || {
+        let mut out = String::new();
+        if json.snapshots.is_empty() {
+            out.push_str("no snapshots yet; take one with `cairn snapshot`\n");
+        } else {
+            let _ = writeln!(
+                out,
+                "{:<12}  {:<19}  {:>7}  {:>10}  LABEL",
+                "ID", "CREATED (UTC)", "FILES", "SIZE"
+            );
+        }
+        for s in &json.snapshots {
+            let _ = writeln!(
+                out,
+                "{:<12}  {:<19}  {:>7}  {:>10}  {}{}",
+                s.id.short(),
+                human_time(s.created_ms),
+                s.stats.files,
+                human_bytes(s.stats.bytes),
+                s.label.as_deref().unwrap_or("-"),
+                if s.protected { " (protected)" } else { "" }
+            );
+        }
+        for u in &json.unreadable {
+            let _ = writeln!(out, "{:<12}  unreadable: {}", u.id.short(), u.error);
+        }
+        out
+    })
+}
+
+/// One entry of a snapshot in `cairn show --json`.
+#[derive(Debug, Serialize)]
+pub struct FileJson {
+    /// The path, relative to the root.
+    pub path: RelPath,
+    /// File, symlink or directory.
+    pub kind: EntryKind,
+    /// Its full mode.
+    pub mode: u32,
+    /// Its size (a directory: the bytes of the files below it).
+    pub size: u64,
+    /// Its blob or tree.
+    pub id: cairn_store::ObjectId,
+}
+
+/// What `cairn show --json` prints.
+#[derive(Debug, Serialize)]
+pub struct ShowJson {
+    /// The manifest's summary.
+    #[serde(flatten)]
+    pub summary: SnapshotSummary,
+    /// Its root tree.
+    pub root: TreeId,
+    /// The caller's metadata.
+    pub metadata: serde_json::Value,
+    /// How it was taken.
+    pub capture: CaptureSettings,
+    /// What it left out.
+    pub skipped: Vec<SkippedJson>,
+    /// Every entry, depth first, sorted by name.
+    pub files: Vec<FileJson>,
+}
+
+fn walk_tree(store: &Store, root: TreeId, prefix: &[u8], out: &mut Vec<FileJson>) -> Result<()> {
+    let tree = store.read_tree(&root)?;
+    for e in tree.entries() {
+        let mut path = prefix.to_vec();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(&e.name);
+        out.push(FileJson {
+            path: RelPath(path.clone()),
+            kind: e.kind,
+            mode: e.mode,
+            size: e.size,
+            id: e.id,
+        });
+        if e.kind == EntryKind::Dir {
+            walk_tree(store, TreeId(e.id), &path, out)?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn show(ctx: &Ctx, name: &str) -> Result<()> {
+    let store = ctx.open_store()?;
+    let id = store.resolve(name)?;
+    let m = store.read_manifest(&id)?;
+    let mut files = Vec::new();
+    walk_tree(&store, m.root, b"", &mut files)?;
+    let json = ShowJson {
+        summary: SnapshotSummary::new(id, &m),
+        root: m.root,
+        metadata: serde_json::from_str(&m.metadata).unwrap_or(serde_json::Value::Null),
+        capture: m.capture.clone(),
+        skipped: skipped_json(&m.skipped),
+        files,
+    };
+    ctx.emit(&json, || {
+        let s = &json.summary;
+        let st = &s.stats;
+        let mut out = String::new();
+        let _ = writeln!(out, "snapshot  {}", s.id);
+        let _ = writeln!(out, "label     {}", s.label.as_deref().unwrap_or("-"));
+        let _ = writeln!(out, "created   {} UTC", human_time(s.created_ms));
+        let _ = writeln!(out, "workspace {} at {}", s.workspace_id, s.workspace_root);
+        let _ = writeln!(
+            out,
+            "holds     {} files, {} directories, {} symlinks, {}",
+            st.files,
+            st.dirs,
+            st.symlinks,
+            human_bytes(st.bytes)
+        );
+        let _ = writeln!(
+            out,
+            "cost      {} read, {} reused, {} stored, {} ms",
+            st.hashed,
+            st.reused,
+            human_bytes(st.stored_bytes),
+            st.duration_ms
+        );
+        let c = &json.capture;
+        let _ = writeln!(
+            out,
+            "capture   excludes [{}], files up to {}, .gitignore {}{}",
+            c.excludes.join(", "),
+            human_bytes(c.max_file_bytes),
+            if c.gitignore { "honoured" } else { "ignored" },
+            if s.protected { ", protected" } else { "" }
+        );
+        if json.metadata.as_object().is_some_and(|o| !o.is_empty()) {
+            let _ = writeln!(out, "metadata  {}", json.metadata);
+        }
+        for k in &json.skipped {
+            let _ = writeln!(out, "skipped   {} ({})", k.path, k.reason.name());
+        }
+        out.push('\n');
+        for f in &json.files {
+            if f.kind == EntryKind::Dir {
+                let _ = writeln!(out, "{:06o}  {:>10}  {}/", f.mode, "", f.path);
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{:06o}  {:>10}  {}",
+                    f.mode,
+                    human_bytes(f.size),
+                    f.path
+                );
+            }
+        }
+        out
+    })
+}
+
+/// One change in `cairn diff --json`.
+#[derive(Debug, Serialize)]
+pub struct ChangeJson {
+    /// The path, relative to the root.
+    pub path: RelPath,
+    /// What changed.
+    pub kind: ChangeKind,
+    /// The older side.
+    pub old: Option<EntryInfo>,
+    /// The newer side.
+    pub new: Option<EntryInfo>,
+    /// With `--patch`: the unified diff (absent for binary files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// With `--patch`: whether the contents are binary (no patch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<bool>,
+}
+
+/// What `cairn diff --json` prints.
+#[derive(Debug, Serialize)]
+pub struct DiffJson {
+    /// The older snapshot.
+    pub from: SnapshotId,
+    /// The newer snapshot; `null` for the files as they are now.
+    pub to: Option<SnapshotId>,
+    /// The changes, sorted by path.
+    pub changes: Vec<ChangeJson>,
+}
+
+fn change_letter(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Added => "A",
+        ChangeKind::Modified => "M",
+        ChangeKind::Deleted => "D",
+        ChangeKind::ModeChanged => "m",
+        ChangeKind::TypeChanged => "T",
+    }
+}
+
+pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Result<()> {
+    let (store, root, changes, to) = match b {
+        Some(b) => {
+            let store = ctx.open_store()?;
+            let ia = store.resolve(a)?;
+            let ib = store.resolve(b)?;
+            let changes = cairn_snapshot::diff_snapshots(&store, &ia, &ib)?;
+            (store, None, changes, (ia, Some(ib)))
+        }
+        None => {
+            let ws = ctx.open_workspace(false)?;
+            let ia = ws.store().resolve(a)?;
+            let bar = ctx.spinner("diff: walking the workspace");
+            let changes = cairn_snapshot::diff_workspace(ws.store(), ws.root(), ws.id(), &ia);
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            (
+                ws.store().clone(),
+                Some(ws.root().to_path_buf()),
+                changes?,
+                (ia, None),
+            )
+        }
+    };
+    let mut out = Vec::with_capacity(changes.len());
+    for c in changes {
+        let (patch, binary) = if with_patch {
+            match patch::patch_of(&store, root.as_deref(), &c)? {
+                patch::Patch::Text(t) => (Some(t), Some(false)),
+                patch::Patch::Binary => (None, Some(true)),
+                patch::Patch::None => (None, Some(false)),
+            }
+        } else {
+            (None, None)
+        };
+        out.push(ChangeJson {
+            path: RelPath(c.path),
+            kind: c.kind,
+            old: c.old,
+            new: c.new,
+            patch,
+            binary,
+        });
+    }
+    let json = DiffJson {
+        from: to.0,
+        to: to.1,
+        changes: out,
+    };
+    ctx.emit(&json, || {
+        let mut out = String::new();
+        if json.changes.is_empty() {
+            let _ = writeln!(
+                out,
+                "no changes from {} to {}",
+                json.from.short(),
+                json.to
+                    .map(|t| t.short())
+                    .unwrap_or_else(|| "the files now".into())
+            );
+        }
+        for c in &json.changes {
+            let mut line = format!("{}  {}", change_letter(c.kind), c.path);
+            if c.kind == ChangeKind::ModeChanged {
+                if let (Some(o), Some(n)) = (&c.old, &c.new) {
+                    let _ = write!(line, " ({:o} -> {:o})", o.mode & 0o7777, n.mode & 0o7777);
+                }
+            }
+            let _ = writeln!(out, "{line}");
+            if with_patch {
+                if c.binary == Some(true) {
+                    let _ = writeln!(out, "Binary files a/{0} and b/{0} differ", c.path);
+                } else if let Some(p) = &c.patch {
+                    out.push_str(p);
+                    if !p.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        out
+    })
+}
+
+/// A restore plan for people: what it writes, deletes and keeps.
+pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "restore {} into {}:",
+        report.snapshot_id.short(),
+        root.display()
+    );
+    let mut section = |verb: &str, paths: Vec<String>| {
+        for p in paths.iter().take(PLAN_LINES) {
+            let _ = writeln!(out, "  {verb:<8} {p}");
+        }
+        if paths.len() > PLAN_LINES {
+            let _ = writeln!(
+                out,
+                "  {verb:<8} ... and {} more (--json lists them all)",
+                paths.len() - PLAN_LINES
+            );
+        }
+    };
+    section(
+        "restore",
+        report.restored.iter().map(|p| p.to_string()).collect(),
+    );
+    section(
+        "delete",
+        report.deleted.iter().map(|p| p.to_string()).collect(),
+    );
+    // The default excludes (`.git`, `node_modules`, the store) are always left alone: counted,
+    // not listed.
+    let (defaults, kept): (Vec<&KeptPath>, Vec<&KeptPath>) = report
+        .kept
+        .iter()
+        .partition(|k| k.reason == KeptReason::Excluded);
+    section(
+        "keep",
+        kept.iter()
+            .map(|k| format!("{} ({})", k.path, kept_reason(k)))
+            .collect(),
+    );
+    section(
+        "drifted",
+        report.drifted.iter().map(|p| p.to_string()).collect(),
+    );
+    let _ = writeln!(
+        out,
+        "  {} to restore, {} to delete, {} unchanged, {} left alone ({} by the default excludes)",
+        report.restored.len(),
+        report.deleted.len(),
+        report.unchanged,
+        report.kept.len(),
+        defaults.len()
+    );
+    if report.busy {
+        let _ = writeln!(
+            out,
+            "  BUSY: a command or hold stands on the workspace; the restore would be refused now"
+        );
+    }
+    out
+}
+
+fn kept_reason(k: &KeptPath) -> String {
+    serde_json::to_value(k.reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The dry-run report of a plan.
+pub(crate) fn dry_report(plan: &Plan) -> Report {
+    Report {
+        snapshot_id: plan.snapshot_id,
+        dry_run: true,
+        restored: plan.restored.clone(),
+        deleted: plan.deleted.clone(),
+        unchanged: plan.unchanged,
+        kept: plan.kept.clone(),
+        busy: plan.busy,
+        drifted: plan.drifted.clone(),
+        safety_snapshot_id: None,
+        operations: 0,
+        as_planned: true,
+        journal: None,
+    }
+}
+
+/// What a finished restore says for people.
+pub(crate) fn done_text(report: &Report) -> String {
+    let mut out = format!(
+        "restored {} paths, deleted {}, {} unchanged\n",
+        report.restored.len(),
+        report.deleted.len(),
+        report.unchanged
+    );
+    if let Some(s) = report.safety_snapshot_id {
+        let _ = writeln!(
+            out,
+            "safety snapshot {0}: undo with `cairn restore {0}`",
+            s.short()
+        );
+    }
+    out
+}
+
+pub(crate) fn restore(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result<()> {
+    ctx.check_confirmable("restore", dry_run, yes)?;
+    let ws = ctx.open_workspace(false)?;
+    let id = ws.store().resolve(name)?;
+    let options = RestoreOptions::default();
+    let bar = ctx.spinner("restore: planning");
+    let plan = ws.plan(&id, &options);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let plan = plan?;
+    let dry = dry_report(&plan);
+    if dry_run {
+        return ctx.emit(&dry, || plan_text(&dry, ws.root()));
+    }
+    if !ctx.json {
+        print!("{}", plan_text(&dry, ws.root()));
+    }
+    if plan.is_noop() {
+        // Nothing would change: no question to ask.
+        let report = ws.apply(&plan, &options)?;
+        return ctx.emit(&report, || {
+            "nothing to do: the files are as the snapshot holds them\n".into()
+        });
+    }
+    ctx.confirm(
+        "restore",
+        &format!(
+            "Restore {} paths and delete {} in {}?",
+            dry.restored.len(),
+            dry.deleted.len(),
+            ws.root().display()
+        ),
+        yes,
+    )?;
+    let bar = ctx.spinner("restore: applying");
+    let report = ws.apply(&plan, &options);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    ctx.emit(&report, || done_text(&report))
+}
+
+/// What `cairn delete` and `cairn prune` print with `--json`.
+#[derive(Debug, Serialize)]
+pub struct PruneJson {
+    /// Whether this is a dry run (nothing deleted).
+    pub dry_run: bool,
+    /// The snapshots deleted (or that would be).
+    pub deleted: Vec<SnapshotId>,
+    /// How many snapshots are kept.
+    pub kept: usize,
+    /// The collection that followed (absent in a dry run).
+    pub gc: Option<cairn_store::gc::GcReport>,
+}
+
+fn describe(store: &Store, id: &SnapshotId) -> String {
+    match store.read_manifest(id) {
+        Ok(m) => format!(
+            "{}  {}  {} files  {}",
+            id.short(),
+            human_time(m.created_ms),
+            m.stats.files,
+            m.label.as_deref().unwrap_or("-")
+        ),
+        Err(_) => format!("{}  (unreadable)", id.short()),
+    }
+}
+
+fn gc_text(gc: &cairn_store::gc::GcReport) -> String {
+    if gc.deferred {
+        return "collection deferred: another operation holds the store; run `cairn gc` later\n"
+            .into();
+    }
+    let mut out = format!(
+        "collected {} objects ({} freed): {} packs deleted, {} repacked\n",
+        gc.objects_deleted,
+        human_bytes(gc.bytes_freed),
+        gc.packs_deleted,
+        gc.packs_repacked
+    );
+    if gc.plan.young_unreachable > 0 {
+        let _ = writeln!(
+            out,
+            "{} unreachable objects are younger than an hour and kept until a later `cairn gc`",
+            gc.plan.young_unreachable
+        );
+    }
+    out
+}
+
+/// Prints what a delete or prune did.
+fn pruned(ctx: &Ctx, report: cairn_store::retain::PruneReport) -> Result<()> {
+    let json = PruneJson {
+        dry_run: false,
+        deleted: report.deleted,
+        kept: report.kept,
+        gc: Some(report.gc),
+    };
+    ctx.emit(&json, || prune_done_text(&json))
+}
+
+fn prune_done_text(json: &PruneJson) -> String {
+    let mut out = format!(
+        "deleted {} snapshots, {} kept\n",
+        json.deleted.len(),
+        json.kept
+    );
+    if let Some(gc) = &json.gc {
+        out.push_str(&gc_text(gc));
+    }
+    out
+}
+
+pub(crate) fn delete(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result<()> {
+    ctx.check_confirmable("delete", dry_run, yes)?;
+    let store = ctx.open_store()?;
+    let id = store.resolve(name)?;
+    let total = store.snapshot_ids()?.len();
+    let plan_text = format!("delete snapshot:\n  {}\n", describe(&store, &id));
+    if dry_run {
+        let json = PruneJson {
+            dry_run: true,
+            deleted: vec![id],
+            kept: total.saturating_sub(1),
+            gc: None,
+        };
+        return ctx.emit(&json, || plan_text);
+    }
+    if !ctx.json {
+        print!("{plan_text}");
+    }
+    ctx.confirm("delete", &format!("Delete snapshot {}?", id.short()), yes)?;
+    pruned(ctx, store.delete_snapshot(&id, &GcOptions::default())?)
+}
+
+pub(crate) fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<()> {
+    ctx.check_confirmable("prune", args.dry_run, args.yes)?;
+    let store = ctx.open_store()?;
+    let retention = Retention {
+        count: args.keep,
+        max_age: args.max_age,
+        max_total_bytes: args.max_bytes,
+    };
+    let drop = cairn_store::retain::plan(&store, &retention, cairn_store::fsutil::now_ms())?;
+    let total = store.snapshot_ids()?.len();
+    let mut plan_text = format!("prune: {} of {total} snapshots to delete\n", drop.len());
+    for id in drop.iter().take(PLAN_LINES) {
+        let _ = writeln!(plan_text, "  delete  {}", describe(&store, id));
+    }
+    if drop.len() > PLAN_LINES {
+        let _ = writeln!(plan_text, "  ... and {} more", drop.len() - PLAN_LINES);
+    }
+    if args.dry_run {
+        let json = PruneJson {
+            dry_run: true,
+            kept: total - drop.len().min(total),
+            deleted: drop,
+            gc: None,
+        };
+        return ctx.emit(&json, || plan_text);
+    }
+    if !ctx.json {
+        print!("{plan_text}");
+    }
+    if !drop.is_empty() {
+        ctx.confirm(
+            "prune",
+            &format!("Delete {} snapshots?", drop.len()),
+            args.yes,
+        )?;
+    }
+    pruned(ctx, store.prune(&retention, &GcOptions::default())?)
+}
+
+pub(crate) fn gc(ctx: &Ctx, dry_run: bool) -> Result<()> {
+    let store = ctx.open_store()?;
+    let options = GcOptions::default();
+    if dry_run {
+        let plan = cairn_store::gc::plan(&store, &options)?;
+        return ctx.emit(&plan, || {
+            let objects: u64 = plan
+                .delete_packs
+                .iter()
+                .chain(&plan.repack)
+                .map(|p| p.objects - p.live_objects)
+                .sum::<u64>()
+                + plan.delete_large.len() as u64;
+            format!(
+                "gc would remove {} objects: delete {} packs, repack {}, delete {} large objects and {} temporary files; {} unreachable objects are younger than an hour and kept\n",
+                objects,
+                plan.delete_packs.len(),
+                plan.repack.len(),
+                plan.delete_large.len(),
+                plan.temp_files.len() + plan.orphan_packs.len(),
+                plan.young_unreachable
+            )
+        });
+    }
+    let bar = ctx.spinner("gc: collecting");
+    let report = store.gc(&options);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    ctx.emit(&report, || gc_text(&report))
+}
+
+pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
+    let store = ctx.open_store()?;
+    let bar = ctx.spinner("verify: re-hashing every object");
+    let report = store.verify();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    ctx.emit(&report, || {
+        let mut out = format!(
+            "checked {} object copies ({}) and {} snapshots\n",
+            report.copies_checked,
+            human_bytes(report.bytes_checked),
+            report.snapshots.len()
+        );
+        for b in &report.bad_copies {
+            let _ = writeln!(
+                out,
+                "  bad copy of {} in {}: {}",
+                b.id.short(),
+                b.path.display(),
+                b.error
+            );
+        }
+        for b in &report.broken_indexes {
+            let _ = writeln!(out, "  broken pack index {}: {}", b.path.display(), b.error);
+        }
+        for s in report.snapshots.iter().filter(|s| !s.is_ok()) {
+            let _ = writeln!(
+                out,
+                "  snapshot {}: {} objects missing, {} corrupt{}",
+                s.id.short(),
+                s.missing.len(),
+                s.corrupt.len(),
+                s.unreadable
+                    .as_deref()
+                    .map(|u| format!(", unreadable: {u}"))
+                    .unwrap_or_default()
+            );
+        }
+        if report.is_ok() {
+            out.push_str("all good\n");
+        }
+        out
+    })?;
+    if report.is_ok() {
+        Ok(())
+    } else {
+        let damaged = report.snapshots.iter().filter(|s| !s.is_ok()).count();
+        Err(CliError::new(
+            ErrorKind::Corrupt,
+            format!(
+                "verify found damage in the store at {} ({damaged} snapshots cannot be restored in full); copies that failed are quarantined and the next snapshot of the same files heals them",
+                store.path().display()
+            ),
+        )
+        .with_path(store.path()))
+    }
+}
+
+/// What `cairn recover --json` prints.
+#[derive(Debug, Serialize)]
+pub struct RecoverJson {
+    /// What each pending journal came to.
+    pub recovered: Vec<cairn_restore::Recovery>,
+}
+
+pub(crate) fn recover(ctx: &Ctx) -> Result<()> {
+    let ws = ctx.open_workspace_with(false, false)?;
+    let recovered = ws.recover()?;
+    let obstructed: Vec<&cairn_restore::Recovery> =
+        recovered.iter().filter(|r| !r.completed).collect();
+    let json = RecoverJson {
+        recovered: recovered.clone(),
+    };
+    ctx.emit(&json, || {
+        let mut out = String::new();
+        if json.recovered.is_empty() {
+            out.push_str("nothing to recover: no restore was interrupted\n");
+        }
+        for r in &json.recovered {
+            if r.completed {
+                let _ = writeln!(
+                    out,
+                    "finished the interrupted restore of {} (journal {})",
+                    r.target.short(),
+                    r.journal
+                );
+            } else {
+                let names: Vec<String> = r.obstructed.iter().map(|p| p.to_string()).collect();
+                let _ = writeln!(
+                    out,
+                    "could not finish the restore of {} (journal {}): edits in the way: {}",
+                    r.target.short(),
+                    r.journal,
+                    names.join(", ")
+                );
+            }
+        }
+        out
+    })?;
+    match obstructed.first() {
+        None => Ok(()),
+        Some(r) => {
+            let first = r.obstructed.first().map(|p| ws.root().join(p.as_path()));
+            let mut e = CliError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{} interrupted restores cannot finish: later edits stand in their way; move those files aside, then run `cairn recover` again",
+                    obstructed.len()
+                ),
+            );
+            if let Some(p) = first {
+                e = e.with_path(p);
+            }
+            Err(e)
+        }
+    }
+}

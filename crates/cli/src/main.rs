@@ -1,0 +1,5 @@
+//! The `cairn` command.
+
+fn main() {
+    std::process::exit(cairn_cli::run());
+}

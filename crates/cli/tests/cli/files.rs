@@ -1,0 +1,319 @@
+//! snapshot, list, show, diff and restore.
+
+use crate::{exists, json_error, Fixture};
+use predicates::prelude::*;
+
+#[test]
+fn snapshot_prints_its_id_stats_and_skipped_paths_as_json() {
+    let f = Fixture::new();
+    f.write("big.bin", &"x".repeat(5000));
+    let v = f.json(&["snapshot", "--label", "first", "--max-file-bytes", "1KiB"]);
+    assert_eq!(v["id"].as_str().map(str::len), Some(64));
+    assert_eq!(v["label"], "first");
+    for key in [
+        "files",
+        "bytes",
+        "hashed",
+        "reused",
+        "stored_bytes",
+        "duration_ms",
+    ] {
+        assert!(v["stats"][key].is_u64(), "stats.{key} in {v}");
+    }
+    assert_eq!(v["stats"]["files"], 2);
+    assert_eq!(v["skipped"][0]["path"], "big.bin");
+    assert_eq!(v["skipped"][0]["reason"], "too-large");
+    assert!(exists(&f.path(".cairn")));
+}
+
+#[test]
+fn snapshot_for_people_names_the_snapshot_and_what_it_cost() {
+    let f = Fixture::new();
+    f.cairn(&["snapshot", "--label", "one"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"one\""))
+        .stdout(predicate::str::contains("2 files"));
+}
+
+#[test]
+fn a_bad_exclude_glob_exits_with_invalid_argument() {
+    let f = Fixture::new();
+    let v = json_error(
+        &mut f.cairn(&["--json", "snapshot", "--exclude", "a[b"]),
+        11,
+    );
+    assert_eq!(v["error"]["kind"], "INVALID_ARGUMENT");
+}
+
+#[test]
+fn snapshot_honours_excludes_and_a_store_elsewhere() {
+    let f = Fixture::new();
+    let store = tempfile::tempdir().expect("tmp");
+    f.write("dist/out.js", "x");
+    let sp = store.path().join("s");
+    let sp = sp.to_str().expect("utf8");
+    let out = f
+        .cairn(&["--json", "--store", sp, "snapshot", "--exclude", "dist/**"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["stats"]["files"], 2);
+    assert!(
+        !exists(&f.path(".cairn")),
+        "the store went where --store said"
+    );
+    let list = f
+        .cairn(&["--json", "--store", sp, "list"])
+        .output()
+        .expect("run");
+    let l: serde_json::Value = serde_json::from_slice(&list.stdout).expect("json");
+    assert_eq!(l["snapshots"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn list_shows_every_snapshot_oldest_first() {
+    let f = Fixture::new();
+    let a = f.snapshot("a");
+    f.write("new.txt", "n");
+    let b = f.snapshot("b");
+    let v = f.json(&["list"]);
+    let snaps = v["snapshots"].as_array().expect("array");
+    assert_eq!(snaps.len(), 2);
+    assert_eq!(snaps[0]["id"], a.as_str());
+    assert_eq!(snaps[1]["id"], b.as_str());
+    assert_eq!(snaps[1]["label"], "b");
+    assert!(snaps[0]["created_ms"].is_i64());
+    assert_eq!(v["unreadable"].as_array().map(Vec::len), Some(0));
+    f.cairn(&["list"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(&a[..12]));
+}
+
+#[test]
+fn a_command_without_a_store_says_where_it_looked() {
+    let f = Fixture::new();
+    let v = json_error(&mut f.cairn(&["--json", "list"]), 12);
+    assert_eq!(v["error"]["kind"], "NOT_FOUND");
+    assert!(v["error"]["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with(".cairn")));
+    f.cairn(&["list"])
+        .assert()
+        .code(12)
+        .stderr(predicate::str::contains("cairn snapshot"));
+    assert!(!exists(&f.path(".cairn")), "a failed list creates no store");
+}
+
+#[test]
+fn show_names_a_snapshot_by_prefix_or_label_and_lists_its_files() {
+    let f = Fixture::new();
+    let id = f.snapshot("base");
+    for name in [&id[..6], "base", id.as_str()] {
+        let v = f.json(&["show", name]);
+        assert_eq!(v["id"], id.as_str());
+        let paths: Vec<&str> = v["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .filter_map(|e| e["path"].as_str())
+            .collect();
+        assert_eq!(paths, ["README.md", "src", "src/main.rs"]);
+        assert_eq!(v["capture"]["gitignore"], true);
+    }
+    f.cairn(&["show", "base"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("src/main.rs"));
+}
+
+#[test]
+fn an_unknown_snapshot_exits_with_not_found() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let v = json_error(&mut f.cairn(&["--json", "show", "nope"]), 12);
+    assert!(v["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("nope")));
+    f.cairn(&["restore", "ffff0000"]).assert().code(12);
+}
+
+#[test]
+fn diff_lists_changes_between_snapshots_and_to_the_files_now() {
+    let f = Fixture::new();
+    let a = f.snapshot("a");
+    f.write("src/main.rs", "fn main() { println!(\"hi\"); }\n");
+    std::fs::remove_file(f.path("README.md")).expect("rm");
+    f.write("new.txt", "new\n");
+    let live = f.json(&["diff", "a"]);
+    assert!(live["to"].is_null());
+    assert_eq!(live["from"], a.as_str());
+    let kinds: Vec<(String, String)> = live["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or_default().to_string(),
+                c["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("README.md".to_string(), "deleted".to_string()),
+            ("new.txt".to_string(), "added".to_string()),
+            ("src/main.rs".to_string(), "modified".to_string()),
+        ]
+    );
+    f.snapshot("b");
+    let two = f.json(&["diff", "a", "b"]);
+    assert_eq!(two["changes"], live["changes"]);
+    f.cairn(&["diff", "a", "b"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("M  src/main.rs"))
+        .stdout(predicate::str::contains("D  README.md"));
+}
+
+#[test]
+fn diff_patch_shows_text_and_names_binary_files() {
+    let f = Fixture::new();
+    std::fs::write(f.path("blob.bin"), b"a\0b").expect("write");
+    f.snapshot("a");
+    f.write("src/main.rs", "fn main() { println!(\"hi\"); }\n");
+    std::fs::write(f.path("blob.bin"), b"c\0d").expect("write");
+    f.cairn(&["diff", "a", "--patch"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--- a/src/main.rs"))
+        .stdout(predicate::str::contains("+fn main() { println!(\"hi\"); }"))
+        .stdout(predicate::str::contains("-fn main() {}"))
+        .stdout(predicate::str::contains(
+            "Binary files a/blob.bin and b/blob.bin differ",
+        ));
+    let v = f.json(&["diff", "a", "--patch"]);
+    let changes = v["changes"].as_array().expect("changes");
+    let bin = changes
+        .iter()
+        .find(|c| c["path"] == "blob.bin")
+        .expect("bin");
+    assert_eq!(bin["binary"], true);
+    assert!(bin.get("patch").is_none());
+    let text = changes
+        .iter()
+        .find(|c| c["path"] == "src/main.rs")
+        .expect("text");
+    assert!(text["patch"].as_str().is_some_and(|p| p.contains("@@")));
+}
+
+fn edit_after_snapshot(f: &Fixture) -> String {
+    let id = f.snapshot("base");
+    f.write("src/main.rs", "changed\n");
+    f.write("extra.txt", "extra\n");
+    id
+}
+
+#[test]
+fn restore_dry_run_reports_the_plan_as_json_and_changes_nothing() {
+    let f = Fixture::new();
+    let id = edit_after_snapshot(&f);
+    let v = f.json(&["restore", "base", "--dry-run"]);
+    assert_eq!(v["snapshot_id"], id.as_str());
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["restored"], serde_json::json!(["src/main.rs"]));
+    assert_eq!(v["deleted"], serde_json::json!(["extra.txt"]));
+    assert_eq!(v["unchanged"], 1);
+    assert!(v["kept"].is_array());
+    assert_eq!(v["busy"], false);
+    assert!(v["drifted"].is_array());
+    assert!(v["safety_snapshot_id"].is_null());
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
+    assert!(exists(&f.path("extra.txt")));
+}
+
+#[test]
+fn restore_without_a_terminal_and_without_yes_refuses_and_changes_nothing() {
+    let f = Fixture::new();
+    edit_after_snapshot(&f);
+    f.cairn(&["restore", "base"])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains("restore  src/main.rs"))
+        .stderr(predicate::str::contains("--yes"))
+        .stderr(predicate::str::contains("no terminal"));
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
+    assert!(exists(&f.path("extra.txt")));
+}
+
+#[test]
+fn restore_with_json_needs_dry_run_or_yes() {
+    let f = Fixture::new();
+    edit_after_snapshot(&f);
+    let v = json_error(&mut f.cairn(&["--json", "restore", "base"]), 2);
+    assert_eq!(v["error"]["kind"], "USAGE");
+    assert!(v["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("--dry-run")));
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
+}
+
+#[test]
+fn restore_asks_and_a_no_cancels_with_nothing_changed() {
+    let f = Fixture::new();
+    edit_after_snapshot(&f);
+    f.cairn(&["restore", "base"])
+        .env("CAIRN_FORCE_PROMPT", "1")
+        .write_stdin("n\n")
+        .assert()
+        .code(21)
+        .stderr(predicate::str::contains("[y/N]"))
+        .stderr(predicate::str::contains("nothing was changed"));
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
+}
+
+#[test]
+fn restore_asks_and_a_yes_restores() {
+    let f = Fixture::new();
+    edit_after_snapshot(&f);
+    f.cairn(&["restore", "base"])
+        .env("CAIRN_FORCE_PROMPT", "1")
+        .write_stdin("y\n")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("safety snapshot"));
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    assert!(!exists(&f.path("extra.txt")));
+}
+
+#[test]
+fn restore_yes_restores_and_its_safety_snapshot_undoes_it() {
+    let f = Fixture::new();
+    let id = edit_after_snapshot(&f);
+    let v = f.json(&["restore", &id[..8], "--yes"]);
+    assert_eq!(v["dry_run"], false);
+    assert_eq!(v["restored"], serde_json::json!(["src/main.rs"]));
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    assert!(!exists(&f.path("extra.txt")));
+    let safety = v["safety_snapshot_id"].as_str().expect("a safety snapshot");
+    f.cairn(&["restore", safety, "--yes"]).assert().success();
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
+    assert_eq!(f.read("extra.txt").as_deref(), Some("extra\n"));
+}
+
+#[test]
+fn restore_while_the_workspace_is_held_exits_with_busy() {
+    let f = Fixture::new();
+    edit_after_snapshot(&f);
+    let ws = cairn_restore::Workspace::open(&f.root, cairn_restore::WorkspaceOptions::default())
+        .expect("open");
+    let _hold = ws.hold("a test command", None).expect("hold");
+    let dry = f.json(&["restore", "base", "--dry-run"]);
+    assert_eq!(dry["busy"], true);
+    let v = json_error(&mut f.cairn(&["--json", "restore", "base", "--yes"]), 14);
+    assert_eq!(v["error"]["kind"], "BUSY");
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
+}
