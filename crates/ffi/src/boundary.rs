@@ -1,0 +1,468 @@
+//! The boundary: status codes, error objects, buffers, cancel tokens, and the panic boundary.
+
+use cairn_store::{Classify, ErrorKind};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A status code. `CAIRN_OK` (0) is success; every other value is one kind of error. Values
+/// are stable and never reused.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum cairn_status {
+    /// Success.
+    CAIRN_OK = 0,
+    /// An argument was malformed (a bad id, an ambiguous prefix, bad JSON options).
+    CAIRN_ERR_INVALID_ARGUMENT = 1,
+    /// The named snapshot, object, thread or entry does not exist.
+    CAIRN_ERR_NOT_FOUND = 2,
+    /// A well-formed request that the current state does not allow.
+    CAIRN_ERR_VALIDATION = 3,
+    /// A hold or another operation is in the way.
+    CAIRN_ERR_BUSY = 4,
+    /// A run or hold in the same or an overlapping workspace refuses a file restore.
+    CAIRN_ERR_WORKSPACE_BUSY = 5,
+    /// A run of the thread is going on.
+    CAIRN_ERR_THREAD_BUSY = 6,
+    /// Refused: it would lose data or cross a permission boundary.
+    CAIRN_ERR_DENIED = 7,
+    /// The operating system failed a read or write.
+    CAIRN_ERR_IO = 8,
+    /// Stored data does not decode or does not match its id.
+    CAIRN_ERR_CORRUPT = 9,
+    /// Someone else's change is in the way.
+    CAIRN_ERR_CONFLICT = 10,
+    /// Cancelled through a `cairn_cancel` token.
+    CAIRN_ERR_CANCELLED = 11,
+    /// A run was interrupted by a forced rewind.
+    CAIRN_ERR_RUN_INTERRUPTED = 12,
+    /// Not supported here.
+    CAIRN_ERR_UNSUPPORTED = 13,
+    /// A required pointer was NULL.
+    CAIRN_ERR_NULL_ARGUMENT = 14,
+    /// A panic was caught at the boundary (a bug in Cairn; please report it).
+    CAIRN_ERR_PANIC = 15,
+    /// A progress callback returned non-zero.
+    CAIRN_ERR_ABORTED_BY_CALLBACK = 16,
+}
+
+impl From<ErrorKind> for cairn_status {
+    fn from(k: ErrorKind) -> Self {
+        use cairn_status::*;
+        match k {
+            ErrorKind::Ok => CAIRN_OK,
+            ErrorKind::InvalidArgument => CAIRN_ERR_INVALID_ARGUMENT,
+            ErrorKind::NotFound => CAIRN_ERR_NOT_FOUND,
+            ErrorKind::Validation => CAIRN_ERR_VALIDATION,
+            ErrorKind::Busy => CAIRN_ERR_BUSY,
+            ErrorKind::WorkspaceBusy => CAIRN_ERR_WORKSPACE_BUSY,
+            ErrorKind::ThreadBusy => CAIRN_ERR_THREAD_BUSY,
+            ErrorKind::Denied => CAIRN_ERR_DENIED,
+            ErrorKind::Io => CAIRN_ERR_IO,
+            ErrorKind::Corrupt => CAIRN_ERR_CORRUPT,
+            ErrorKind::Conflict => CAIRN_ERR_CONFLICT,
+            ErrorKind::Cancelled => CAIRN_ERR_CANCELLED,
+            ErrorKind::RunInterrupted => CAIRN_ERR_RUN_INTERRUPTED,
+            ErrorKind::Unsupported => CAIRN_ERR_UNSUPPORTED,
+            ErrorKind::NullArgument => CAIRN_ERR_NULL_ARGUMENT,
+            ErrorKind::Panic => CAIRN_ERR_PANIC,
+            ErrorKind::AbortedByCallback => CAIRN_ERR_ABORTED_BY_CALLBACK,
+        }
+    }
+}
+
+/// A borrowed view of bytes owned by the library; valid as long as the object it came from.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct cairn_bytes {
+    /// The first byte (NULL when `len` is 0).
+    pub data: *const u8,
+    /// The number of bytes.
+    pub len: usize,
+}
+
+impl cairn_bytes {
+    fn of(b: &[u8]) -> Self {
+        cairn_bytes {
+            data: if b.is_empty() {
+                std::ptr::null()
+            } else {
+                b.as_ptr()
+            },
+            len: b.len(),
+        }
+    }
+    const EMPTY: cairn_bytes = cairn_bytes {
+        data: std::ptr::null(),
+        len: 0,
+    };
+}
+
+/// An error: its kind (a `cairn_status`), a message that says what to do, and the path or id
+/// it concerns. Owned by the caller; free it with `cairn_error_free`.
+pub struct cairn_error {
+    status: cairn_status,
+    message: Vec<u8>,
+    path: Vec<u8>,
+}
+
+/// An owned byte buffer (a JSON document, a path). Free it with `cairn_buf_free`.
+pub struct cairn_buf {
+    bytes: Vec<u8>,
+}
+
+/// A cancellation token: `cairn_cancel_cancel` may be called from any thread while an
+/// operation that was given the token runs; the operation stops with `CAIRN_ERR_CANCELLED`.
+pub struct cairn_cancel {
+    pub(crate) token: cairn_store::CancelToken,
+}
+
+/// Progress of a long operation, passed to a `cairn_progress_cb`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct cairn_progress {
+    /// Files recorded so far.
+    pub files: u64,
+    /// Directories entered so far.
+    pub dirs: u64,
+    /// Files read so far.
+    pub hashed: u64,
+    /// Bytes read so far.
+    pub hashed_bytes: u64,
+}
+
+/// A progress callback. Called only on the thread that called the function, one call at a
+/// time, with `userdata` first; valid only during that call. Return 0 to go on; any other
+/// value stops the operation with `CAIRN_ERR_ABORTED_BY_CALLBACK`, leaving nothing half-done.
+pub type cairn_progress_cb = Option<
+    unsafe extern "C" fn(userdata: *mut std::ffi::c_void, progress: *const cairn_progress) -> i32,
+>;
+
+/// An error on the Rust side of the boundary.
+pub(crate) struct FfiError {
+    pub status: cairn_status,
+    pub message: String,
+    pub path: Vec<u8>,
+}
+
+impl FfiError {
+    pub(crate) fn new(status: cairn_status, message: impl Into<String>) -> Self {
+        FfiError {
+            status,
+            message: message.into(),
+            path: Vec::new(),
+        }
+    }
+    pub(crate) fn null(what: &str) -> Self {
+        FfiError::new(
+            cairn_status::CAIRN_ERR_NULL_ARGUMENT,
+            format!("{what} must not be NULL"),
+        )
+    }
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        FfiError::new(cairn_status::CAIRN_ERR_INVALID_ARGUMENT, message)
+    }
+}
+
+impl<E: Classify + std::fmt::Display> From<E> for FfiError {
+    fn from(e: E) -> Self {
+        use std::os::unix::ffi::OsStrExt;
+        FfiError {
+            status: e.kind().into(),
+            message: e.to_string(),
+            path: e
+                .path()
+                .map(|p| p.as_os_str().as_bytes().to_vec())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+pub(crate) type FfiResult<T> = Result<T, FfiError>;
+
+/// Runs `body` inside the panic boundary; writes the error to `err_out` (if not NULL).
+pub(crate) fn boundary(
+    err_out: *mut *mut cairn_error,
+    body: impl FnOnce() -> FfiResult<()>,
+) -> cairn_status {
+    let result = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(FfiError::new(
+                cairn_status::CAIRN_ERR_PANIC,
+                format!("internal error ({what}); this is a bug in Cairn, please report it"),
+            ))
+        }
+    };
+    match result {
+        Ok(()) => cairn_status::CAIRN_OK,
+        Err(e) => {
+            let status = e.status;
+            if !err_out.is_null() {
+                let boxed = Box::new(cairn_error {
+                    status,
+                    message: e.message.into_bytes(),
+                    path: e.path,
+                });
+                // SAFETY: err_out is non-null and, per the API contract, points to writable
+                // storage for one pointer.
+                unsafe { *err_out = Box::into_raw(boxed) };
+            }
+            status
+        }
+    }
+}
+
+/// Reads `(ptr, len)` as bytes; `(NULL, 0)` is empty; `(NULL, n>0)` is a NULL argument.
+///
+/// # Safety
+/// `ptr` must be valid for reads of `len` bytes when not NULL.
+pub(crate) unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> FfiResult<&'a [u8]> {
+    if ptr.is_null() {
+        if len == 0 {
+            return Ok(&[]);
+        }
+        return Err(FfiError::null(what));
+    }
+    // SAFETY: non-null and valid for `len` bytes per the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Reads `(ptr, len)` as UTF-8 text.
+///
+/// # Safety
+/// As [`bytes`].
+pub(crate) unsafe fn text<'a>(ptr: *const u8, len: usize, what: &str) -> FfiResult<&'a str> {
+    // SAFETY: forwarded contract.
+    let b = unsafe { bytes(ptr, len, what) }?;
+    std::str::from_utf8(b).map_err(|_| FfiError::invalid(format!("{what} is not UTF-8")))
+}
+
+/// Writes an owned buffer to `out`.
+///
+/// # Safety
+/// `out` must be non-null and writable.
+pub(crate) unsafe fn put_buf(out: *mut *mut cairn_buf, bytes: Vec<u8>) {
+    // SAFETY: checked non-null by the caller; writable per the API contract.
+    unsafe { *out = Box::into_raw(Box::new(cairn_buf { bytes })) };
+}
+
+/// Dereferences a handle, or fails with `CAIRN_ERR_NULL_ARGUMENT`.
+///
+/// # Safety
+/// `p` must be NULL or a live handle of type `T` from this library.
+pub(crate) unsafe fn handle<'a, T>(p: *const T, what: &str) -> FfiResult<&'a T> {
+    // SAFETY: per the caller's contract.
+    unsafe { p.as_ref() }.ok_or_else(|| FfiError::null(what))
+}
+
+/// Checks an out-pointer.
+pub(crate) fn out<T>(p: *mut *mut T, what: &str) -> FfiResult<()> {
+    if p.is_null() {
+        Err(FfiError::null(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// The status of an error (`CAIRN_ERR_NULL_ARGUMENT` for NULL).
+///
+/// # Safety
+/// `err` must be NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_error_status(err: *const cairn_error) -> cairn_status {
+    // SAFETY: per the contract.
+    match unsafe { err.as_ref() } {
+        Some(e) => e.status,
+        None => cairn_status::CAIRN_ERR_NULL_ARGUMENT,
+    }
+}
+
+/// The error's message (UTF-8, not NUL-terminated), valid until `cairn_error_free`.
+///
+/// # Safety
+/// `err` must be NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_error_message(err: *const cairn_error) -> cairn_bytes {
+    // SAFETY: per the contract.
+    match unsafe { err.as_ref() } {
+        Some(e) => cairn_bytes::of(&e.message),
+        None => cairn_bytes::EMPTY,
+    }
+}
+
+/// The path (raw bytes) or id the error concerns, empty when none; valid until
+/// `cairn_error_free`.
+///
+/// # Safety
+/// `err` must be NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_error_path(err: *const cairn_error) -> cairn_bytes {
+    // SAFETY: per the contract.
+    match unsafe { err.as_ref() } {
+        Some(e) => cairn_bytes::of(&e.path),
+        None => cairn_bytes::EMPTY,
+    }
+}
+
+/// Frees an error. NULL is accepted. Must not be called twice.
+///
+/// # Safety
+/// `err` must be NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_error_free(err: *mut cairn_error) {
+    if !err.is_null() {
+        // SAFETY: created by Box::into_raw in `boundary`, not freed before.
+        drop(unsafe { Box::from_raw(err) });
+    }
+}
+
+/// The buffer's bytes, valid until `cairn_buf_free`.
+///
+/// # Safety
+/// `buf` must be NULL or a buffer from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_buf_bytes(buf: *const cairn_buf) -> cairn_bytes {
+    // SAFETY: per the contract.
+    match unsafe { buf.as_ref() } {
+        Some(b) => cairn_bytes::of(&b.bytes),
+        None => cairn_bytes::EMPTY,
+    }
+}
+
+/// Frees a buffer. NULL is accepted. Must not be called twice.
+///
+/// # Safety
+/// `buf` must be NULL or a buffer from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_buf_free(buf: *mut cairn_buf) {
+    if !buf.is_null() {
+        // SAFETY: created by Box::into_raw in `put_buf`, not freed before.
+        drop(unsafe { Box::from_raw(buf) });
+    }
+}
+
+/// A static, NUL-terminated description of a status ("not found", ...).
+#[no_mangle]
+pub extern "C" fn cairn_status_str(status: u32) -> *const std::ffi::c_char {
+    let s: &'static std::ffi::CStr = match status {
+        0 => c"ok",
+        1 => c"invalid argument",
+        2 => c"not found",
+        3 => c"validation failed",
+        4 => c"busy",
+        5 => c"workspace busy",
+        6 => c"thread busy",
+        7 => c"denied",
+        8 => c"input/output error",
+        9 => c"corrupt data",
+        10 => c"conflict",
+        11 => c"cancelled",
+        12 => c"run interrupted",
+        13 => c"unsupported",
+        14 => c"null argument",
+        15 => c"panic",
+        16 => c"aborted by callback",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// The stable name of a status (`"NOT_FOUND"`), NUL-terminated and static; `"UNKNOWN"` for a
+/// value this library does not know.
+#[no_mangle]
+pub extern "C" fn cairn_status_name(status: u32) -> *const std::ffi::c_char {
+    let s: &'static std::ffi::CStr = match status {
+        0 => c"OK",
+        1 => c"INVALID_ARGUMENT",
+        2 => c"NOT_FOUND",
+        3 => c"VALIDATION",
+        4 => c"BUSY",
+        5 => c"WORKSPACE_BUSY",
+        6 => c"THREAD_BUSY",
+        7 => c"DENIED",
+        8 => c"IO",
+        9 => c"CORRUPT",
+        10 => c"CONFLICT",
+        11 => c"CANCELLED",
+        12 => c"RUN_INTERRUPTED",
+        13 => c"UNSUPPORTED",
+        14 => c"NULL_ARGUMENT",
+        15 => c"PANIC",
+        16 => c"ABORTED_BY_CALLBACK",
+        _ => c"UNKNOWN",
+    };
+    s.as_ptr()
+}
+
+/// The library's version, NUL-terminated and static ("0.1.0").
+#[no_mangle]
+pub extern "C" fn cairn_version() -> *const std::ffi::c_char {
+    static V: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
+    V.as_ptr().cast()
+}
+
+/// The library's ABI version (`CAIRN_ABI_VERSION` of the header it was built with).
+#[no_mangle]
+pub extern "C" fn cairn_abi_version() -> u32 {
+    crate::CAIRN_ABI_VERSION
+}
+
+/// Creates a cancellation token.
+///
+/// # Safety
+/// `out` must be writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_cancel_new(
+    out: *mut *mut cairn_cancel,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        crate::boundary::out(out, "out")?;
+        let b = Box::new(cairn_cancel {
+            token: cairn_store::CancelToken::new(),
+        });
+        // SAFETY: checked non-null above.
+        unsafe { *out = Box::into_raw(b) };
+        Ok(())
+    })
+}
+
+/// Cancels: every operation given this token stops at its next check. Safe from any thread,
+/// any number of times.
+///
+/// # Safety
+/// `cancel` must be NULL or a live token.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_cancel_cancel(cancel: *const cairn_cancel) -> cairn_status {
+    boundary(std::ptr::null_mut(), || {
+        // SAFETY: per the contract.
+        let c = unsafe { handle(cancel, "cancel") }?;
+        c.token.cancel();
+        Ok(())
+    })
+}
+
+/// Frees a token. NULL is accepted. No operation may still be using it.
+///
+/// # Safety
+/// `cancel` must be NULL or a live token not used by a running call.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_cancel_free(cancel: *mut cairn_cancel) {
+    if !cancel.is_null() {
+        // SAFETY: created by Box::into_raw in cairn_cancel_new.
+        drop(unsafe { Box::from_raw(cancel) });
+    }
+}
+
+/// Test hook: panics inside the boundary, to show a panic becomes `CAIRN_ERR_PANIC`.
+///
+/// # Safety
+/// `err_out` must be NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_debug_panic(err_out: *mut *mut cairn_error) -> cairn_status {
+    boundary(err_out, || panic!("cairn_debug_panic was called"))
+}

@@ -1,0 +1,154 @@
+//! The JSON documents that cross the boundary: options in, results out. Their schema is
+//! documented in `crates/ffi/README.md`. Unknown option fields are refused
+//! (`CAIRN_ERR_INVALID_ARGUMENT`), so a typo never silently falls back to a default.
+
+use crate::boundary::{FfiError, FfiResult};
+use cairn_store::{Manifest, RelPath, SnapshotId, Stats};
+use serde::{Deserialize, Serialize};
+
+pub(crate) fn parse<T: for<'de> Deserialize<'de> + Default>(
+    bytes: &[u8],
+    what: &str,
+) -> FfiResult<T> {
+    if bytes.is_empty() {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| FfiError::invalid(format!("{what} is not a valid options document: {e}")))
+}
+
+pub(crate) fn to_vec<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("reports always serialise")
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RetainJson {
+    pub count: Option<usize>,
+    pub max_age_ms: Option<u64>,
+    pub max_total_bytes: Option<u64>,
+}
+
+impl RetainJson {
+    pub(crate) fn to_retention(&self) -> cairn_store::retain::Retention {
+        cairn_store::retain::Retention {
+            count: self.count,
+            max_age: self.max_age_ms.map(std::time::Duration::from_millis),
+            max_total_bytes: self.max_total_bytes,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct OpenJson {
+    pub store: Option<String>,
+    pub id: Option<String>,
+    pub excludes: Vec<String>,
+    pub max_file_bytes: Option<u64>,
+    pub gitignore: Option<bool>,
+    pub refuse_hard_links: Option<bool>,
+    pub retain: Option<RetainJson>,
+    pub gc_grace_ms: Option<u64>,
+    pub recover: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct SnapshotJson {
+    pub label: Option<String>,
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    pub excludes: Vec<String>,
+    pub max_file_bytes: Option<u64>,
+    pub gitignore: Option<bool>,
+    pub refuse_hard_links: Option<bool>,
+    pub protect: bool,
+    pub use_stat_cache: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RestoreJson {
+    pub dry_run: bool,
+    pub reference: Option<String>,
+    pub on_drift: Option<cairn_restore::DriftPolicy>,
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct GcJson {
+    pub grace_ms: Option<u64>,
+    pub dry_run: bool,
+}
+
+#[derive(Serialize)]
+pub(crate) struct SkippedOut {
+    pub path: RelPath,
+    pub reason: cairn_store::SkipReason,
+    pub is_dir: bool,
+}
+
+#[derive(Serialize)]
+pub(crate) struct KeptOut {
+    pub path: RelPath,
+    pub reason: cairn_snapshot::ExcludeReason,
+    pub is_dir: bool,
+}
+
+#[derive(Serialize)]
+pub(crate) struct SnapshotOut {
+    pub id: SnapshotId,
+    pub label: Option<String>,
+    pub root: cairn_store::TreeId,
+    pub created_ms: i64,
+    pub workspace_id: String,
+    pub protected: bool,
+    pub metadata: serde_json::Value,
+    pub stats: Stats,
+    pub skipped: Vec<SkippedOut>,
+    pub excludes: Vec<String>,
+    pub max_file_bytes: u64,
+}
+
+impl SnapshotOut {
+    pub(crate) fn new(id: SnapshotId, m: &Manifest) -> Self {
+        SnapshotOut {
+            id,
+            label: m.label.clone(),
+            root: m.root,
+            created_ms: m.created_ms,
+            workspace_id: m.workspace_id.clone(),
+            protected: m.protected,
+            metadata: serde_json::from_str(&m.metadata).unwrap_or(serde_json::Value::Null),
+            stats: m.stats,
+            skipped: m
+                .skipped
+                .iter()
+                .map(|s| SkippedOut {
+                    path: RelPath(s.path.clone()),
+                    reason: s.reason,
+                    is_dir: s.is_dir,
+                })
+                .collect(),
+            excludes: m.capture.excludes.clone(),
+            max_file_bytes: m.capture.max_file_bytes,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct TakenOut {
+    #[serde(flatten)]
+    pub snapshot: SnapshotOut,
+    pub kept: Vec<KeptOut>,
+    pub prune_error: Option<String>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct ChangeOut {
+    pub path: RelPath,
+    pub kind: cairn_snapshot::ChangeKind,
+    pub old: Option<cairn_snapshot::EntryInfo>,
+    pub new: Option<cairn_snapshot::EntryInfo>,
+}

@@ -1,0 +1,631 @@
+//! Workspaces, snapshots, restores and holds across the boundary.
+
+use crate::boundary::*;
+use crate::json::{self, ChangeOut, KeptOut, SnapshotOut, TakenOut};
+use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_store::RelPath;
+use std::ffi::{c_void, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+/// A workspace handle: a root and the store that keeps its snapshots. Thread-safe: every
+/// function taking `const cairn_workspace *` may be called from several threads at once.
+pub struct cairn_workspace {
+    ws: Workspace,
+}
+
+/// A hold on a workspace: while it stands, restores are refused with `CAIRN_ERR_BUSY`.
+pub struct cairn_hold {
+    _hold: cairn_restore::Hold,
+}
+
+fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<RestoreOptions> {
+    let o: json::RestoreJson = json::parse(bytes, "restore options")?;
+    Ok(RestoreOptions {
+        dry_run: o.dry_run,
+        reference: match o.reference {
+            Some(r) => Some(cairn_store::SnapshotId::from_hex(&r)?),
+            None => None,
+        },
+        on_drift: o.on_drift.unwrap_or_default(),
+        key: o.key,
+        // SAFETY: NULL or a live token, per the API contract.
+        cancel: unsafe { cancel.as_ref() }.map(|c| c.token.clone()),
+        crash_after_ops: None,
+    })
+}
+
+/// Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:
+/// `{"store": path, "id": str, "excludes": [glob], "max_file_bytes": n, "gitignore": bool,
+/// "refuse_hard_links": bool, "retain": {"count": n, "max_age_ms": n, "max_total_bytes": n},
+/// "gc_grace_ms": n, "recover": bool}`. Pending restores a crash interrupted are completed
+/// (see `cairn_workspace_info`).
+///
+/// # Safety
+/// Pointers must be valid for their lengths; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_open(
+    root: *const u8,
+    root_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    out: *mut *mut cairn_workspace,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let root = unsafe { bytes(root, root_len, "root") }?;
+        if root.is_empty() {
+            return Err(FfiError::invalid("root must not be empty"));
+        }
+        // SAFETY: per the contract.
+        let o: json::OpenJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "workspace options",
+        )?;
+        let mut options = WorkspaceOptions {
+            store: o.store.map(PathBuf::from),
+            id: o.id,
+            excludes: o.excludes,
+            retain: o.retain.map(|r| r.to_retention()),
+            ..WorkspaceOptions::default()
+        };
+        if let Some(v) = o.max_file_bytes {
+            options.max_file_bytes = v;
+        }
+        if let Some(v) = o.gitignore {
+            options.gitignore = v;
+        }
+        if let Some(v) = o.refuse_hard_links {
+            options.refuse_hard_links = v;
+        }
+        if let Some(v) = o.gc_grace_ms {
+            options.gc.grace = std::time::Duration::from_millis(v);
+        }
+        if let Some(v) = o.recover {
+            options.recover = v;
+        }
+        let ws = Workspace::open(PathBuf::from(OsStr::from_bytes(root)), options)?;
+        // SAFETY: checked non-null.
+        unsafe { *out = Box::into_raw(Box::new(cairn_workspace { ws })) };
+        Ok(())
+    })
+}
+
+/// Frees a workspace handle. NULL is accepted. No call may still be using it.
+///
+/// # Safety
+/// `ws` must be NULL or a live handle not in use.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_free(ws: *mut cairn_workspace) {
+    if !ws.is_null() {
+        // SAFETY: created by Box::into_raw in cairn_workspace_open.
+        drop(unsafe { Box::from_raw(ws) });
+    }
+}
+
+/// `{"id", "root", "store", "recovered": [...]}` of a workspace.
+///
+/// # Safety
+/// `ws` a live handle; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_info(
+    ws: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        let doc = serde_json::json!({
+            "id": w.id(),
+            "root": RelPath(w.root().as_os_str().as_bytes().to_vec()),
+            "store": RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
+            "recovered": w.recovered(),
+        });
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&doc)) };
+        Ok(())
+    })
+}
+
+/// Takes a snapshot. `options_json` may be empty: `{"label": str, "metadata": {...},
+/// "excludes": [glob], "max_file_bytes": n, "gitignore": bool, "refuse_hard_links": bool,
+/// "protect": bool, "use_stat_cache": bool}`. `progress` (may be NULL) runs on this thread;
+/// `cancel` may be NULL. Writes the snapshot as JSON (`id`, `label`, `stats`, `skipped`,
+/// `kept`, ...) to `out`.
+///
+/// # Safety
+/// `ws` a live handle; pointers valid for their lengths; `out` writable; `err_out` NULL or
+/// writable; `cancel` NULL or a live token.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_snapshot(
+    ws: *const cairn_workspace,
+    options_json: *const u8,
+    options_len: usize,
+    progress: cairn_progress_cb,
+    userdata: *mut c_void,
+    cancel: *const cairn_cancel,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let o: json::SnapshotJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "snapshot options",
+        )?;
+        let mut opts = w.snapshot_options();
+        opts.label = o.label;
+        opts.metadata = o.metadata.unwrap_or_default();
+        opts.excludes.extend(o.excludes);
+        if let Some(v) = o.max_file_bytes {
+            opts.max_file_bytes = v;
+        }
+        if let Some(v) = o.gitignore {
+            opts.gitignore = v;
+        }
+        if let Some(v) = o.refuse_hard_links {
+            opts.refuse_hard_links = v;
+        }
+        opts.protect = o.protect;
+        if let Some(v) = o.use_stat_cache {
+            opts.use_stat_cache = v;
+        }
+        // SAFETY: NULL or a live token.
+        opts.cancel = unsafe { cancel.as_ref() }.map(|c| c.token.clone());
+        let mut cb = |p: &cairn_snapshot::Progress| -> bool {
+            let Some(f) = progress else { return true };
+            let cp = cairn_progress {
+                files: p.files,
+                dirs: p.dirs,
+                hashed: p.hashed,
+                hashed_bytes: p.hashed_bytes,
+            };
+            // SAFETY: the caller's callback, called on its own thread with its userdata.
+            unsafe { f(userdata, &cp) == 0 }
+        };
+        let outcome = w.snapshot_with_progress(
+            &opts,
+            progress.map(|_| &mut cb as cairn_snapshot::ProgressFn<'_>),
+        )?;
+        let s = &outcome.snapshot;
+        let doc = TakenOut {
+            snapshot: SnapshotOut::new(s.id, &s.manifest),
+            kept: s
+                .kept
+                .iter()
+                .map(|k| KeptOut {
+                    path: RelPath(k.path.clone()),
+                    reason: k.reason,
+                    is_dir: k.is_dir,
+                })
+                .collect(),
+            prune_error: outcome.prune.and_then(|r| r.err()),
+        };
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&doc)) };
+        Ok(())
+    })
+}
+
+/// Lists the workspace store's snapshots, oldest first, as a JSON array.
+///
+/// # Safety
+/// `ws` a live handle; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_list(
+    ws: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        let (list, _) = w.store().list_snapshots()?;
+        let docs: Vec<SnapshotOut> = list
+            .iter()
+            .map(|e| SnapshotOut::new(e.id, &e.manifest))
+            .collect();
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&docs)) };
+        Ok(())
+    })
+}
+
+/// Shows one snapshot, named by id, unique prefix (4+ hex characters) or label.
+///
+/// # Safety
+/// `ws` a live handle; `name` valid for `name_len`; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_show(
+    ws: *const cairn_workspace,
+    name: *const u8,
+    name_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = w
+            .store()
+            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        let m = w.store().read_manifest(&id)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&SnapshotOut::new(id, &m))) };
+        Ok(())
+    })
+}
+
+/// Differences from snapshot `a` to snapshot `b`, or to the live workspace when `b` is empty,
+/// as a JSON array of `{"path", "kind", "old", "new"}`.
+///
+/// # Safety
+/// `ws` a live handle; names valid for their lengths; `out` writable; `err_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_diff(
+    ws: *const cairn_workspace,
+    a: *const u8,
+    a_len: usize,
+    b: *const u8,
+    b_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let a = w.store().resolve(unsafe { text(a, a_len, "a") }?)?;
+        // SAFETY: per the contract.
+        let b = unsafe { text(b, b_len, "b") }?;
+        let changes = if b.is_empty() {
+            cairn_snapshot::diff_workspace(w.store(), w.root(), w.id(), &a)?
+        } else {
+            cairn_snapshot::diff_snapshots(w.store(), &a, &w.store().resolve(b)?)?
+        };
+        let docs: Vec<ChangeOut> = changes
+            .into_iter()
+            .map(|c| ChangeOut {
+                path: RelPath(c.path),
+                kind: c.kind,
+                old: c.old,
+                new: c.new,
+            })
+            .collect();
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&docs)) };
+        Ok(())
+    })
+}
+
+/// Deletes a snapshot and collects garbage; writes the prune report as JSON.
+///
+/// # Safety
+/// `ws` a live handle; `name` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_delete(
+    ws: *const cairn_workspace,
+    name: *const u8,
+    name_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = w
+            .store()
+            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        let report = w.store().delete_snapshot(&id, &w.options().gc)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&report)) };
+        Ok(())
+    })
+}
+
+/// Applies a retention (`{"count": n, "max_age_ms": n, "max_total_bytes": n}`) and collects;
+/// writes the prune report as JSON.
+///
+/// # Safety
+/// `ws` a live handle; `retain_json` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_prune(
+    ws: *const cairn_workspace,
+    retain_json: *const u8,
+    retain_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let r: json::RetainJson = json::parse(
+            unsafe { bytes(retain_json, retain_len, "retain") }?,
+            "retention",
+        )?;
+        let report = w.store().prune(&r.to_retention(), &w.options().gc)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&report)) };
+        Ok(())
+    })
+}
+
+/// Collects garbage (`{"grace_ms": n, "dry_run": bool}`, may be empty); writes the report (or,
+/// for a dry run, the plan) as JSON.
+///
+/// # Safety
+/// `ws` a live handle; `options_json` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_gc(
+    ws: *const cairn_workspace,
+    options_json: *const u8,
+    options_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let o: json::GcJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "gc options",
+        )?;
+        let mut gc = w.options().gc.clone();
+        if let Some(g) = o.grace_ms {
+            gc.grace = std::time::Duration::from_millis(g);
+        }
+        let doc = if o.dry_run {
+            json::to_vec(&cairn_store::gc::plan(w.store(), &gc)?)
+        } else {
+            json::to_vec(&w.store().gc(&gc)?)
+        };
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, doc) };
+        Ok(())
+    })
+}
+
+/// Verifies the store: every object re-hashed, every tree and manifest decoded; writes the
+/// report as JSON (`ok` says whether all is well).
+///
+/// # Safety
+/// `ws` a live handle; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_verify(
+    ws: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        let report = w.store().verify()?;
+        let mut doc = serde_json::to_value(&report).expect("serialises");
+        doc["ok"] = serde_json::Value::Bool(report.is_ok());
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&doc)) };
+        Ok(())
+    })
+}
+
+/// Copies a snapshot with its objects into the store of workspace `to`; idempotent.
+///
+/// # Safety
+/// `ws`, `to` live handles; `name` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_copy(
+    ws: *const cairn_workspace,
+    name: *const u8,
+    name_len: usize,
+    to: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        // SAFETY: per the contract.
+        let t = &unsafe { handle(to, "to") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = w
+            .store()
+            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        let report = w.store().copy_snapshot_to(&id, t.store())?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&report)) };
+        Ok(())
+    })
+}
+
+/// Plans restoring a snapshot (the dry run): writes the plan as JSON. Options as for
+/// `cairn_workspace_restore`.
+///
+/// # Safety
+/// `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
+/// or live.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_plan(
+    ws: *const cairn_workspace,
+    name: *const u8,
+    name_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    cancel: *const cairn_cancel,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = w
+            .store()
+            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        // SAFETY: per the contract.
+        let opts = restore_options(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            cancel,
+        )?;
+        let plan = w.plan(&id, &opts)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&plan)) };
+        Ok(())
+    })
+}
+
+/// Applies a plan made by `cairn_workspace_plan` (its JSON, unchanged); writes the report.
+///
+/// # Safety
+/// `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
+/// or live.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_apply(
+    ws: *const cairn_workspace,
+    plan_json: *const u8,
+    plan_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    cancel: *const cairn_cancel,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let plan_bytes = unsafe { bytes(plan_json, plan_len, "plan") }?;
+        let plan: cairn_restore::Plan = serde_json::from_slice(plan_bytes)
+            .map_err(|e| FfiError::invalid(format!("the plan is not a plan document: {e}")))?;
+        // SAFETY: per the contract.
+        let opts = restore_options(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            cancel,
+        )?;
+        let report = w.apply(&plan, &opts)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&report)) };
+        Ok(())
+    })
+}
+
+/// Restores a snapshot: plans, then (unless `"dry_run": true`) applies. Options, may be empty:
+/// `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"skip", "key": str}`.
+/// Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`, `drifted`,
+/// `safety_snapshot_id`, ...).
+///
+/// # Safety
+/// `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
+/// or live.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_restore(
+    ws: *const cairn_workspace,
+    name: *const u8,
+    name_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    cancel: *const cairn_cancel,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = w
+            .store()
+            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        // SAFETY: per the contract.
+        let opts = restore_options(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            cancel,
+        )?;
+        let report = w.restore(&id, &opts)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&report)) };
+        Ok(())
+    })
+}
+
+/// Completes restores a crash left pending; writes what it did as JSON.
+///
+/// # Safety
+/// `ws` a live handle; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_recover(
+    ws: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        let r = w.recover()?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&r)) };
+        Ok(())
+    })
+}
+
+/// Takes a hold named `what`; `pid` >= 0 makes it last until that process exits too. Refused
+/// with `CAIRN_ERR_BUSY` while a restore changes files.
+///
+/// # Safety
+/// `ws` a live handle; `what` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_hold(
+    ws: *const cairn_workspace,
+    what: *const u8,
+    what_len: usize,
+    pid: i64,
+    out: *mut *mut cairn_hold,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let what = unsafe { text(what, what_len, "what") }?;
+        let pid = u32::try_from(pid).ok();
+        let hold = w.hold(what, pid)?;
+        // SAFETY: checked non-null.
+        unsafe { *out = Box::into_raw(Box::new(cairn_hold { _hold: hold })) };
+        Ok(())
+    })
+}
+
+/// Releases a hold. NULL is accepted.
+///
+/// # Safety
+/// `hold` must be NULL or a live hold.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_hold_free(hold: *mut cairn_hold) {
+    if !hold.is_null() {
+        // SAFETY: created by Box::into_raw in cairn_workspace_hold.
+        drop(unsafe { Box::from_raw(hold) });
+    }
+}

@@ -1,0 +1,307 @@
+/* The whole flow through the C ABI, every error path, a callback that aborts and a cancel from
+ * another thread. Built statically against libcairn.a and run under AddressSanitizer and
+ * valgrind by scripts/test-c. Exits non-zero on the first failed check. */
+#define _GNU_SOURCE
+#include "cairn.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+#define S(str) (const uint8_t *)(str), strlen(str)
+
+static void write_file(const char *dir, const char *rel, const char *content) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    char *slash = strrchr(path, '/');
+    if (slash) {
+        *slash = 0;
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+        if (system(cmd) != 0) abort();
+        *slash = '/';
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) abort();
+    fputs(content, f);
+    fclose(f);
+}
+
+static char *read_file(const char *dir, const char *rel) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* Copies a buffer's JSON into a NUL-terminated string (caller frees) and frees the buffer. */
+static char *take_json(cairn_buf *buf) {
+    cairn_bytes b = cairn_buf_bytes(buf);
+    char *s = malloc(b.len + 1);
+    memcpy(s, b.data, b.len);
+    s[b.len] = 0;
+    cairn_buf_free(buf);
+    return s;
+}
+
+/* Extracts the string value of "key" in a flat JSON document (good enough for ids). */
+static void json_str(const char *json, const char *key, char *out, size_t cap) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(json, pat);
+    out[0] = 0;
+    if (!p) return;
+    p += strlen(pat);
+    size_t i = 0;
+    while (*p && *p != '"' && i + 1 < cap) out[i++] = *p++;
+    out[i] = 0;
+}
+
+/* Checks a status and frees the error it left in *errp (read after the call has returned). */
+static cairn_status expect_error(cairn_status got, cairn_status want, cairn_error **errp) {
+    cairn_error *err = *errp;
+    *errp = NULL;
+    CHECK(got == want);
+    if (got != want) {
+        fprintf(stderr, "  wanted %s, got %s\n", cairn_status_name(want), cairn_status_name(got));
+    }
+    if (err) {
+        CHECK(cairn_error_status(err) == got);
+        cairn_bytes m = cairn_error_message(err);
+        CHECK(m.len > 0);
+        cairn_error_free(err);
+    }
+    return got;
+}
+
+static int progress_calls = 0;
+static int32_t abort_at_once(void *userdata, const cairn_progress *p) {
+    (void)p;
+    CHECK(userdata == (void *)&progress_calls);
+    progress_calls++;
+    return 1;
+}
+static int32_t count_progress(void *userdata, const cairn_progress *p) {
+    (void)p;
+    (*(int *)userdata)++;
+    return 0;
+}
+
+static void *cancel_soon(void *arg) {
+    usleep(2000);
+    cairn_cancel_cancel((const cairn_cancel *)arg);
+    return NULL;
+}
+
+int main(void) {
+    char tmpl[] = "/tmp/cairn-c-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    CHECK(dir != NULL);
+    char root[4096], store[4096], other_root[4096];
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(store, sizeof store, "%s/store", dir);
+    snprintf(other_root, sizeof other_root, "%s/other", dir);
+    mkdir(root, 0755);
+    mkdir(other_root, 0755);
+
+    /* Version and ABI. */
+    CHECK(cairn_abi_version() == CAIRN_ABI_VERSION);
+    CHECK(strcmp(cairn_version(), CAIRN_VERSION_STRING) == 0);
+    CHECK(strcmp(cairn_status_name(CAIRN_ERR_NOT_FOUND), "NOT_FOUND") == 0);
+    CHECK(strcmp(cairn_status_str(CAIRN_OK), "ok") == 0);
+
+    /* Open. */
+    char opts[4200];
+    snprintf(opts, sizeof opts, "{\"store\":\"%s\"}", store);
+    cairn_workspace *ws = NULL;
+    cairn_error *err = NULL;
+    CHECK(cairn_workspace_open(S(root), S(opts), &ws, &err) == CAIRN_OK);
+    CHECK(ws != NULL);
+
+    /* Files with a non-UTF-8 name. */
+    write_file(root, "src/main.c", "int main(void) { return 0; }\n");
+    write_file(root, "README", "hello\n");
+    write_file(root, "caf\xe9.txt", "latin-1 name\n");
+
+    /* Snapshot with a progress callback that lets it run. */
+    int calls = 0;
+    cairn_buf *buf = NULL;
+    CHECK(cairn_workspace_snapshot(ws, S("{\"label\":\"first\"}"), count_progress, &calls, NULL, &buf, &err) == CAIRN_OK);
+    char *snap_json = take_json(buf);
+    char snap_id[80];
+    json_str(snap_json, "id", snap_id, sizeof snap_id);
+    CHECK(strlen(snap_id) == 64);
+    CHECK(strstr(snap_json, "\"files\":3") != NULL);
+    CHECK(calls >= 1);
+    free(snap_json);
+
+    /* Change, diff against the live workspace, plan (dry run), apply. */
+    write_file(root, "src/main.c", "int main(void) { return 1; }\n");
+    write_file(root, "new.txt", "made later\n");
+    CHECK(cairn_workspace_diff(ws, S(snap_id), NULL, 0, &buf, &err) == CAIRN_OK);
+    char *diff = take_json(buf);
+    CHECK(strstr(diff, "\"path\":\"src/main.c\"") != NULL);
+    CHECK(strstr(diff, "\"kind\":\"added\"") != NULL);
+    free(diff);
+
+    CHECK(cairn_workspace_plan(ws, S("first"), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
+    cairn_bytes pb = cairn_buf_bytes(buf);
+    CHECK(strstr(read_file(root, "src/main.c"), "return 1") != NULL);
+    cairn_buf *report = NULL;
+    CHECK(cairn_workspace_apply(ws, pb.data, pb.len, NULL, 0, NULL, &report, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    char *rep = take_json(report);
+    CHECK(strstr(rep, "\"deleted\":[\"new.txt\"]") != NULL);
+    char safety[80];
+    json_str(rep, "safety_snapshot_id", safety, sizeof safety);
+    CHECK(strlen(safety) == 64);
+    free(rep);
+    CHECK(strstr(read_file(root, "src/main.c"), "return 0") != NULL);
+    CHECK(read_file(root, "new.txt") == NULL);
+    CHECK(read_file(root, "caf\xe9.txt") != NULL);
+
+    /* Undo through the safety snapshot. */
+    CHECK(cairn_workspace_restore(ws, S(safety), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(strstr(read_file(root, "new.txt"), "made later") != NULL);
+
+    /* List, show, verify, copy, gc, prune. */
+    CHECK(cairn_workspace_list(ws, &buf, &err) == CAIRN_OK);
+    char *list = take_json(buf);
+    CHECK(strstr(list, snap_id) != NULL);
+    free(list);
+    CHECK(cairn_workspace_show(ws, S("first"), &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(cairn_workspace_verify(ws, &buf, &err) == CAIRN_OK);
+    char *ver = take_json(buf);
+    CHECK(strstr(ver, "\"ok\":true") != NULL);
+    free(ver);
+    cairn_workspace *other = NULL;
+    CHECK(cairn_workspace_open(S(other_root), NULL, 0, &other, &err) == CAIRN_OK);
+    CHECK(cairn_workspace_copy(ws, S(snap_id), other, &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(cairn_workspace_restore(other, S(snap_id), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(strstr(read_file(other_root, "src/main.c"), "return 0") != NULL);
+    cairn_workspace_free(other);
+    CHECK(cairn_workspace_gc(ws, S("{\"dry_run\":true}"), &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(cairn_workspace_gc(ws, S("{\"grace_ms\":0}"), &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(cairn_workspace_prune(ws, S("{\"count\":100}"), &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(cairn_workspace_info(ws, &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+    CHECK(cairn_workspace_recover(ws, &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+
+    /* Holds make a restore BUSY. */
+    write_file(root, "README", "changed\n");
+    cairn_hold *hold = NULL;
+    CHECK(cairn_workspace_hold(ws, S("make test"), -1, &hold, &err) == CAIRN_OK);
+    expect_error(cairn_workspace_restore(ws, S(snap_id), NULL, 0, NULL, &buf, &err), CAIRN_ERR_BUSY, &err);
+    cairn_hold_free(hold);
+    CHECK(cairn_workspace_restore(ws, S(snap_id), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
+    cairn_buf_free(buf);
+
+    /* Error paths. */
+    buf = NULL;
+    expect_error(cairn_workspace_list(NULL, &buf, &err), CAIRN_ERR_NULL_ARGUMENT, &err);
+    CHECK(buf == NULL); /* outputs are written only on success */
+    expect_error(cairn_workspace_list(ws, NULL, &err), CAIRN_ERR_NULL_ARGUMENT, &err);
+    expect_error(cairn_workspace_show(ws, S("ffffffff"), &buf, &err), CAIRN_ERR_NOT_FOUND, &err);
+    expect_error(cairn_workspace_show(ws, S("x!"), &buf, &err), CAIRN_ERR_NOT_FOUND, &err);
+    expect_error(cairn_workspace_snapshot(ws, S("{\"labl\":1}"), NULL, NULL, NULL, &buf, &err), CAIRN_ERR_INVALID_ARGUMENT, &err);
+    expect_error(cairn_workspace_apply(ws, S("not json"), NULL, 0, NULL, &buf, &err), CAIRN_ERR_INVALID_ARGUMENT, &err);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/does-not-exist", dir);
+    cairn_workspace *none = NULL;
+    expect_error(cairn_workspace_open(S(missing), NULL, 0, &none, &err), CAIRN_ERR_NOT_FOUND, &err);
+    CHECK(none == NULL);
+    /* An error's path names what it concerns. */
+    CHECK(cairn_workspace_open(S(missing), NULL, 0, &none, &err) == CAIRN_ERR_NOT_FOUND);
+    cairn_bytes ep = cairn_error_path(err);
+    CHECK(ep.len > 0 && memmem(ep.data, ep.len, "does-not-exist", 14) != NULL);
+    cairn_error_free(err);
+    err = NULL;
+    /* err_out may be NULL. */
+    CHECK(cairn_workspace_show(ws, S("ffffffff"), &buf, NULL) == CAIRN_ERR_NOT_FOUND);
+    /* A panic becomes CAIRN_ERR_PANIC, never an unwind into C. */
+    expect_error(cairn_debug_panic(&err), CAIRN_ERR_PANIC, &err);
+
+    /* A callback that aborts stops the snapshot and records nothing. */
+    for (int i = 0; i < 200; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "bulk/f%03d.txt", i);
+        write_file(root, rel, "some content that takes a moment to hash\n");
+    }
+    CHECK(cairn_workspace_list(ws, &buf, &err) == CAIRN_OK);
+    char *before = take_json(buf);
+    expect_error(cairn_workspace_snapshot(ws, NULL, 0, abort_at_once, &progress_calls, NULL, &buf, &err),
+                 CAIRN_ERR_ABORTED_BY_CALLBACK, &err);
+    CHECK(progress_calls >= 1);
+    CHECK(cairn_workspace_list(ws, &buf, &err) == CAIRN_OK);
+    char *after = take_json(buf);
+    CHECK(strcmp(before, after) == 0);
+    free(before);
+    free(after);
+
+    /* A cancel from another thread. */
+    cairn_cancel *cancel = NULL;
+    CHECK(cairn_cancel_new(&cancel, &err) == CAIRN_OK);
+    cairn_cancel_cancel(cancel); /* cancelled before: the call stops at once */
+    expect_error(cairn_workspace_snapshot(ws, S("{\"use_stat_cache\":false}"), NULL, NULL, cancel, &buf, &err),
+                 CAIRN_ERR_CANCELLED, &err);
+    cairn_cancel_free(cancel);
+    CHECK(cairn_cancel_new(&cancel, &err) == CAIRN_OK);
+    for (int i = 0; i < 2000; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "many/d%02d/f%04d.txt", i % 40, i);
+        write_file(root, rel, "content to hash, content to hash, content to hash\n");
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, cancel_soon, cancel);
+    cairn_status st = cairn_workspace_snapshot(ws, S("{\"use_stat_cache\":false}"), NULL, NULL, cancel, &buf, &err);
+    pthread_join(t, NULL);
+    /* Either it finished before the cancel landed, or it was cancelled. */
+    CHECK(st == CAIRN_OK || st == CAIRN_ERR_CANCELLED);
+    if (st == CAIRN_OK) cairn_buf_free(buf);
+    if (err) cairn_error_free(err);
+    err = NULL;
+    cairn_cancel_free(cancel);
+
+    /* NULL is accepted by every _free. */
+    cairn_workspace_free(NULL);
+    cairn_buf_free(NULL);
+    cairn_error_free(NULL);
+    cairn_cancel_free(NULL);
+    cairn_hold_free(NULL);
+
+    cairn_workspace_free(ws);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) failures++;
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("c flow: all checks passed\n");
+    return 0;
+}
