@@ -276,6 +276,19 @@ pub fn read_record(file: &File, path: &Path, e: &IndexEntry) -> Result<Vec<u8>> 
     if raw_len != e.raw_len || stored_len != e.stored_len || header[33] != e.codec.code() {
         return Err(bad("the record header disagrees with the index".into()));
     }
+    // A hostile or damaged index may claim any length: check it against the file before
+    // allocating, so a bad record is CORRUPT and never an out-of-memory abort.
+    let file_len = file
+        .metadata()
+        .map_err(|err| Error::io("inspect pack", path, err))?
+        .len();
+    let end = e
+        .offset
+        .checked_add(RECORD_HEADER_LEN as u64)
+        .and_then(|o| o.checked_add(stored_len));
+    if end.is_none_or(|end| end > file_len) {
+        return Err(bad("the pack is truncated".into()));
+    }
     let len = usize::try_from(stored_len).map_err(|_| bad("record too large".into()))?;
     let mut data = vec![0u8; len];
     file.read_exact_at(&mut data, e.offset + RECORD_HEADER_LEN as u64)
@@ -298,9 +311,16 @@ pub fn decode_stored(
     let raw = match codec {
         Codec::Raw => stored,
         Codec::Zstd => {
-            let cap = usize::try_from(raw_len).map_err(|_| bad("object too large".into()))?;
-            zstd::bulk::decompress(&stored, cap)
+            // Stream the frame, bounded by the recorded length (plus one byte, to see a frame
+            // that is longer): memory follows the real content, never a claimed length.
+            use std::io::Read;
+            let mut out = Vec::with_capacity((stored.len() * 4).min(1 << 22));
+            zstd::stream::read::Decoder::new(stored.as_slice())
                 .map_err(|err| bad(format!("does not decompress: {err}")))?
+                .take(raw_len.saturating_add(1))
+                .read_to_end(&mut out)
+                .map_err(|err| bad(format!("does not decompress: {err}")))?;
+            out
         }
     };
     if raw.len() as u64 != raw_len {

@@ -8,6 +8,7 @@
 
 mod copy;
 mod gc;
+mod hostile;
 mod id;
 mod lock;
 mod manifest;
