@@ -909,8 +909,8 @@ impl ObjectWriter<'_> {
                 if bytes.len() < 64 {
                     return (Codec::Raw, None);
                 }
-                match zstd::bulk::compress(bytes, level) {
-                    Ok(c) if c.len() < bytes.len() - bytes.len() / 8 => (Codec::Zstd, Some(c)),
+                match compress_reusing_context(bytes, level) {
+                    Some(c) if c.len() < bytes.len() - bytes.len() / 8 => (Codec::Zstd, Some(c)),
                     _ => (Codec::Raw, None),
                 }
             }
@@ -1133,6 +1133,25 @@ impl ObjectWriter<'_> {
         }
         Ok(self.stats())
     }
+}
+
+thread_local! {
+    /// One zstd compression context per thread and level: creating a context costs several
+    /// times compressing a 1 KiB object (measured in `docs/PERFORMANCE.md`).
+    static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Compresses `bytes` at `level` with this thread's reused context.
+fn compress_reusing_context(bytes: &[u8], level: i32) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().map(|(l, _)| *l) != Some(level) {
+            *slot = Some((level, zstd::bulk::Compressor::new(level).ok()?));
+        }
+        let (_, c) = slot.as_mut()?;
+        c.compress(bytes).ok()
+    })
 }
 
 /// Removes a temporary file when dropped (unless forgotten).
