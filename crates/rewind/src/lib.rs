@@ -1,1 +1,70 @@
-//! `cairn-rewind`: not built yet. This crate is empty on purpose; see the open issues.
+//! `cairn-rewind`: threads whose messages carry checkpoints of the workspace, and the rewind
+//! and fork that move the files and the conversation back together.
+//!
+//! A [`Threads`] handle opens an SQLite database (WAL mode; by default `<store>/threads.db`)
+//! that several processes may share. It holds threads and their entries (a tree of branches
+//! with one active leaf; nothing is ever deleted), the checkpoints this layer took (snapshots
+//! bound to entries), memory items and the entries they stand on, runs with leases and their
+//! tool calls, rewind and fork records with idempotency keys, and an append-only event log.
+//!
+//! Files are reached only through the [`Files`] seam: `cairn-restore`'s `Workspace`
+//! implements it, and tests use fakes.
+//!
+//! ```
+//! use cairn_rewind::{NewEntry, RewindOptions, Threads, ThreadsOptions, AppendOptions};
+//! # fn main() -> Result<(), cairn_rewind::Error> {
+//! let dir = tempfile::tempdir().expect("a temporary directory");
+//! let threads = Threads::open(dir.path().join("threads.db"), ThreadsOptions::default())?;
+//! let chat = threads.create_thread(Some("chat".into()), serde_json::json!({}))?;
+//! let first = threads.append(&chat.id, NewEntry::user("hello"), &AppendOptions::default())?;
+//! threads.append(&chat.id, NewEntry::assistant("hi"), &AppendOptions::default())?;
+//! threads.append(&chat.id, NewEntry::user("do something"), &AppendOptions::default())?;
+//! let report = threads.rewind(&chat.id, &first.entry.id, &RewindOptions::default())?;
+//! assert_eq!(report.conversation.cut.len(), 2);
+//! assert_eq!(threads.active_branch(&chat.id)?.len(), 1);
+//! assert_eq!(threads.entries(&chat.id, true)?.len(), 3); // nothing is deleted
+//! # Ok(()) }
+//! ```
+//!
+//! # Feature flags
+//!
+//! None.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod db;
+pub mod error;
+mod events;
+pub mod files;
+mod fork;
+mod guard;
+pub mod ids;
+mod lineage;
+mod memory;
+pub mod model;
+pub mod policy;
+pub mod report;
+mod rewind;
+mod runs;
+mod threads;
+
+pub use db::SCHEMA_VERSION;
+pub use error::{Error, FilesError, FilesFailure, Result};
+pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files};
+pub use fork::ForkOptions;
+pub use ids::{CheckpointId, EntryId, ForkId, MemoryId, RewindId, RunId, ThreadId, ToolCallId};
+pub use model::{
+    roots_overlap, Branch, Checkpoint, CheckpointKind, CheckpointRef, Entry, EntryKind, Event,
+    EventKind, MemoryItem, MemoryKind, MemoryStatus, NewEntry, NewMemory, RunInfo, RunStatus,
+    Thread, ThreadRuns, FILE_CHECKPOINT_KEY,
+};
+pub use policy::{Checkpoints, EffectivePolicy};
+pub use report::{
+    ConversationReport, FilesReport, ForkReport, MemoryReport, Recovery, RewindReport, RunsReport,
+};
+pub use rewind::{RewindOptions, RewindRecord};
+pub use runs::{Run, RunOptions};
+pub use threads::{
+    AppendOptions, Appended, CheckpointFailure, CheckpointOptions, Threads, ThreadsOptions, DB_FILE,
+};

@@ -1,0 +1,63 @@
+//! The append-only event log: what happened to threads, in order, for every client.
+
+use crate::error::{DbResult, Result};
+use crate::ids::ThreadId;
+use crate::model::{Event, EventKind};
+use crate::threads::{conv, json_col, BadValue, Threads};
+use rusqlite::params;
+
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+    let kind: String = r.get(2)?;
+    Ok(Event {
+        cursor: r.get(0)?,
+        thread_id: r.get(1)?,
+        kind: conv(2, EventKind::parse(&kind).ok_or(BadValue(kind.clone())))?,
+        data: json_col(3, r.get(3)?)?,
+        created_ms: r.get(4)?,
+    })
+}
+
+impl Threads {
+    /// Up to `limit` events after `cursor` (0 for the start), oldest first. Pass the last
+    /// event's `cursor` to read on: every process sharing the database sees the same log.
+    pub fn events_since(&self, cursor: i64, limit: usize) -> Result<Vec<Event>> {
+        self.inner.read(|c| {
+            c.prepare(
+                "SELECT seq, thread_id, kind, data, created_ms FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .db("read events")?
+            .query_map(params![cursor, limit as i64], event_row)
+            .db("read events")?
+            .collect::<rusqlite::Result<_>>()
+            .db("read events")
+        })
+    }
+
+    /// [`Threads::events_since`] for one thread.
+    pub fn thread_events_since(
+        &self,
+        thread: &ThreadId,
+        cursor: i64,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        self.inner.read(|c| {
+            c.prepare(
+                "SELECT seq, thread_id, kind, data, created_ms FROM events \
+                 WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            )
+            .db("read events")?
+            .query_map(params![thread, cursor, limit as i64], event_row)
+            .db("read events")?
+            .collect::<rusqlite::Result<_>>()
+            .db("read events")
+        })
+    }
+
+    /// The cursor of the newest event (0 when there is none).
+    pub fn last_cursor(&self) -> Result<i64> {
+        self.inner.read(|c| {
+            c.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
+                .db("read events")
+        })
+    }
+}

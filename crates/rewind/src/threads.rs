@@ -1,0 +1,1162 @@
+//! The [`Threads`] handle: opening the database, threads, entries, appends and checkpoints.
+
+use crate::db::{self, Holder};
+use crate::error::{DbResult, Error, FilesError, Result};
+use crate::files::{CheckpointRequest, Files};
+use crate::ids::{CheckpointId, EntryId, RunId, ThreadId};
+use crate::model::{
+    root_bytes, root_path, Branch, Checkpoint, CheckpointKind, CheckpointRef, Entry, EntryKind,
+    EventKind, NewEntry, Thread, FILE_CHECKPOINT_KEY,
+};
+use crate::policy::{Checkpoints, EffectivePolicy};
+use crate::runs::{Run, RunShared};
+use cairn_store::{Classify, ErrorKind, SnapshotId};
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// The file name of the database inside a store directory.
+pub const DB_FILE: &str = "threads.db";
+
+/// How often waits poll the database.
+pub(crate) const POLL: Duration = Duration::from_millis(10);
+
+/// How to open the thread database. `Default` is the safest choice.
+#[derive(Clone)]
+pub struct ThreadsOptions {
+    /// The runtime level of the checkpoint policy (see [`crate::policy`]). Default: none set,
+    /// so checkpoints are off unless an agent or run turns them on.
+    pub checkpoints: Option<Checkpoints>,
+    /// Whether a rewind restores files when its options do not say. Default `false`:
+    /// restoring rewrites and removes files, so it is opt-in.
+    pub rewind_files: bool,
+    /// How long SQLite waits for another connection's write lock. Default 10 s.
+    pub busy_timeout: Duration,
+    /// Finish (or fail) rewinds a crash interrupted, when opening. Default on.
+    pub recover: bool,
+    /// The workspaces recovery may ask whether an interrupted restore finished.
+    pub workspaces: Vec<Arc<dyn Files>>,
+}
+
+impl Default for ThreadsOptions {
+    fn default() -> Self {
+        ThreadsOptions {
+            checkpoints: None,
+            rewind_files: false,
+            busy_timeout: Duration::from_secs(10),
+            recover: true,
+            workspaces: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ThreadsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadsOptions")
+            .field("checkpoints", &self.checkpoints)
+            .field("rewind_files", &self.rewind_files)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("recover", &self.recover)
+            .field(
+                "workspaces",
+                &self.workspaces.iter().map(|w| w.id()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The thread database: threads, entries, checkpoints, memory, runs, rewinds, forks and events.
+///
+/// Several handles, in one process or several, may share one database file. A handle is
+/// `Send + Sync` and cheap to clone; its clones share one connection.
+#[derive(Clone)]
+pub struct Threads {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Threads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Threads")
+            .field("path", &self.inner.path)
+            .field("holder", &self.inner.holder.id())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) path: PathBuf,
+    conn: Mutex<Connection>,
+    pub(crate) holder: Holder,
+    pub(crate) options: ThreadsOptions,
+    pub(crate) runs: Mutex<HashMap<RunId, Weak<RunShared>>>,
+    ops: Mutex<HashSet<String>>,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Appended {
+    /// The entry (the first one, when the admission key was seen before).
+    pub entry: Entry,
+    /// The checkpoint taken before it.
+    pub checkpoint: Option<Checkpoint>,
+    /// A checkpoint was due and failed: the entry was saved without one.
+    pub checkpoint_error: Option<CheckpointFailure>,
+    /// The admission key was seen before: this is the first entry, and nothing was written.
+    pub repeated: bool,
+}
+
+/// A checkpoint that failed; the conversation went on without it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointFailure {
+    /// The error's kind.
+    pub kind: ErrorKind,
+    /// Its message.
+    pub message: String,
+}
+
+/// How to append an entry.
+#[derive(Clone, Default)]
+pub struct AppendOptions {
+    /// The run appending: its workspace and policy decide the checkpoint.
+    pub run: Option<Run>,
+    /// Without a run: a workspace to checkpoint with the runtime's policy.
+    pub workspace: Option<Arc<dyn Files>>,
+    /// An admission key: appending with a key seen before returns the first entry and takes
+    /// no second checkpoint.
+    pub key: Option<String>,
+    /// How long to wait for another append of the same key that is being admitted. Default
+    /// (zero) means 30 s.
+    pub wait: Duration,
+}
+
+impl std::fmt::Debug for AppendOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppendOptions")
+            .field("run", &self.run.as_ref().map(|r| r.id()))
+            .field("workspace", &self.workspace.as_ref().map(|w| w.id()))
+            .field("key", &self.key)
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+/// How to take a manual checkpoint: the workspace of `run`, else `workspace`.
+#[derive(Clone, Default)]
+pub struct CheckpointOptions {
+    /// The run whose workspace and policy to use.
+    pub run: Option<Run>,
+    /// Without a run: the workspace, with the runtime's policy.
+    pub workspace: Option<Arc<dyn Files>>,
+}
+
+impl std::fmt::Debug for CheckpointOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointOptions")
+            .field("run", &self.run.as_ref().map(|r| r.id()))
+            .field("workspace", &self.workspace.as_ref().map(|w| w.id()))
+            .finish()
+    }
+}
+
+/// A registered operation of this handle: while it lives, records and holds naming it are
+/// alive; dropping it (also by unwinding) releases its holds.
+pub(crate) struct OpGuard<'a> {
+    inner: &'a Inner,
+    pub(crate) op: String,
+    _lock: crate::db::OpLock,
+}
+
+impl Drop for OpGuard<'_> {
+    fn drop(&mut self) {
+        {
+            let conn = self.inner.conn.lock();
+            let _ = conn.execute("DELETE FROM holds WHERE op = ?1", [&self.op]);
+        }
+        self.inner.ops.lock().remove(&self.op);
+    }
+}
+
+impl Inner {
+    /// Runs `f` in an immediate (write) transaction; an error rolls it back.
+    pub(crate) fn write<T>(
+        &self,
+        action: &'static str,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .db(action)
+            .map_err(|e| e.at(&self.path))?;
+        let out = f(&tx).map_err(|e| e.at(&self.path))?;
+        tx.commit().db(action).map_err(|e| e.at(&self.path))?;
+        Ok(out)
+    }
+
+    /// Runs `f` in a read transaction (one consistent view).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .db("read")
+            .map_err(|e| e.at(&self.path))?;
+        let out = f(&tx).map_err(|e| e.at(&self.path))?;
+        drop(tx);
+        Ok(out)
+    }
+
+    /// Registers an operation of this handle.
+    pub(crate) fn begin_op(&self, op: String) -> Result<OpGuard<'_>> {
+        let lock = self.holder.lock_op(&op)?;
+        self.ops.lock().insert(op.clone());
+        Ok(OpGuard {
+            inner: self,
+            op,
+            _lock: lock,
+        })
+    }
+
+    /// Whether the operation `op` of `holder` is still going: for this handle, while its guard
+    /// lives; for another, while its operation file is locked.
+    pub(crate) fn op_alive(&self, holder: &str, op: &str) -> bool {
+        if holder == self.holder.id() {
+            self.ops.lock().contains(op)
+        } else {
+            self.holder.op_alive(op)
+        }
+    }
+
+    pub(crate) fn holder_id(&self) -> &str {
+        self.holder.id()
+    }
+}
+
+/// Appends an event to the log.
+pub(crate) fn emit(
+    conn: &Connection,
+    thread: Option<&ThreadId>,
+    kind: EventKind,
+    data: serde_json::Value,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO events (thread_id, kind, data, created_ms) VALUES (?1, ?2, ?3, ?4)",
+        params![thread, kind.name(), data.to_string(), now_ms()],
+    )
+    .db("append an event")?;
+    Ok(())
+}
+
+pub(crate) fn now_ms() -> i64 {
+    cairn_store::fsutil::now_ms()
+}
+
+/// The root a workspace is recorded and compared under: canonical when it resolves.
+pub(crate) fn canonical_root(ws: &dyn Files) -> PathBuf {
+    std::fs::canonicalize(ws.root()).unwrap_or_else(|_| ws.root().to_path_buf())
+}
+
+pub(crate) fn conv<T, E>(idx: usize, r: std::result::Result<T, E>) -> rusqlite::Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    r.map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+#[derive(Debug)]
+pub(crate) struct BadValue(pub String);
+
+impl std::fmt::Display for BadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unexpected value '{}'", self.0)
+    }
+}
+
+impl std::error::Error for BadValue {}
+
+pub(crate) fn snapshot_col(idx: usize, s: String) -> rusqlite::Result<SnapshotId> {
+    conv(idx, SnapshotId::from_hex(&s))
+}
+
+pub(crate) fn json_col(idx: usize, s: String) -> rusqlite::Result<serde_json::Value> {
+    conv(idx, serde_json::from_str(&s))
+}
+
+/// The columns of an entry with its checkpoint, for [`entry_row`].
+pub(crate) const ENTRY_COLS: &str = "e.seq, e.id, e.thread_id, e.parent_id, e.kind, e.payload, \
+     e.metadata, e.run_id, e.key, e.created_ms, c.id, c.snapshot_id, c.workspace_id, c.root";
+
+/// The table expression [`ENTRY_COLS`] reads from.
+pub(crate) const ENTRY_FROM: &str = "entries e LEFT JOIN checkpoints c ON c.id = e.checkpoint_id";
+
+/// A checkpoint reference from the columns id, snapshot id, workspace id and root at `at`.
+fn checkpoint_ref_cols(
+    r: &rusqlite::Row<'_>,
+    at: usize,
+) -> rusqlite::Result<Option<CheckpointRef>> {
+    let Some(id) = r.get::<_, Option<CheckpointId>>(at)? else {
+        return Ok(None);
+    };
+    Ok(Some(CheckpointRef {
+        checkpoint_id: id,
+        snapshot_id: snapshot_col(at + 1, r.get(at + 1)?)?,
+        workspace_id: r.get(at + 2)?,
+        root: root_path(r.get(at + 3)?),
+    }))
+}
+
+pub(crate) fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+    let kind: String = r.get(4)?;
+    let checkpoint = checkpoint_ref_cols(r, 10)?;
+    Ok(Entry {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        thread_id: r.get(2)?,
+        parent_id: r.get(3)?,
+        kind: conv(4, EntryKind::parse(&kind).ok_or(BadValue(kind.clone())))?,
+        payload: r.get(5)?,
+        metadata: json_col(6, r.get(6)?)?,
+        run_id: r.get(7)?,
+        key: r.get(8)?,
+        created_ms: r.get(9)?,
+        checkpoint,
+        on_active_branch: false,
+    })
+}
+
+pub(crate) const CHECKPOINT_COLS: &str =
+    "c.id, c.thread_id, c.entry_id, c.kind, c.label, c.snapshot_id, c.workspace_id, c.root, c.run_id, c.created_ms, c.seq";
+
+pub(crate) fn checkpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+    let kind: String = r.get(3)?;
+    Ok(Checkpoint {
+        id: r.get(0)?,
+        thread_id: r.get(1)?,
+        entry_id: r.get(2)?,
+        kind: conv(
+            3,
+            CheckpointKind::parse(&kind).ok_or(BadValue(kind.clone())),
+        )?,
+        label: r.get(4)?,
+        snapshot_id: snapshot_col(5, r.get(5)?)?,
+        workspace_id: r.get(6)?,
+        root: root_path(r.get(7)?),
+        run_id: r.get(8)?,
+        created_ms: r.get(9)?,
+    })
+}
+
+pub(crate) fn load_checkpoint(conn: &Connection, id: &CheckpointId) -> Result<Option<Checkpoint>> {
+    conn.query_row(
+        &format!("SELECT {CHECKPOINT_COLS} FROM checkpoints c WHERE c.id = ?1"),
+        [id],
+        checkpoint_row,
+    )
+    .optional()
+    .db("read a checkpoint")
+}
+
+pub(crate) fn load_entry(conn: &Connection, id: &EntryId) -> Result<Option<Entry>> {
+    conn.query_row(
+        &format!("SELECT {ENTRY_COLS} FROM {ENTRY_FROM} WHERE e.id = ?1"),
+        [id],
+        entry_row,
+    )
+    .optional()
+    .db("read an entry")
+}
+
+pub(crate) fn load_thread(conn: &Connection, id: &ThreadId) -> Result<Option<Thread>> {
+    conn.query_row(
+        "SELECT t.id, t.active_leaf, t.parent_thread, t.fork_entry, t.metadata, t.created_ms, \
+         c.id, c.snapshot_id, c.workspace_id, c.root \
+         FROM threads t LEFT JOIN checkpoints c ON c.id = t.file_checkpoint_at \
+         WHERE t.id = ?1 AND t.state = 'ready'",
+        [id],
+        |r| {
+            let file_checkpoint_at = checkpoint_ref_cols(r, 6)?;
+            Ok(Thread {
+                id: r.get(0)?,
+                active_leaf: r.get(1)?,
+                parent_thread: r.get(2)?,
+                fork_entry: r.get(3)?,
+                metadata: json_col(4, r.get(4)?)?,
+                created_ms: r.get(5)?,
+                file_checkpoint_at,
+            })
+        },
+    )
+    .optional()
+    .db("read a thread")
+}
+
+pub(crate) fn require_thread(conn: &Connection, id: &ThreadId) -> Result<Thread> {
+    load_thread(conn, id)?.ok_or_else(|| {
+        Error::not_found(
+            format!("thread {id}"),
+            "create it with create_thread, or list the threads with threads()",
+        )
+    })
+}
+
+/// Records that a thread used a workspace (checkpoints from it may be restored there).
+pub(crate) fn note_workspace(
+    conn: &Connection,
+    thread: &ThreadId,
+    workspace_id: &str,
+    root: &Path,
+) -> Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO thread_workspaces (thread_id, workspace_id, root, first_ms) \
+         VALUES (?1, ?2, ?3, ?4)",
+        params![thread, workspace_id, root_bytes(root), now_ms()],
+    )
+    .db("record the thread's workspace")?;
+    Ok(())
+}
+
+/// A hold of a thread or workspace by a rewind or fork in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct HoldRow {
+    pub(crate) thread_id: Option<ThreadId>,
+    pub(crate) workspace_id: Option<String>,
+    pub(crate) root: Option<PathBuf>,
+    pub(crate) op: String,
+}
+
+impl Threads {
+    /// Opens (creating if needed) the thread database at `path`. With
+    /// [`ThreadsOptions::recover`], rewinds a crash interrupted are finished or failed first.
+    pub fn open(path: impl AsRef<Path>, options: ThreadsOptions) -> Result<Threads> {
+        let path = path.as_ref().to_path_buf();
+        let conn = db::open(&path, options.busy_timeout)?;
+        let mut holders = path.clone().into_os_string();
+        holders.push("-holders");
+        let holder = Holder::register(Path::new(&holders))?;
+        let threads = Threads {
+            inner: Arc::new(Inner {
+                path,
+                conn: Mutex::new(conn),
+                holder,
+                options,
+                runs: Mutex::new(HashMap::new()),
+                ops: Mutex::new(HashSet::new()),
+            }),
+        };
+        if threads.inner.options.recover {
+            let workspaces = threads.inner.options.workspaces.clone();
+            threads.recover(&workspaces)?;
+        }
+        Ok(threads)
+    }
+
+    /// Opens the database of a store: `<store>/threads.db`.
+    pub fn open_in_store(store_dir: impl AsRef<Path>, options: ThreadsOptions) -> Result<Threads> {
+        Threads::open(store_dir.as_ref().join(DB_FILE), options)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &ThreadsOptions {
+        &self.inner.options
+    }
+
+    /// Creates a thread, with `id` or a new one. An id that names a thread already is refused
+    /// with `VALIDATION`.
+    pub fn create_thread(
+        &self,
+        id: Option<ThreadId>,
+        metadata: serde_json::Value,
+    ) -> Result<Thread> {
+        let id = match id {
+            Some(id) => {
+                id.check()?;
+                id
+            }
+            None => ThreadId::generate(),
+        };
+        check_object(&metadata, "thread metadata")?;
+        self.inner.write("create a thread", |c| {
+            if thread_exists(c, &id)? {
+                return Err(thread_exists_error(&id));
+            }
+            c.execute(
+                "INSERT INTO threads (id, created_ms, metadata) VALUES (?1, ?2, ?3)",
+                params![id, now_ms(), metadata.to_string()],
+            )
+            .db("create a thread")?;
+            emit(
+                c,
+                Some(&id),
+                EventKind::ThreadCreated,
+                serde_json::json!({}),
+            )?;
+            require_thread(c, &id)
+        })
+    }
+
+    /// A thread.
+    pub fn thread(&self, id: &ThreadId) -> Result<Thread> {
+        self.inner.read(|c| require_thread(c, id))
+    }
+
+    /// Every thread, oldest first.
+    pub fn threads(&self) -> Result<Vec<Thread>> {
+        self.inner.read(|c| {
+            let ids: Vec<ThreadId> = c
+                .prepare("SELECT id FROM threads WHERE state = 'ready' ORDER BY created_ms, rowid")
+                .db("list threads")?
+                .query_map([], |r| r.get(0))
+                .db("list threads")?
+                .collect::<rusqlite::Result<_>>()
+                .db("list threads")?;
+            ids.iter().map(|id| require_thread(c, id)).collect()
+        })
+    }
+
+    /// An entry.
+    pub fn entry(&self, id: &EntryId) -> Result<Entry> {
+        self.inner.read(|c| {
+            load_entry(c, id)?.ok_or_else(|| {
+                Error::not_found(
+                    format!("entry {id}"),
+                    "list a thread's entries with entries()",
+                )
+            })
+        })
+    }
+
+    /// The active branch of a thread, from its first entry to its active leaf.
+    pub fn active_branch(&self, thread: &ThreadId) -> Result<Vec<Entry>> {
+        self.inner.read(|c| {
+            let t = require_thread(c, thread)?;
+            let mut out = active_entries(c, t.active_leaf.as_ref())?;
+            for e in &mut out {
+                e.on_active_branch = true;
+            }
+            Ok(out)
+        })
+    }
+
+    /// The entries of a thread in the order they were written: the active branch, or with
+    /// `all` every entry the thread sees (its shared prefix, its own entries on every branch;
+    /// `log --all`). Each says whether it is on the active branch.
+    pub fn entries(&self, thread: &ThreadId, all: bool) -> Result<Vec<Entry>> {
+        if !all {
+            return self.active_branch(thread);
+        }
+        self.inner.read(|c| {
+            let t = require_thread(c, thread)?;
+            let active: HashSet<EntryId> = active_entries(c, t.active_leaf.as_ref())?
+                .into_iter()
+                .map(|e| e.id)
+                .collect();
+            let mut out = lineage_entries(c, &t)?;
+            for e in &mut out {
+                e.on_active_branch = active.contains(&e.id);
+            }
+            Ok(out)
+        })
+    }
+
+    /// The branches of a thread: every leaf among the entries it sees, the active one marked.
+    pub fn branches(&self, thread: &ThreadId) -> Result<Vec<Branch>> {
+        let all = self.entries(thread, true)?;
+        let t = self.thread(thread)?;
+        let ids: HashSet<&EntryId> = all.iter().map(|e| &e.id).collect();
+        let parents: HashMap<&EntryId, Option<&EntryId>> =
+            all.iter().map(|e| (&e.id, e.parent_id.as_ref())).collect();
+        let with_children: HashSet<&EntryId> =
+            all.iter().filter_map(|e| e.parent_id.as_ref()).collect();
+        let mut out = Vec::new();
+        for e in &all {
+            let is_active = t.active_leaf.as_ref() == Some(&e.id);
+            if with_children.contains(&e.id) && !is_active {
+                continue;
+            }
+            let mut length = 0;
+            let mut cur = Some(&e.id);
+            while let Some(id) = cur {
+                if !ids.contains(id) {
+                    break;
+                }
+                length += 1;
+                cur = parents.get(id).copied().flatten();
+            }
+            out.push(Branch {
+                leaf: e.id.clone(),
+                length,
+                active: is_active,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Appends an entry after the thread's active leaf.
+    ///
+    /// Before a `user` entry (and, as the policy says, a `tool` or `compaction` entry) a
+    /// checkpoint of the workspace is taken, labelled with the entry's id and named in its
+    /// metadata under [`FILE_CHECKPOINT_KEY`]. A checkpoint that fails is reported in
+    /// [`Appended::checkpoint_error`] and the entry is saved without one. With an admission key
+    /// seen before, the first entry is returned and nothing is written.
+    pub fn append(
+        &self,
+        thread: &ThreadId,
+        entry: NewEntry,
+        opts: &AppendOptions,
+    ) -> Result<Appended> {
+        check_object(&entry.metadata, "entry metadata")?;
+        if let Some(run) = &opts.run {
+            if run.thread_id() != thread {
+                return Err(Error::InvalidArgument(format!(
+                    "run {} belongs to thread {}, not {thread}; append through a run of this thread",
+                    run.id(),
+                    run.thread_id()
+                )));
+            }
+            self.check_run_alive(run)?;
+        }
+        let ws_for_recovery = opts
+            .run
+            .as_ref()
+            .and_then(|r| r.shared.workspace.clone())
+            .or_else(|| opts.workspace.clone());
+        self.settle_thread(thread, ws_for_recovery.as_deref())?;
+        let entry_id = EntryId::generate();
+        let guard = match &opts.key {
+            Some(_) => Some(self.inner.begin_op(format!("admit:{entry_id}"))?),
+            None => None,
+        };
+        match (&opts.key, &guard) {
+            (Some(key), Some(g)) => {
+                if let Some(first) = self.admit(thread, key, &entry_id, &g.op, opts.wait)? {
+                    return Ok(first);
+                }
+            }
+            _ => self.inner.read(|c| {
+                require_thread(c, thread)?;
+                self.check_not_held(c, thread)
+            })?,
+        }
+        let result = self.append_admitted(thread, entry, opts, &entry_id);
+        if let (Err(_), Some(key), Some(g)) = (&result, &opts.key, &guard) {
+            let _ = self.inner.write("release an admission", |c| {
+                c.execute(
+                    "DELETE FROM admissions WHERE thread_id = ?1 AND key = ?2 AND op = ?3 AND state = 'pending'",
+                    params![thread, key, g.op],
+                )
+                .db("release an admission")?;
+                Ok(())
+            });
+        }
+        drop(guard);
+        result
+    }
+
+    /// Reserves an admission key. `Some` when the key was admitted before: the first entry.
+    fn admit(
+        &self,
+        thread: &ThreadId,
+        key: &str,
+        entry_id: &EntryId,
+        op: &str,
+        wait: Duration,
+    ) -> Result<Option<Appended>> {
+        let wait = if wait.is_zero() {
+            Duration::from_secs(30)
+        } else {
+            wait
+        };
+        let deadline = Instant::now() + wait;
+        loop {
+            enum Step {
+                Reserved,
+                Done(EntryId),
+                Wait,
+            }
+            let step = self.inner.write("admit an entry", |c| {
+                require_thread(c, thread)?;
+                let row: Option<(EntryId, String, String, String)> = c
+                    .query_row(
+                        "SELECT entry_id, state, holder, op FROM admissions WHERE thread_id = ?1 AND key = ?2",
+                        params![thread, key],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    )
+                    .optional()
+                    .db("read an admission")?;
+                match row {
+                    Some((first, state, _, _)) if state == "done" => Ok(Step::Done(first)),
+                    Some((_, _, holder, other)) if self.inner.op_alive(&holder, &other) => Ok(Step::Wait),
+                    found => {
+                        self.check_not_held(c, thread)?;
+                        let sql = if found.is_some() {
+                            "UPDATE admissions SET entry_id = ?3, holder = ?4, op = ?5, created_ms = ?6 \
+                             WHERE thread_id = ?1 AND key = ?2"
+                        } else {
+                            "INSERT INTO admissions (thread_id, key, entry_id, state, holder, op, created_ms) \
+                             VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)"
+                        };
+                        c.execute(sql, params![thread, key, entry_id, self.inner.holder_id(), op, now_ms()])
+                            .db("reserve an admission key")?;
+                        Ok(Step::Reserved)
+                    }
+                }
+            })?;
+            match step {
+                Step::Reserved => return Ok(None),
+                Step::Done(first) => {
+                    let entry = self.entry(&first)?;
+                    let checkpoint = match &entry.checkpoint {
+                        Some(r) => self.inner.read(|c| load_checkpoint(c, &r.checkpoint_id))?,
+                        None => None,
+                    };
+                    return Ok(Some(Appended {
+                        entry,
+                        checkpoint,
+                        checkpoint_error: None,
+                        repeated: true,
+                    }));
+                }
+                Step::Wait if Instant::now() >= deadline => {
+                    return Err(Error::ThreadBusy {
+                        thread: thread.clone(),
+                        detail: format!(
+                            "another append with admission key '{key}' is being admitted; try again when it is done"
+                        ),
+                    })
+                }
+                Step::Wait => std::thread::sleep(POLL),
+            }
+        }
+    }
+
+    fn append_admitted(
+        &self,
+        thread: &ThreadId,
+        entry: NewEntry,
+        opts: &AppendOptions,
+        entry_id: &EntryId,
+    ) -> Result<Appended> {
+        let (workspace, policy, run_id) = match &opts.run {
+            Some(run) => (
+                run.shared.workspace.clone(),
+                if run.is_subagent() {
+                    EffectivePolicy::off()
+                } else {
+                    run.shared.policy.clone()
+                },
+                Some(run.id().clone()),
+            ),
+            None => (
+                opts.workspace.clone(),
+                EffectivePolicy::resolve(self.inner.options.checkpoints.as_ref(), None, None),
+                None,
+            ),
+        };
+        let mut checkpoint: Option<(CheckpointId, SnapshotId, String, PathBuf)> = None;
+        let mut checkpoint_error = None;
+        if let Some(ws) = workspace
+            .as_deref()
+            .filter(|_| policy.takes_before(entry.kind))
+        {
+            let cp_id = CheckpointId::generate();
+            let kind = CheckpointKind::of_entry(entry.kind);
+            match take_snapshot(
+                ws,
+                &policy,
+                thread,
+                Some(entry_id),
+                &cp_id,
+                kind,
+                entry_id.as_str(),
+            ) {
+                Ok(snap) => {
+                    checkpoint = Some((cp_id, snap, ws.id().to_string(), canonical_root(ws)))
+                }
+                Err(e) => {
+                    checkpoint_error = Some(CheckpointFailure {
+                        kind: e.kind(),
+                        message: format!("checkpoint before entry {entry_id} failed: {e}"),
+                    })
+                }
+            }
+        }
+        let mut metadata = entry.metadata;
+        if let (Some((cp_id, snap, ws_id, root)), Some(map)) =
+            (&checkpoint, metadata.as_object_mut())
+        {
+            map.insert(
+                FILE_CHECKPOINT_KEY.to_string(),
+                serde_json::json!({
+                    "checkpoint_id": cp_id,
+                    "snapshot_id": snap,
+                    "workspace_id": ws_id,
+                    "root": root.to_string_lossy(),
+                }),
+            );
+        }
+        self.inner.write("append an entry", |c| {
+            let t = require_thread(c, thread)?;
+            self.check_not_held(c, thread)?;
+            if let Some(run) = &opts.run {
+                self.check_run_alive_in(c, run)?;
+            }
+            let now = now_ms();
+            if let Some((cp_id, snap, ws_id, root)) = &checkpoint {
+                c.execute(
+                    "INSERT INTO checkpoints (id, thread_id, entry_id, kind, snapshot_id, workspace_id, root, run_id, created_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    params![
+                        cp_id,
+                        thread,
+                        entry_id,
+                        CheckpointKind::of_entry(entry.kind).name(),
+                        snap.to_hex(),
+                        ws_id,
+                        root_bytes(root),
+                        run_id,
+                        now
+                    ],
+                )
+                .db("record a checkpoint")?;
+                note_workspace(c, thread, ws_id, root)?;
+                emit(
+                    c,
+                    Some(thread),
+                    EventKind::CheckpointCreated,
+                    serde_json::json!({
+                        "checkpoint_id": cp_id, "entry_id": entry_id, "snapshot_id": snap,
+                        "workspace_id": ws_id, "kind": CheckpointKind::of_entry(entry.kind),
+                    }),
+                )?;
+            }
+            c.execute(
+                "INSERT INTO entries (id, thread_id, parent_id, kind, payload, metadata, checkpoint_id, run_id, key, created_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    entry_id,
+                    thread,
+                    t.active_leaf,
+                    entry.kind.name(),
+                    entry.payload,
+                    metadata.to_string(),
+                    checkpoint.as_ref().map(|c| &c.0),
+                    run_id,
+                    opts.key,
+                    now
+                ],
+            )
+            .db("append an entry")?;
+            c.execute(
+                "UPDATE threads SET active_leaf = ?2 WHERE id = ?1",
+                params![thread, entry_id],
+            )
+            .db("move the active leaf")?;
+            if let Some(key) = &opts.key {
+                c.execute(
+                    "UPDATE admissions SET state = 'done', entry_id = ?3 WHERE thread_id = ?1 AND key = ?2",
+                    params![thread, key, entry_id],
+                )
+                .db("complete an admission")?;
+            }
+            emit(
+                c,
+                Some(thread),
+                EventKind::EntryAppended,
+                serde_json::json!({
+                    "entry_id": entry_id, "kind": entry.kind, "parent_id": t.active_leaf,
+                    "checkpoint_id": checkpoint.as_ref().map(|c| &c.0),
+                }),
+            )?;
+            let entry = load_entry(c, entry_id)?
+                .ok_or_else(|| Error::not_found(format!("entry {entry_id}"), "it was just written"))?;
+            let checkpoint = match &checkpoint {
+                Some((cp_id, ..)) => load_checkpoint(c, cp_id)?,
+                None => None,
+            };
+            Ok(Appended {
+                entry,
+                checkpoint,
+                checkpoint_error,
+                repeated: false,
+            })
+        })
+    }
+
+    /// Takes a checkpoint by hand, at the thread's active leaf, whatever the automatic policy
+    /// says. The workspace is the run's, else `opts.workspace`.
+    pub fn checkpoint(
+        &self,
+        thread: &ThreadId,
+        label: &str,
+        opts: &CheckpointOptions,
+    ) -> Result<Checkpoint> {
+        let (ws, policy, run_id) = match &opts.run {
+            Some(run) => {
+                self.check_run_alive(run)?;
+                (
+                    run.shared.workspace.clone(),
+                    run.shared.policy.clone(),
+                    Some(run.id().clone()),
+                )
+            }
+            None => (
+                opts.workspace.clone(),
+                EffectivePolicy::resolve(self.inner.options.checkpoints.as_ref(), None, None),
+                None,
+            ),
+        };
+        let ws = ws.ok_or_else(|| {
+            Error::validation(
+                format!("a checkpoint of thread {thread} needs a workspace: give a run with one, or CheckpointOptions::workspace"),
+                Some(thread.to_string()),
+            )
+        })?;
+        let t = self.thread(thread)?;
+        let cp_id = CheckpointId::generate();
+        let snap = take_snapshot(
+            ws.as_ref(),
+            &policy,
+            thread,
+            t.active_leaf.as_ref(),
+            &cp_id,
+            CheckpointKind::Manual,
+            label,
+        )
+        .map_err(|e| Error::files(ws.id(), "take a checkpoint", e))?;
+        let root = canonical_root(ws.as_ref());
+        self.inner.write("record a checkpoint", |c| {
+            let t = require_thread(c, thread)?;
+            c.execute(
+                "INSERT INTO checkpoints (id, thread_id, entry_id, kind, label, snapshot_id, workspace_id, root, run_id, created_ms) \
+                 VALUES (?1, ?2, ?3, 'manual', ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![cp_id, thread, t.active_leaf, label, snap.to_hex(), ws.id(), root_bytes(&root), run_id, now_ms()],
+            )
+            .db("record a checkpoint")?;
+            note_workspace(c, thread, ws.id(), &root)?;
+            emit(
+                c,
+                Some(thread),
+                EventKind::CheckpointCreated,
+                serde_json::json!({
+                    "checkpoint_id": cp_id, "entry_id": t.active_leaf, "snapshot_id": snap,
+                    "workspace_id": ws.id(), "kind": CheckpointKind::Manual, "label": label,
+                }),
+            )?;
+            load_checkpoint(c, &cp_id)?
+                .ok_or_else(|| Error::not_found(format!("checkpoint {cp_id}"), "it was just written"))
+        })
+    }
+
+    /// The checkpoints of a thread's lineage, oldest first: those taken in it, those of the
+    /// threads it was forked from up to its fork point, and the one it names at its fork point.
+    pub fn list_checkpoints(&self, thread: &ThreadId) -> Result<Vec<Checkpoint>> {
+        self.inner.read(|c| {
+            let lin = crate::lineage::Lineage::load(c, thread)?;
+            lin.checkpoints(c)
+        })
+    }
+
+    /// A checkpoint by id.
+    pub fn checkpoint_by_id(&self, id: &CheckpointId) -> Result<Checkpoint> {
+        self.inner.read(|c| {
+            load_checkpoint(c, id)?.ok_or_else(|| {
+                Error::not_found(
+                    format!("checkpoint {id}"),
+                    "list them with list_checkpoints()",
+                )
+            })
+        })
+    }
+
+    /// Live holds (of rewinds and forks in flight) on `thread` or on a workspace overlapping
+    /// `root`, other than `except`'s.
+    pub(crate) fn live_holds(
+        &self,
+        c: &Connection,
+        thread: Option<&ThreadId>,
+        root: Option<&Path>,
+        except: Option<&str>,
+    ) -> Result<Vec<HoldRow>> {
+        let rows: Vec<(HoldRow, String)> = c
+            .prepare("SELECT thread_id, workspace_id, root, op, holder FROM holds")
+            .db("read holds")?
+            .query_map([], |r| {
+                let hold = HoldRow {
+                    thread_id: r.get(0)?,
+                    workspace_id: r.get(1)?,
+                    root: r.get::<_, Option<Vec<u8>>>(2)?.map(root_path),
+                    op: r.get(3)?,
+                };
+                Ok((hold, r.get(4)?))
+            })
+            .db("read holds")?
+            .collect::<rusqlite::Result<_>>()
+            .db("read holds")?;
+        let mut out = Vec::new();
+        for (hold, holder) in rows {
+            if Some(hold.op.as_str()) == except {
+                continue;
+            }
+            let hits_thread = thread.is_some() && hold.thread_id.as_ref() == thread;
+            let hits_ws = match (root, &hold.root) {
+                (Some(a), Some(b)) => crate::model::roots_overlap(a, b),
+                _ => false,
+            };
+            if (hits_thread || hits_ws) && self.inner.op_alive(&holder, &hold.op) {
+                out.push(hold);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Refuses with `THREAD_BUSY` while a rewind or fork holds the thread, or a rewind a
+    /// crash interrupted waits to be finished.
+    pub(crate) fn check_not_held(&self, c: &Connection, thread: &ThreadId) -> Result<()> {
+        if let Some(h) = self.live_holds(c, Some(thread), None, None)?.first() {
+            return Err(Error::ThreadBusy {
+                thread: thread.clone(),
+                detail: format!("{} holds it; try again when it is done", describe_op(&h.op)),
+            });
+        }
+        let pending: Vec<(String, String, String)> = c
+            .prepare(
+                "SELECT id, holder, op FROM rewinds WHERE thread_id = ?1 AND state IN ('started', 'files_done')",
+            )
+            .db("read rewind records")?
+            .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .db("read rewind records")?
+            .collect::<rusqlite::Result<_>>()
+            .db("read rewind records")?;
+        for (id, holder, op) in pending {
+            if !self.inner.op_alive(&holder, &op) {
+                return Err(Error::ThreadBusy {
+                    thread: thread.clone(),
+                    detail: format!(
+                        "rewind {id} was interrupted by a crash while it restored files; finish it by opening the \
+                         database with its workspace (ThreadsOptions::workspaces) or calling recover(), or rewind \
+                         the thread again"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes what a crash interrupted on `thread` when it can be (with `workspace`, if
+    /// given), before new work starts there.
+    pub(crate) fn settle_thread(
+        &self,
+        thread: &ThreadId,
+        workspace: Option<&dyn Files>,
+    ) -> Result<()> {
+        let list: Vec<&dyn Files> = workspace.into_iter().collect();
+        self.recover_where(Some(thread), &list).map(|_| ())
+    }
+}
+
+pub(crate) fn describe_op(op: &str) -> String {
+    match op.split_once(':') {
+        Some(("rewind", id)) => format!("rewind {id}"),
+        Some(("fork", id)) => format!("fork {id}"),
+        _ => op.to_string(),
+    }
+}
+
+/// Takes a snapshot for a checkpoint through the seam.
+pub(crate) fn take_snapshot(
+    ws: &dyn Files,
+    policy: &EffectivePolicy,
+    thread: &ThreadId,
+    entry: Option<&EntryId>,
+    cp_id: &CheckpointId,
+    kind: CheckpointKind,
+    label: &str,
+) -> std::result::Result<SnapshotId, FilesError> {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("cairn_thread_id".into(), thread.as_str().into());
+    if let Some(e) = entry {
+        metadata.insert("cairn_entry_id".into(), e.as_str().into());
+    }
+    metadata.insert("cairn_checkpoint_id".into(), cp_id.as_str().into());
+    metadata.insert("cairn_checkpoint_kind".into(), kind.name().into());
+    ws.checkpoint(&CheckpointRequest {
+        label: label.to_string(),
+        metadata,
+        exclude: policy.exclude.clone(),
+        max_file_bytes: policy.max_file_bytes,
+    })
+}
+
+pub(crate) fn thread_exists(c: &Connection, id: &ThreadId) -> Result<bool> {
+    c.query_row("SELECT 1 FROM threads WHERE id = ?1", [id], |_| Ok(()))
+        .optional()
+        .db("look up a thread")
+        .map(|o| o.is_some())
+}
+
+pub(crate) fn thread_exists_error(id: &ThreadId) -> Error {
+    Error::validation(
+        format!("a thread named {id} exists already; choose another id, or leave it to Cairn"),
+        Some(id.to_string()),
+    )
+}
+
+fn check_object(v: &serde_json::Value, what: &str) -> Result<()> {
+    if v.is_object() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{what} must be a JSON object, not {v}"
+        )))
+    }
+}
+
+/// The entries from the first to `leaf`, in order.
+pub(crate) fn active_entries(c: &Connection, leaf: Option<&EntryId>) -> Result<Vec<Entry>> {
+    let Some(leaf) = leaf else {
+        return Ok(Vec::new());
+    };
+    let sql = format!(
+        "WITH RECURSIVE chain(id, depth) AS ( \
+           SELECT id, 0 FROM entries WHERE id = ?1 \
+           UNION ALL SELECT p.parent_id, chain.depth + 1 FROM entries p JOIN chain ON p.id = chain.id \
+             WHERE p.parent_id IS NOT NULL) \
+         SELECT {ENTRY_COLS} FROM chain JOIN entries e ON e.id = chain.id \
+         LEFT JOIN checkpoints c ON c.id = e.checkpoint_id ORDER BY chain.depth DESC"
+    );
+    c.prepare(&sql)
+        .db("read the active branch")?
+        .query_map([leaf], entry_row)
+        .db("read the active branch")?
+        .collect::<rusqlite::Result<_>>()
+        .db("read the active branch")
+}
+
+/// Every entry a thread sees: the prefix it shares with the threads it was forked from, and
+/// its own entries, in the order they were written.
+pub(crate) fn lineage_entries(c: &Connection, t: &Thread) -> Result<Vec<Entry>> {
+    let sql = format!(
+        "WITH RECURSIVE prefix(id) AS ( \
+           SELECT ?2 WHERE ?2 IS NOT NULL \
+           UNION ALL SELECT p.parent_id FROM entries p JOIN prefix ON p.id = prefix.id \
+             WHERE p.parent_id IS NOT NULL) \
+         SELECT {ENTRY_COLS} FROM {ENTRY_FROM} \
+         WHERE e.thread_id = ?1 OR e.id IN (SELECT id FROM prefix) ORDER BY e.seq"
+    );
+    c.prepare(&sql)
+        .db("read a thread's entries")?
+        .query_map(params![t.id, t.fork_entry], entry_row)
+        .db("read a thread's entries")?
+        .collect::<rusqlite::Result<_>>()
+        .db("read a thread's entries")
+}

@@ -1,0 +1,66 @@
+//! The database file: where it lives, its mode and its schema version.
+
+use crate::util::*;
+use cairn_rewind::{Threads, ThreadsOptions, SCHEMA_VERSION};
+use cairn_store::ErrorKind;
+
+#[test]
+fn the_database_lives_in_the_store_in_wal_mode_with_its_schema_version() {
+    let env = env();
+    assert_eq!(
+        env.threads.path(),
+        env.dir.path().join("store").join("threads.db")
+    );
+    let conn = rusqlite::Connection::open(env.threads.path()).expect("open");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("mode");
+    assert_eq!(mode, "wal");
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
+#[test]
+fn opening_twice_keeps_the_schema_and_the_data() {
+    let env = env();
+    let t = env.thread("chat");
+    drop(env.reopen(ThreadsOptions::default()));
+    let again = env.reopen(ThreadsOptions::default());
+    assert_eq!(again.thread(&t).expect("thread").id, t);
+}
+
+#[test]
+fn a_database_of_a_newer_schema_is_refused_as_unsupported() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("threads.db");
+    drop(Threads::open(&path, ThreadsOptions::default()).expect("create"));
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .expect("bump");
+    drop(conn);
+    let r = Threads::open(&path, ThreadsOptions::default());
+    assert_eq!(kind(r), ErrorKind::Unsupported);
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_as_corrupt() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("threads.db");
+    std::fs::write(&path, vec![7u8; 4096]).expect("write junk");
+    let r = Threads::open(&path, ThreadsOptions::default());
+    assert_eq!(kind(r), ErrorKind::Corrupt);
+}
+
+#[test]
+fn errors_say_what_to_do_and_carry_their_kind() {
+    let env = env();
+    let e = env.threads.thread(&"missing".into()).expect_err("missing");
+    assert_eq!(cairn_store::Classify::kind(&e), ErrorKind::NotFound);
+    assert!(
+        e.to_string().contains("create it with create_thread"),
+        "{e}"
+    );
+    assert!(e.is_not_found());
+}

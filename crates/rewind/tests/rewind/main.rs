@@ -1,0 +1,15 @@
+//! Integration tests of `cairn-rewind`: the thread database against a recording fake of the
+//! `Files` seam, child processes sharing one database, and crashes.
+
+mod checkpoints;
+mod crash;
+mod db;
+mod events;
+mod fake;
+mod fork;
+mod memory;
+mod processes;
+mod rewind;
+mod runs;
+mod threads;
+mod util;
