@@ -1,0 +1,265 @@
+/**
+ * The thin layer: koffi declarations that follow `include/cairn.h` one for one, and the loader
+ * that finds `libcairn`, checks its ABI version and says clearly what is wrong when it cannot.
+ *
+ * Nothing here is idiomatic: pointers are BigInts, outputs are one-element arrays, statuses are
+ * numbers. `test/ffi.test.mjs` checks that every `cairn_*` function of the header is declared
+ * here with the same parameters. The idiomatic API is in `workspace.ts` and friends.
+ */
+import * as koffi from 'koffi';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+/** The ABI version this binding was written for (`CAIRN_ABI_VERSION` in `include/cairn.h`). */
+export const ABI_VERSION = 1;
+
+/** The values of `enum cairn_status`, as in the header. */
+export const STATUS = {
+  CAIRN_OK: 0,
+  CAIRN_ERR_INVALID_ARGUMENT: 1,
+  CAIRN_ERR_NOT_FOUND: 2,
+  CAIRN_ERR_VALIDATION: 3,
+  CAIRN_ERR_BUSY: 4,
+  CAIRN_ERR_WORKSPACE_BUSY: 5,
+  CAIRN_ERR_THREAD_BUSY: 6,
+  CAIRN_ERR_DENIED: 7,
+  CAIRN_ERR_IO: 8,
+  CAIRN_ERR_CORRUPT: 9,
+  CAIRN_ERR_CONFLICT: 10,
+  CAIRN_ERR_CANCELLED: 11,
+  CAIRN_ERR_RUN_INTERRUPTED: 12,
+  CAIRN_ERR_UNSUPPORTED: 13,
+  CAIRN_ERR_NULL_ARGUMENT: 14,
+  CAIRN_ERR_PANIC: 15,
+  CAIRN_ERR_ABORTED_BY_CALLBACK: 16,
+} as const;
+
+/**
+ * Every function of `include/cairn.h`, as a koffi prototype. The text follows the header with
+ * three mechanical differences: `struct ` is dropped, output pointers carry `_Out_` (so koffi
+ * copies them back into a one-element array), and the progress callback is a pointer to its
+ * prototype (`cairn_progress_cb *`), as koffi spells function pointers.
+ */
+export const PROTOTYPES = {
+  cairn_error_status: 'cairn_status cairn_error_status(const cairn_error *err)',
+  cairn_error_message: 'cairn_bytes cairn_error_message(const cairn_error *err)',
+  cairn_error_path: 'cairn_bytes cairn_error_path(const cairn_error *err)',
+  cairn_error_free: 'void cairn_error_free(cairn_error *err)',
+  cairn_buf_bytes: 'cairn_bytes cairn_buf_bytes(const cairn_buf *buf)',
+  cairn_buf_free: 'void cairn_buf_free(cairn_buf *buf)',
+  cairn_status_str: 'const char *cairn_status_str(uint32_t status)',
+  cairn_status_name: 'const char *cairn_status_name(uint32_t status)',
+  cairn_version: 'const char *cairn_version(void)',
+  cairn_abi_version: 'uint32_t cairn_abi_version(void)',
+  cairn_cancel_new: 'cairn_status cairn_cancel_new(_Out_ cairn_cancel **out, _Out_ cairn_error **err_out)',
+  cairn_cancel_cancel: 'cairn_status cairn_cancel_cancel(const cairn_cancel *cancel)',
+  cairn_cancel_free: 'void cairn_cancel_free(cairn_cancel *cancel)',
+  cairn_debug_panic: 'cairn_status cairn_debug_panic(_Out_ cairn_error **err_out)',
+  cairn_workspace_open:
+    'cairn_status cairn_workspace_open(const uint8_t *root, size_t root_len, const uint8_t *options_json, size_t options_len, _Out_ cairn_workspace **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_free: 'void cairn_workspace_free(cairn_workspace *ws)',
+  cairn_workspace_info:
+    'cairn_status cairn_workspace_info(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_snapshot:
+    'cairn_status cairn_workspace_snapshot(const cairn_workspace *ws, const uint8_t *options_json, size_t options_len, cairn_progress_cb *progress, void *userdata, const cairn_cancel *cancel, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_list:
+    'cairn_status cairn_workspace_list(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_show:
+    'cairn_status cairn_workspace_show(const cairn_workspace *ws, const uint8_t *name, size_t name_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_diff:
+    'cairn_status cairn_workspace_diff(const cairn_workspace *ws, const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_delete:
+    'cairn_status cairn_workspace_delete(const cairn_workspace *ws, const uint8_t *name, size_t name_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_prune:
+    'cairn_status cairn_workspace_prune(const cairn_workspace *ws, const uint8_t *retain_json, size_t retain_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_gc:
+    'cairn_status cairn_workspace_gc(const cairn_workspace *ws, const uint8_t *options_json, size_t options_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_verify:
+    'cairn_status cairn_workspace_verify(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_copy:
+    'cairn_status cairn_workspace_copy(const cairn_workspace *ws, const uint8_t *name, size_t name_len, const cairn_workspace *to, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_plan:
+    'cairn_status cairn_workspace_plan(const cairn_workspace *ws, const uint8_t *name, size_t name_len, const uint8_t *options_json, size_t options_len, const cairn_cancel *cancel, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_apply:
+    'cairn_status cairn_workspace_apply(const cairn_workspace *ws, const uint8_t *plan_json, size_t plan_len, const uint8_t *options_json, size_t options_len, const cairn_cancel *cancel, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_restore:
+    'cairn_status cairn_workspace_restore(const cairn_workspace *ws, const uint8_t *name, size_t name_len, const uint8_t *options_json, size_t options_len, const cairn_cancel *cancel, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_recover:
+    'cairn_status cairn_workspace_recover(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_hold:
+    'cairn_status cairn_workspace_hold(const cairn_workspace *ws, const uint8_t *what, size_t what_len, int64_t pid, _Out_ cairn_hold **out, _Out_ cairn_error **err_out)',
+  cairn_hold_free: 'void cairn_hold_free(cairn_hold *hold)',
+} as const;
+
+/** The name of a `cairn_*` function of the header. */
+export type FunctionName = keyof typeof PROTOTYPES;
+
+/** A pointer as koffi 3 gives it: a BigInt address, or null for NULL. */
+export type Pointer = bigint | null;
+
+/** An output parameter: a one-element array koffi fills when the call returns. */
+export type Out = [Pointer];
+
+/** `struct cairn_bytes`, as koffi decodes it. */
+export interface CairnBytes {
+  data: Pointer;
+  len: number | bigint;
+}
+
+/** `struct cairn_progress`, as koffi decodes it. */
+export interface CairnProgress {
+  files: number;
+  dirs: number;
+  hashed: number;
+  hashed_bytes: number;
+}
+
+/** A declared function: call it synchronously, or through `.async(...args, (err, res) => …)`. */
+export interface NativeFunction {
+  (...args: unknown[]): any;
+  async(...args: unknown[]): void;
+}
+
+/** The loaded library: every header function, plus the koffi types it was declared with. */
+export type Library = { readonly [K in FunctionName]: NativeFunction } & {
+  /** The file it was loaded from. */
+  readonly path: string;
+  /** `cairn_progress_cb *`, for callbacks passed to `cairn_workspace_snapshot`. */
+  readonly progressCallback: unknown;
+  /** `cairn_progress`, to decode the pointer a progress callback receives. */
+  readonly progressType: unknown;
+};
+
+/** Why the library could not be used. */
+export type LoadErrorCode = 'ERR_CAIRN_LIBRARY_MISSING' | 'ERR_CAIRN_LIBRARY_INVALID' | 'ERR_CAIRN_ABI_MISMATCH';
+
+/** The library is missing, is not libcairn, or has another ABI version than this binding's. */
+export class CairnLoadError extends Error {
+  override name = 'CairnLoadError';
+  /** What is wrong. */
+  readonly code: LoadErrorCode;
+  /** The file that was tried. */
+  readonly libraryPath: string;
+  constructor(code: LoadErrorCode, libraryPath: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.libraryPath = libraryPath;
+  }
+}
+
+function libraryFileName(): string {
+  if (process.platform === 'darwin') return 'libcairn.dylib';
+  if (process.platform === 'win32') return 'cairn.dll';
+  return 'libcairn.so';
+}
+
+/**
+ * Where the library is looked for: `CAIRN_LIB` when set, else `target/release/` of the Cargo
+ * workspace this package sits in (`$CARGO_TARGET_DIR/release/` when that is set).
+ */
+export function defaultLibraryPath(): string {
+  const env = process.env.CAIRN_LIB;
+  if (env) return path.resolve(env);
+  const repo = path.resolve(__dirname, '..', '..', '..');
+  const target = process.env.CARGO_TARGET_DIR ? path.resolve(repo, process.env.CARGO_TARGET_DIR) : path.join(repo, 'target');
+  return path.join(target, 'release', libraryFileName());
+}
+
+let loaded: Library | null = null;
+let typesDeclared = false;
+
+function declareTypes(): { progressCallback: unknown; progressType: unknown } {
+  if (!typesDeclared) {
+    koffi.alias('cairn_status', 'uint32_t');
+    for (const name of ['cairn_buf', 'cairn_cancel', 'cairn_error', 'cairn_hold', 'cairn_workspace']) {
+      koffi.opaque(name);
+    }
+    koffi.struct('cairn_bytes', { data: 'const uint8_t *', len: 'size_t' });
+    koffi.struct('cairn_progress', {
+      files: 'uint64_t',
+      dirs: 'uint64_t',
+      hashed: 'uint64_t',
+      hashed_bytes: 'uint64_t',
+    });
+    koffi.proto('int32_t cairn_progress_cb(void *userdata, const cairn_progress *progress)');
+    typesDeclared = true;
+  }
+  return { progressCallback: koffi.pointer(koffi.type('cairn_progress_cb')), progressType: koffi.type('cairn_progress') };
+}
+
+/**
+ * Loads libcairn (once; later calls return the same library) and checks its ABI version.
+ * Throws {@link CairnLoadError} with a message that says what to do when the file is missing,
+ * is not libcairn, or was built for another ABI version.
+ */
+export function load(libraryPath: string = defaultLibraryPath()): Library {
+  if (loaded) return loaded;
+  const hint =
+    'Build it from the repository root with `cargo build --release -p cairn-ffi` ' +
+    '(`npm install` in bindings/node does this), or point CAIRN_LIB at a libcairn built for ABI version ' +
+    `${ABI_VERSION}.`;
+  if (!fs.existsSync(libraryPath)) {
+    throw new CairnLoadError('ERR_CAIRN_LIBRARY_MISSING', libraryPath, `libcairn not found at ${libraryPath}. ${hint}`);
+  }
+  let lib: ReturnType<typeof koffi.load>;
+  try {
+    lib = koffi.load(libraryPath);
+  } catch (cause) {
+    throw new CairnLoadError(
+      'ERR_CAIRN_LIBRARY_INVALID',
+      libraryPath,
+      `cannot load ${libraryPath} as a shared library (${(cause as Error).message}). ${hint}`,
+      { cause },
+    );
+  }
+  const types = declareTypes();
+  // Check the ABI version before declaring the rest, so a library of another ABI is reported
+  // as such rather than as a missing symbol.
+  let abi: number;
+  try {
+    abi = lib.func(PROTOTYPES.cairn_abi_version)() as number;
+  } catch (cause) {
+    throw new CairnLoadError(
+      'ERR_CAIRN_LIBRARY_INVALID',
+      libraryPath,
+      `${libraryPath} is not libcairn: it has no cairn_abi_version(). ${hint}`,
+      { cause },
+    );
+  }
+  if (abi !== ABI_VERSION) {
+    throw new CairnLoadError(
+      'ERR_CAIRN_ABI_MISMATCH',
+      libraryPath,
+      `${libraryPath} has ABI version ${abi}, but this binding was written for ABI version ${ABI_VERSION}. ` +
+        'Rebuild the library from the same checkout as the binding (`cargo build --release -p cairn-ffi`), ' +
+        'or use the binding that matches the library.',
+    );
+  }
+  const fns: Record<string, unknown> = {};
+  for (const [name, proto] of Object.entries(PROTOTYPES)) {
+    try {
+      fns[name] = lib.func(proto);
+    } catch (cause) {
+      throw new CairnLoadError(
+        'ERR_CAIRN_LIBRARY_INVALID',
+        libraryPath,
+        `${libraryPath} reports ABI version ${abi} but cannot provide ${name} (${(cause as Error).message}). ${hint}`,
+        { cause },
+      );
+    }
+  }
+  loaded = Object.freeze({ ...fns, path: libraryPath, ...types }) as unknown as Library;
+  return loaded;
+}
+
+/** Copies `len` bytes at `data` into a new Buffer (an empty one for NULL). */
+export function copyBytes(b: CairnBytes): Buffer {
+  const len = Number(b.len);
+  if (b.data === null || len === 0) return Buffer.alloc(0);
+  return Buffer.from(new Uint8Array(koffi.view(b.data, len)));
+}
+
+/** Decodes the `cairn_progress` a progress callback's pointer points at. */
+export function decodeProgress(ptr: Pointer): CairnProgress {
+  return koffi.decode(ptr, 'cairn_progress') as CairnProgress;
+}

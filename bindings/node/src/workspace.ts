@@ -1,0 +1,325 @@
+/**
+ * The idiomatic API: {@link Workspace} and {@link Hold}.
+ *
+ * Long operations return Promises and run on koffi's worker threads, so timers and I/O go on
+ * while they run. Cheap getters (`info`, `list`, `show`) are synchronous.
+ */
+import { callAsync, callAsyncRaw, callSync } from './call.js';
+import { openCancelScope, type CancelScope } from './cancel.js';
+import { fromNative, toNative } from './codec.js';
+import { CairnError, check } from './errors.js';
+import { decodeProgress, load, STATUS, type Out, type Pointer } from './ffi.js';
+import { acquire, NativeHandle } from './handle.js';
+import { pathToBuffer } from './paths.js';
+import type {
+  CallOptions,
+  Change,
+  CopyReport,
+  GcOptions,
+  GcPlan,
+  GcReport,
+  HoldOptions,
+  Plan,
+  PruneReport,
+  Recovery,
+  RestoreOptions,
+  RestoreReport,
+  Retention,
+  Snapshot,
+  SnapshotInfo,
+  SnapshotOptions,
+  VerifyReport,
+  WorkspaceInfo,
+  WorkspaceOptions,
+} from './types.js';
+
+/** The exact plan documents `plan()` returned, so `apply()` gives the library its own bytes. */
+const planBytes = new WeakMap<object, Buffer>();
+
+const text = (s: string): Buffer => Buffer.from(s, 'utf8');
+
+/** Options minus the keys that stay on the JS side. */
+function nativeOptions<T extends object>(opts: T | undefined, ...jsOnly: string[]): Buffer {
+  if (!opts) return Buffer.alloc(0);
+  const rest: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(opts)) {
+    if (!['signal', 'cancel', ...jsOnly].includes(k)) rest[k] = v;
+  }
+  return toNative(rest);
+}
+
+/** Throws `'CANCELLED'` when an operation the C ABI cannot stop midway is cancelled before it starts. */
+function checkNotCancelled(opts: CallOptions | undefined): void {
+  openCancelScope(opts).end();
+}
+
+/**
+ * A hold on a workspace: while it stands (in this process or any other sharing the store),
+ * restores are refused with `'BUSY'` and plans say `busy: true`. `release()` (or `close()`,
+ * or `using`) lets go.
+ */
+export class Hold extends NativeHandle {
+  /** What the hold is for. */
+  readonly what: string;
+
+  /** @internal */
+  constructor(ptr: bigint, what: string) {
+    const lib = load();
+    super(ptr, (p) => lib.cairn_hold_free(p), 'Hold');
+    this.what = what;
+  }
+
+  /** Releases the hold (the same as `close()`). */
+  release(): void {
+    this.close();
+  }
+}
+
+/**
+ * A workspace: a directory and the store that keeps its snapshots.
+ *
+ * ```ts
+ * using ws = await Workspace.open('/path/to/project');
+ * const snap = await ws.snapshot({ label: 'before' });
+ * // ... the agent edits files ...
+ * await ws.restore(snap.id);
+ * ```
+ *
+ * Calls on one workspace may run concurrently. `close()` is idempotent; calls after it throw
+ * `ERR_USE_AFTER_CLOSE`, and calls still running finish before the handle is freed.
+ */
+export class Workspace extends NativeHandle {
+  /** The workspace id. */
+  readonly id: string;
+  /** The canonical root directory. */
+  readonly root: string;
+  /** The store directory. */
+  readonly store: string;
+
+  private constructor(ptr: bigint) {
+    const lib = load();
+    super(ptr, (p) => lib.cairn_workspace_free(p), 'Workspace');
+    let info: WorkspaceInfo;
+    try {
+      info = this.info();
+    } catch (e) {
+      this.close();
+      throw e;
+    }
+    this.id = info.id;
+    this.root = info.root;
+    this.store = info.store;
+  }
+
+  /**
+   * Opens the workspace at `root` (creating its store if needed) on a worker thread, and
+   * completes restores a crash interrupted (see `info().recovered`).
+   */
+  static async open(root: string | Uint8Array, options?: WorkspaceOptions): Promise<Workspace> {
+    const r = pathToBuffer(root);
+    const o = toNative(options);
+    const ptr = await callAsyncRaw('cairn_workspace_open', [r, r.length, o, o.length]);
+    return new Workspace(ptr as bigint);
+  }
+
+  /** {@link Workspace.open} on the calling thread. */
+  static openSync(root: string | Uint8Array, options?: WorkspaceOptions): Workspace {
+    const lib = load();
+    const r = pathToBuffer(root);
+    const o = toNative(options);
+    const out: Out = [null];
+    const err: Out = [null];
+    check(lib.cairn_workspace_open(r, r.length, o, o.length, out, err), err);
+    return new Workspace(out[0] as bigint);
+  }
+
+  /** Id, root, store, and the restores completed when it was opened. Synchronous. */
+  info(): WorkspaceInfo {
+    return fromNative(callSync('cairn_workspace_info', [this.ptr]));
+  }
+
+  /** The store's snapshots, oldest first. Synchronous. */
+  list(): SnapshotInfo[] {
+    return fromNative(callSync('cairn_workspace_list', [this.ptr]));
+  }
+
+  /** One snapshot, named by id, unique prefix (4+ hex characters) or label. Synchronous. */
+  show(name: string): SnapshotInfo {
+    const n = text(name);
+    return fromNative(callSync('cairn_workspace_show', [this.ptr, n, n.length]));
+  }
+
+  /** Runs `name` on a worker thread with this handle (and `others`) marked busy meanwhile. */
+  async #run(
+    name: Parameters<typeof callAsync>[0],
+    args: (ptr: bigint, scope: CancelScope) => unknown[],
+    opts?: CallOptions,
+    others: NativeHandle[] = [],
+  ): Promise<Buffer> {
+    const scope = openCancelScope(opts);
+    const releases: Array<() => void> = [];
+    try {
+      const [ptr, release] = this[acquire]();
+      releases.push(release);
+      for (const o of others) releases.push(o[acquire]()[1]);
+      return await callAsync(name, args(ptr, scope), (status, err) => scope.error(status, err));
+    } finally {
+      for (const r of releases) r();
+      scope.end();
+    }
+  }
+
+  /**
+   * Takes a snapshot on a worker thread. `onProgress` is called on the main thread while it
+   * runs; `signal`/`cancel` stop it (`'CANCELLED'`, nothing recorded).
+   */
+  async snapshot(options?: SnapshotOptions): Promise<Snapshot> {
+    const o = nativeOptions(options, 'onProgress');
+    const listener = options?.onProgress;
+    let thrown: { error: unknown } | undefined;
+    // Koffi runs this JS function on the main thread when the worker thread calls it, and the
+    // worker waits for its answer; the main thread is free (the caller awaits a Promise), so
+    // this never deadlocks. See "Progress and threads" in the README.
+    const progress = listener
+      ? (_userdata: Pointer, p: Pointer): number => {
+          if (thrown) return 1;
+          try {
+            const v = decodeProgress(p);
+            const r = listener({ files: Number(v.files), dirs: Number(v.dirs), hashed: Number(v.hashed), hashedBytes: Number(v.hashed_bytes) });
+            return r === false ? 1 : 0;
+          } catch (error) {
+            thrown = { error };
+            return 1;
+          }
+        }
+      : null;
+    try {
+      const doc = await this.#run('cairn_workspace_snapshot', (ptr, scope) => [ptr, o, o.length, progress, null, scope.ptr], options);
+      return fromNative(doc);
+    } catch (e) {
+      if (thrown && CairnError.is(e, 'ABORTED_BY_CALLBACK')) throw thrown.error;
+      throw e;
+    }
+  }
+
+  /**
+   * Differences from snapshot `a` to snapshot `b`, or to the live files when `b` is omitted
+   * (a walk of the workspace, so it runs on a worker thread). `signal`/`cancel` are checked
+   * before it starts.
+   */
+  async diff(a: string, b?: string | null, options?: CallOptions): Promise<Change[]> {
+    checkNotCancelled(options);
+    const an = text(a);
+    const bn = text(b ?? '');
+    return fromNative(await this.#run('cairn_workspace_diff', (ptr) => [ptr, an, an.length, bn, bn.length]));
+  }
+
+  /** Deletes a snapshot and collects garbage. `signal`/`cancel` are checked before it starts. */
+  async delete(name: string, options?: CallOptions): Promise<PruneReport> {
+    checkNotCancelled(options);
+    const n = text(name);
+    return fromNative(await this.#run('cairn_workspace_delete', (ptr) => [ptr, n, n.length]));
+  }
+
+  /** Applies a retention policy and collects garbage. `signal`/`cancel` are checked before it starts. */
+  async prune(retain: Retention, options?: CallOptions): Promise<PruneReport> {
+    checkNotCancelled(options);
+    const r = toNative(retain);
+    return fromNative(await this.#run('cairn_workspace_prune', (ptr) => [ptr, r, r.length]));
+  }
+
+  /**
+   * Collects garbage; with `dryRun`, returns the plan and deletes nothing. `signal`/`cancel`
+   * are checked before it starts.
+   */
+  gc(options: GcOptions & { dryRun: true }): Promise<GcPlan>;
+  gc(options?: GcOptions & { dryRun?: false }): Promise<GcReport>;
+  gc(options?: GcOptions): Promise<GcReport | GcPlan>;
+  async gc(options?: GcOptions): Promise<GcReport | GcPlan> {
+    checkNotCancelled(options);
+    const o = nativeOptions(options);
+    return fromNative(await this.#run('cairn_workspace_gc', (ptr) => [ptr, o, o.length]));
+  }
+
+  /** Re-hashes every object and decodes every tree and manifest. `signal`/`cancel` are checked before it starts. */
+  async verify(options?: CallOptions): Promise<VerifyReport> {
+    checkNotCancelled(options);
+    return fromNative(await this.#run('cairn_workspace_verify', (ptr) => [ptr]));
+  }
+
+  /**
+   * Copies a snapshot with its objects into the store of workspace `to`; idempotent.
+   * `signal`/`cancel` are checked before it starts.
+   */
+  async copy(name: string, to: Workspace, options?: CallOptions): Promise<CopyReport> {
+    checkNotCancelled(options);
+    const n = text(name);
+    return fromNative(await this.#run('cairn_workspace_copy', (ptr) => [ptr, n, n.length, to.ptr], undefined, [to]));
+  }
+
+  /** Plans restoring a snapshot (the dry run): every change, before any is made. */
+  async plan(name: string, options?: RestoreOptions): Promise<Plan> {
+    const n = text(name);
+    const o = nativeOptions(options);
+    const raw = await this.#run('cairn_workspace_plan', (ptr, scope) => [ptr, n, n.length, o, o.length, scope.ptr], options);
+    const plan = fromNative<Plan>(raw);
+    planBytes.set(plan, raw);
+    return plan;
+  }
+
+  /**
+   * Applies a plan from `plan()` exactly as it lists, or refuses (`'CONFLICT'` when the files
+   * changed since, `'BUSY'` under a hold). A plan that went through `JSON.stringify` works too.
+   */
+  async apply(plan: Plan, options?: RestoreOptions): Promise<RestoreReport> {
+    const p = planBytes.get(plan) ?? toNative(plan);
+    const o = nativeOptions(options);
+    return fromNative(await this.#run('cairn_workspace_apply', (ptr, scope) => [ptr, p, p.length, o, o.length, scope.ptr], options));
+  }
+
+  /**
+   * Restores a snapshot: plans, then (unless `dryRun`) applies, taking a safety snapshot first
+   * (`safetySnapshotId`; restoring it undoes this).
+   */
+  async restore(name: string, options?: RestoreOptions): Promise<RestoreReport> {
+    const n = text(name);
+    const o = nativeOptions(options);
+    return fromNative(await this.#run('cairn_workspace_restore', (ptr, scope) => [ptr, n, n.length, o, o.length, scope.ptr], options));
+  }
+
+  /** Completes restores a crash left pending. `signal`/`cancel` are checked before it starts. */
+  async recover(options?: CallOptions): Promise<Recovery[]> {
+    checkNotCancelled(options);
+    return fromNative(await this.#run('cairn_workspace_recover', (ptr) => [ptr]));
+  }
+
+  /**
+   * Takes a hold named `what` (say, the command the agent runs): restores are refused with
+   * `'BUSY'` until it is released. Refused with `'BUSY'` while a restore changes files.
+   */
+  hold(what: string, options?: HoldOptions): Hold {
+    const lib = load();
+    const w = text(what);
+    const out: Out = [null];
+    const err: Out = [null];
+    check(lib.cairn_workspace_hold(this.ptr, w, w.length, options?.pid ?? -1, out, err), err);
+    return new Hold(out[0] as bigint, what);
+  }
+}
+
+/** The library's version (`"0.1.0"`). */
+export function version(): string {
+  return String(load().cairn_version());
+}
+
+/** The library's ABI version (checked against the binding's when it loads). */
+export function abiVersion(): number {
+  return load().cairn_abi_version() as number;
+}
+
+/** A short description of a status code (`"not found"`). */
+export function statusDescription(status: number): string {
+  return String(load().cairn_status_str(status));
+}
+
+export { STATUS };
