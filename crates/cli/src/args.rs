@@ -118,6 +118,28 @@ pub enum Command {
         Exits with 20 (CONFLICT) when later edits stand in the way of a pending restore.\n\nExamples:\n  cairn recover\n  cairn -C ~/project recover --json"
     )]
     Recover,
+    /// Threads: conversations whose user messages carry checkpoints of the files.
+    #[command(subcommand)]
+    Thread(ThreadCommand),
+    /// Rewind a thread to an entry: the conversation, and with --files the files too.
+    #[command(
+        after_help = "ENTRY is an entry of the thread's active branch: its id or a unique prefix (4+ characters, \
+        `e_` optional). With --files the files come back as they were at that point (a safety snapshot is \
+        taken first: `cairn restore <safety>` undoes it); the command shows the plan and asks, and \
+        changes nothing unless confirmed or given --yes. With --json it needs --dry-run or --yes.\n\n\
+        Examples:\n  cairn thread log chat\n  cairn rewind chat e_3fa2 --files --dry-run\n  \
+        cairn rewind chat e_3fa2 --files\n  cairn rewind chat e_3fa2 --files --no-memory --yes"
+    )]
+    Rewind(RewindArgs),
+    /// Fork a thread at an entry into a new thread, with --files giving it the files at that point.
+    #[command(
+        after_help = "With --files and --into DIR, DIR (made if missing) gets the files as they were at \
+        the entry, in a store of its own (DIR/.cairn) that the checkpoints are copied into; without --into \
+        the current workspace does. It shows the plan and asks, as a restore does.\n\n\
+        Examples:\n  cairn fork chat e_3fa2 --new-id chat-b\n  cairn fork chat e_3fa2 --files --into ../project-b --dry-run\n  \
+        cairn fork chat e_3fa2 --files --into ../project-b --yes"
+    )]
+    Fork(ForkArgs),
     /// Take the guided tour: a whole story in a temporary directory, printed step by step.
     #[command(after_help = "Example:\n  cairn demo")]
     Demo {
@@ -161,6 +183,111 @@ pub struct PruneArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Do it without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// `cairn thread …`.
+#[derive(Debug, Subcommand)]
+pub enum ThreadCommand {
+    /// Start a thread.
+    #[command(after_help = "Examples:\n  cairn thread new\n  cairn thread new --id chat")]
+    New {
+        /// The thread's id (default: a new one).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// List the threads, oldest first.
+    #[command(after_help = "Examples:\n  cairn thread list\n  cairn thread list --json")]
+    List,
+    /// Show a thread's active branch; entries with a checkpoint are marked [files].
+    #[command(
+        after_help = "Examples:\n  cairn thread log chat\n  cairn thread log chat --all    # the cut branches too"
+    )]
+    Log {
+        /// The thread.
+        thread: String,
+        /// Show the branches a rewind cut, too.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Append an entry; a checkpoint of the files is taken before every user message.
+    #[command(
+        after_help = "Examples:\n  cairn thread append chat --kind user --text 'Make it greet by name'\n  \
+        cairn thread append chat --kind assistant --text 'Done.'\n  cairn thread append chat --kind tool --text 'sh: make' --key call-17"
+    )]
+    Append {
+        /// The thread.
+        thread: String,
+        /// What the entry is.
+        #[arg(long, value_enum)]
+        kind: EntryKindArg,
+        /// Its text.
+        #[arg(long)]
+        text: Option<String>,
+        /// An admission key: appending the same key again returns the first entry.
+        #[arg(long)]
+        key: Option<String>,
+    },
+}
+
+/// The kinds of entry `cairn thread append` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum EntryKindArg {
+    /// A user message (a checkpoint of the files is taken before it).
+    User,
+    /// A model's message.
+    Assistant,
+    /// A tool call or its result.
+    Tool,
+    /// A note.
+    Note,
+}
+
+/// Arguments of `cairn rewind`.
+#[derive(Debug, Args)]
+pub struct RewindArgs {
+    /// The thread.
+    pub thread: String,
+    /// The entry to rewind to: an id or a unique prefix.
+    pub entry: String,
+    /// Restore the files from the checkpoint at that point, too.
+    #[arg(long)]
+    pub files: bool,
+    /// With --files: restore the files only, leave the conversation and memory.
+    #[arg(long)]
+    pub no_memory: bool,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do it without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Stop the runs in the way first.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `cairn fork`.
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    /// The thread.
+    pub thread: String,
+    /// The last entry the fork shares: an id or a unique prefix.
+    pub entry: String,
+    /// Give the fork's workspace the files as they were at that point.
+    #[arg(long)]
+    pub files: bool,
+    /// The fork's workspace (made if missing), with its own store in DIR/.cairn.
+    #[arg(long, value_name = "DIR")]
+    pub into: Option<PathBuf>,
+    /// The new thread's id (default: a new one).
+    #[arg(long, value_name = "ID")]
+    pub new_id: Option<String>,
+    /// Show what would be made, make nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --files: do it without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
 }

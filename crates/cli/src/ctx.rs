@@ -32,6 +32,8 @@ impl Ctx {
     /// The context for the parsed global options.
     pub fn new(dir: Option<PathBuf>, store: Option<PathBuf>, json: bool) -> Ctx {
         let root = dir.unwrap_or_else(|| PathBuf::from("."));
+        // Absolute, so that every message names a path that means something anywhere.
+        let root = std::path::absolute(&root).unwrap_or(root);
         let store = store.map(|s| if s.is_absolute() { s } else { root.join(s) });
         let stderr_tty = std::io::stderr().is_terminal();
         let forced = std::env::var(FORCE_PROMPT_ENV).is_ok_and(|v| v == "1");

@@ -39,6 +39,23 @@ struct Demo {
     steps: Vec<Step>,
 }
 
+/// `arg` as a shell would need it typed.
+fn quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
+    if plain {
+        arg.to_string()
+    } else if !arg.contains('\'') {
+        format!("'{arg}'")
+    } else if !arg.contains(['"', '$', '`']) && !arg.contains("\\\\") {
+        format!("\"{arg}\"")
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
 fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("    {l}\n"))
@@ -98,7 +115,10 @@ impl Demo {
         let code = out.status.code().unwrap_or(-1);
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stderr));
-        let shown = format!("cairn {}", args.join(" "));
+        let shown = format!(
+            "cairn {}",
+            args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+        );
         self.record(shown.clone(), code, text.clone());
         if code != expect {
             return Err(CliError::new(
@@ -121,11 +141,7 @@ impl Demo {
         let code = out.status.code().unwrap_or(-1);
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stderr));
-        let shown = if script.contains('\'') {
-            format!("sh -c \"{script}\"")
-        } else {
-            format!("sh -c '{script}'")
-        };
+        let shown = format!("sh -c {}", quote(script));
         self.record(shown, code, text.clone());
         if code != 0 {
             return Err(CliError::new(
@@ -134,6 +150,21 @@ impl Demo {
             ));
         }
         Ok(())
+    }
+
+    /// Appends an entry to the thread `chat`.
+    fn append(&mut self, kind: &str, text: &str) -> Result<()> {
+        self.cairn(
+            &["thread", "append", "chat", "--kind", kind, "--text", text],
+            0,
+        )
+        .map(drop)
+    }
+
+    /// Runs a shell command as the agent's tool, and records it in the thread.
+    fn tool_sh(&mut self, script: &str) -> Result<()> {
+        self.sh(script)?;
+        self.append("tool", &format!("sh: {script}"))
     }
 
     /// Writes a file, as an agent's `write_file` tool would.
@@ -167,6 +198,29 @@ impl Demo {
                 format!("the demo expected {what}, and it is not so"),
             ))
         }
+    }
+
+    /// Runs `cairn --json ARGS` in the project without showing it (to learn ids), and parses
+    /// what it prints.
+    fn quiet_json(&self, args: &[&str]) -> Result<serde_json::Value> {
+        let out = Command::new(&self.exe)
+            .arg("-C")
+            .arg(&self.project)
+            .arg("--json")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| CliError::new(ErrorKind::Io, format!("cannot run cairn: {e}")))?;
+        serde_json::from_slice(&out.stdout).map_err(|e| {
+            CliError::new(
+                ErrorKind::Panic,
+                format!(
+                    "the demo step `cairn --json {}` printed no JSON ({e}): {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            )
+        })
     }
 
     /// The newest snapshot of the store.
@@ -254,53 +308,124 @@ pub(crate) fn demo(ctx: &Ctx, keep: bool) -> Result<()> {
     Ok(())
 }
 
+/// The ids of a thread's entries on its active branch, in order, by kind.
+fn entry_ids(d: &Demo, thread: &str, kind: &str) -> Result<Vec<String>> {
+    let v = d.quiet_json(&["thread", "log", thread])?;
+    Ok(v["entries"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|e| e["kind"] == kind)
+                .filter_map(|e| e["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+const TURN_1_SHELL: &str = "rm notes.txt && mkdir -p build && printf 'binary\\000blob' > build/out.bin && echo 'Takes a name.' >> README.md";
+const TURN_2_SHELL: &str = "printf 'all:\\n\\tcargo build\\n' > Makefile && rm README.md";
+
 fn story(d: &mut Demo) -> Result<()> {
     d.say("1. A workspace: a small project an agent is about to edit.");
     d.write("src/main.rs", MAIN_V1)?;
     d.write("README.md", "# hello\n\nSays hello.\n")?;
     d.write("notes.txt", "remember: keep it simple\n")?;
 
-    d.say("2. A checkpoint before the agent's turn: only what changed is ever stored again.");
-    d.cairn(&["snapshot", "--label", "start"], 0)?;
+    d.say("2. A thread: the conversation. Before every user message, Cairn checkpoints the files.");
+    d.cairn(&["thread", "new", "--id", "chat"], 0)?;
+    d.append("user", "Make main greet by name.")?;
 
-    d.say("3. The agent's turn: it edits a file, and its shell commands delete and create others.");
+    d.say("3. The agent's first turn: it edits a file, and its shell commands delete and create others.");
     d.write("src/main.rs", MAIN_V2)?;
-    d.sh("rm notes.txt && mkdir -p build && printf 'binary\\000blob' > build/out.bin && echo 'Takes a name.' >> README.md")?;
-    d.cairn(&["snapshot", "--label", "turn-1"], 0)?;
+    d.append("tool", "write_file src/main.rs")?;
+    d.tool_sh(TURN_1_SHELL)?;
+    d.append("assistant", "Done: main greets by name.")?;
 
-    d.say("4. What the turn changed, as a patch (binary files are named, not shown).");
-    d.cairn(&["diff", "start", "turn-1", "--patch"], 0)?;
-    d.cairn(&["list"], 0)?;
+    d.say("4. The second turn: the checkpoint before this message holds the first turn's work.");
+    d.append("user", "Now add a Makefile and drop the README.")?;
+    d.tool_sh(TURN_2_SHELL)?;
+    d.append("assistant", "Added a Makefile, dropped the README.")?;
 
-    d.say("5. Going back is planned first: a dry run lists every change and changes nothing.");
-    d.cairn(&["restore", "start", "--dry-run"], 0)?;
+    d.say("5. The thread: the entries whose checkpoint holds the files before them are marked [files].");
+    d.cairn(&["thread", "log", "chat"], 0)?;
+    let users = entry_ids(d, "chat", "user")?;
+    let answers = entry_ids(d, "chat", "assistant")?;
+    let (Some(user1), Some(user2), Some(end1)) = (users.first(), users.get(1), answers.first())
+    else {
+        return Err(CliError::new(
+            ErrorKind::Panic,
+            "the demo's thread does not hold the entries it appended",
+        ));
+    };
+    let (user1, user2, end1) = (user1.clone(), user2.clone(), end1.clone());
+
+    d.say("6. What the first turn changed, checkpoint to checkpoint (a checkpoint is labelled with its entry's id).");
+    d.cairn(&["diff", &user1, &user2, "--patch"], 0)?;
+
+    d.say("7. The second turn went wrong: rewind to the end of the first. A dry run first; it changes nothing.");
+    d.cairn(&["rewind", "chat", &end1, "--files", "--dry-run"], 0)?;
     d.check(
         "the dry run left the files alone",
-        d.read("notes.txt").is_none() && d.read("src/main.rs").as_deref() == Some(MAIN_V2),
+        d.read("Makefile").is_some() && d.read("README.md").is_none(),
     )?;
 
-    d.say("6. Without a terminal to ask on, and without --yes, a restore refuses (exit code 2).");
-    d.cairn(&["restore", "start"], crate::error::EXIT_USAGE)?;
+    d.say("8. Without a terminal to ask on, and without --yes, the rewind refuses (exit code 2).");
+    d.cairn(
+        &["rewind", "chat", &end1, "--files"],
+        crate::error::EXIT_USAGE,
+    )?;
 
-    d.say("7. The restore, confirmed: a safety snapshot is taken first, so it can be undone.");
-    d.cairn(&["restore", "start", "--yes"], 0)?;
+    d.say("9. The rewind, confirmed: the files and the conversation go back together, after a safety snapshot.");
+    d.cairn(&["rewind", "chat", &end1, "--files", "--yes"], 0)?;
     let safety = d.newest()?;
     d.check(
-        "the files are back as they were at `start`",
-        d.read("notes.txt").as_deref() == Some("remember: keep it simple\n")
-            && d.read("src/main.rs").as_deref() == Some(MAIN_V1)
-            && d.read("build/out.bin").is_none(),
+        "the files are as the first turn left them",
+        d.read("Makefile").is_none()
+            && d.read("README.md")
+                .is_some_and(|r| r.contains("Takes a name."))
+            && d.read("src/main.rs").as_deref() == Some(MAIN_V2),
     )?;
+    d.cairn(&["thread", "log", "chat", "--all"], 0)?;
 
-    d.say("8. Undo the restore from its safety snapshot: the agent's work comes back.");
-    let short = safety.short();
-    d.cairn(&["restore", &short, "--yes"], 0)?;
+    d.say("10. A fork: a new thread from the first message, with the files as they were then, in a directory of its own.");
+    d.cairn(
+        &[
+            "fork", "chat", &user1, "--files", "--into", "../fork", "--new-id", "chat-b", "--yes",
+        ],
+        0,
+    )?;
+    let fork = d.project.with_file_name("fork");
     d.check(
-        "the agent's edits are back",
-        d.read("src/main.rs").as_deref() == Some(MAIN_V2) && d.read("notes.txt").is_none(),
+        "the fork's directory holds the files from before the first turn",
+        std::fs::read_to_string(fork.join("src/main.rs"))
+            .ok()
+            .as_deref()
+            == Some(MAIN_V1)
+            && fork.join("notes.txt").is_file(),
+    )?;
+    d.cairn(&["thread", "log", "chat-b"], 0)?;
+
+    d.say("11. The rewind went too far after all? Its safety snapshot undoes the file part.");
+    d.cairn(&["restore", &safety.short(), "--yes"], 0)?;
+    d.check(
+        "the second turn's files are back",
+        d.read("Makefile").is_some() && d.read("README.md").is_none(),
     )?;
 
-    d.say("9. The store checks itself: every object re-hashed, every snapshot restorable.");
+    d.say("12. The store checks itself: every object re-hashed, every snapshot restorable.");
     d.cairn(&["verify"], 0)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn arguments_are_shown_as_a_shell_would_need_them() {
+        assert_eq!(quote("--files"), "--files");
+        assert_eq!(quote("two words"), "'two words'");
+        assert_eq!(quote("printf 'a\\n'"), "\"printf 'a\\n'\"");
+        assert_eq!(quote("it's $HOME"), "'it'\\''s $HOME'");
+    }
 }

@@ -161,7 +161,8 @@ macro_rules! from_classified {
 from_classified!(
     cairn_store::Error,
     cairn_snapshot::Error,
-    cairn_restore::Error
+    cairn_restore::Error,
+    cairn_rewind::Error
 );
 
 /// The command's result type.

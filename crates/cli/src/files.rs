@@ -560,8 +560,9 @@ pub(crate) fn dry_report(plan: &Plan) -> Report {
     }
 }
 
-/// What a finished restore says for people.
-pub(crate) fn done_text(report: &Report) -> String {
+/// What a finished restore says for people; `other_root` names the workspace in the undo
+/// command when it is not the one the command runs in.
+pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
     let mut out = format!(
         "restored {} paths, deleted {}, {} unchanged\n",
         report.restored.len(),
@@ -569,9 +570,12 @@ pub(crate) fn done_text(report: &Report) -> String {
         report.unchanged
     );
     if let Some(s) = report.safety_snapshot_id {
+        let dir = other_root
+            .map(|r| format!("-C {} ", r.display()))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "safety snapshot {0}: undo with `cairn restore {0}`",
+            "safety snapshot {0}: undo with `cairn {dir}restore {0}`",
             s.short()
         );
     }
@@ -591,7 +595,9 @@ pub(crate) fn restore(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result
     let plan = plan?;
     let dry = dry_report(&plan);
     if dry_run {
-        return ctx.emit(&dry, || plan_text(&dry, ws.root()));
+        return ctx.emit(&dry, || {
+            plan_text(&dry, ws.root()) + "dry run: nothing was changed\n"
+        });
     }
     if !ctx.json {
         print!("{}", plan_text(&dry, ws.root()));
@@ -619,7 +625,7 @@ pub(crate) fn restore(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result
         bar.finish_and_clear();
     }
     let report = report?;
-    ctx.emit(&report, || done_text(&report))
+    ctx.emit(&report, || done_text(&report, None))
 }
 
 /// What `cairn delete` and `cairn prune` print with `--json`.

@@ -1,6 +1,8 @@
 //! `cairn-cli`: the `cairn` command. It snapshots a workspace into its store, shows and diffs
 //! snapshots, restores them (planned, confirmed and undoable), keeps the store (delete, prune,
-//! gc, verify, recover), and tells the whole story with `cairn demo`.
+//! gc, verify, recover), keeps threads whose user messages carry checkpoints (thread new, list,
+//! log, append), rewinds and forks them with their files, and tells the whole story with
+//! `cairn demo`.
 //!
 //! Every command prints for people by default and one JSON document with `--json`; errors are
 //! one line (a JSON document on stderr with `--json`) and exit with a stable code per error
@@ -16,8 +18,10 @@ pub mod error;
 mod files;
 pub mod parse;
 mod patch;
+mod seam;
+mod threads;
 
-use args::{Cli, Command};
+use args::{Cli, Command, ThreadCommand};
 use clap::Parser;
 use ctx::Ctx;
 use error::{CliError, Result};
@@ -99,6 +103,19 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Gc { dry_run } => files::gc(&ctx, dry_run),
         Command::Verify => files::verify(&ctx),
         Command::Recover => files::recover(&ctx),
+        Command::Thread(t) => match t {
+            ThreadCommand::New { id } => threads::new(&ctx, id),
+            ThreadCommand::List => threads::list(&ctx),
+            ThreadCommand::Log { thread, all } => threads::log(&ctx, &thread, all),
+            ThreadCommand::Append {
+                thread,
+                kind,
+                text,
+                key,
+            } => threads::append(&ctx, &thread, kind, text, key),
+        },
+        Command::Rewind(a) => threads::rewind(&ctx, &a),
+        Command::Fork(a) => threads::fork(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
     }
 }

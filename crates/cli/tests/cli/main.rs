@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 mod files;
 mod store_ops;
+mod threads;
 
 /// A workspace in a temporary directory with a few files.
 pub struct Fixture {
@@ -160,9 +161,9 @@ fn demo_with_json_lists_its_steps() {
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     let steps = v["steps"].as_array().expect("steps");
-    assert!(steps.len() >= 9);
+    assert!(steps.len() >= 12);
     assert!(steps
         .iter()
-        .any(|s| s["command"].as_str() == Some("cairn restore start --dry-run")));
+        .any(|s| s["command"].as_str() == Some("cairn thread log chat")));
     assert!(!exists(Path::new(v["directory"].as_str().expect("dir"))));
 }

@@ -1,0 +1,236 @@
+//! thread new, list, log and append; rewind; fork.
+
+use crate::{exists, json_error, Fixture};
+use predicates::prelude::*;
+use serde_json::Value;
+
+/// A thread `chat` of two turns: turn 1 edits `src/main.rs` and adds `turn1.txt`, turn 2 adds
+/// `turn2.txt`. Returns the ids of (user 1, end of turn 1, user 2).
+fn two_turns(f: &Fixture) -> (String, String, String) {
+    f.json(&["thread", "new", "--id", "chat"]);
+    let append = |kind: &str, text: &str| -> Value {
+        f.json(&["thread", "append", "chat", "--kind", kind, "--text", text])
+    };
+    let u1 = append("user", "turn one");
+    assert!(u1["checkpoint"]["snapshot_id"].is_string(), "{u1}");
+    f.write("src/main.rs", "fn main() { one() }\n");
+    f.write("turn1.txt", "1\n");
+    append("tool", "edit");
+    let end1 = append("assistant", "did one");
+    let u2 = append("user", "turn two");
+    f.write("turn2.txt", "2\n");
+    append("assistant", "did two");
+    let id = |v: &Value| v["entry"]["id"].as_str().expect("id").to_string();
+    (id(&u1), id(&end1), id(&u2))
+}
+
+/// How many entries the active branch of `thread` holds.
+fn active_len(f: &Fixture, thread: &str) -> Option<usize> {
+    f.json(&["thread", "log", thread])["entries"]
+        .as_array()
+        .map(Vec::len)
+}
+
+#[test]
+fn thread_new_list_and_log_show_the_thread() {
+    let f = Fixture::new();
+    let t = f.json(&["thread", "new", "--id", "chat"]);
+    assert_eq!(t["id"], "chat");
+    assert!(t["active_leaf"].is_null());
+    let other = f.json(&["thread", "new"]);
+    assert!(other["id"].as_str().is_some_and(|s| s.starts_with("t_")));
+    let list = f.json(&["thread", "list"]);
+    assert_eq!(list["threads"].as_array().map(Vec::len), Some(2));
+    assert_eq!(list["threads"][0]["id"], "chat");
+    let v = json_error(
+        &mut f.cairn(&["--json", "thread", "new", "--id", "chat"]),
+        13,
+    );
+    assert_eq!(v["error"]["kind"], "VALIDATION");
+    json_error(&mut f.cairn(&["--json", "thread", "log", "nope"]), 12);
+}
+
+#[test]
+fn append_checkpoints_before_user_messages_and_log_marks_them() {
+    let f = Fixture::new();
+    let (u1, end1, u2) = two_turns(&f);
+    let log = f.json(&["thread", "log", "chat"]);
+    let entries = log["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 5);
+    assert_eq!(entries[0]["id"], u1.as_str());
+    assert_eq!(entries[0]["text"], "turn one");
+    assert!(entries[0]["checkpoint"].is_object());
+    assert!(entries[1]["checkpoint"].is_null());
+    assert_eq!(entries[2]["id"], end1.as_str());
+    assert_eq!(entries[3]["id"], u2.as_str());
+    f.cairn(&["thread", "log", "chat"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "{u1}  user       turn one [files]"
+        )));
+    // The checkpoint is a snapshot labelled with the entry's id.
+    let show = f.json(&["show", &u1]);
+    assert_eq!(show["label"], u1.as_str());
+}
+
+#[test]
+fn append_with_a_key_seen_before_writes_nothing_new() {
+    let f = Fixture::new();
+    f.json(&["thread", "new", "--id", "chat"]);
+    let args = [
+        "thread", "append", "chat", "--kind", "note", "--text", "n", "--key", "k1",
+    ];
+    let a = f.json(&args);
+    let b = f.json(&args);
+    assert_eq!(a["entry"]["id"], b["entry"]["id"]);
+    assert_eq!(b["repeated"], true);
+}
+
+#[test]
+fn rewind_dry_run_plans_files_and_conversation_and_changes_nothing() {
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    let v = f.json(&["rewind", "chat", &end1, "--files", "--dry-run"]);
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["conversation"]["cut"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["files"]["exact"], true);
+    assert_eq!(
+        v["files"]["restore"]["deleted"],
+        serde_json::json!(["turn2.txt"])
+    );
+    assert!(exists(&f.path("turn2.txt")));
+    assert_eq!(active_len(&f, "chat"), Some(5));
+}
+
+#[test]
+fn rewind_files_refuses_without_a_terminal_or_yes() {
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    f.cairn(&["rewind", "chat", &end1, "--files"])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::contains("turn2.txt"))
+        .stderr(predicate::str::contains("--yes"));
+    json_error(
+        &mut f.cairn(&["--json", "rewind", "chat", &end1, "--files"]),
+        2,
+    );
+    assert!(exists(&f.path("turn2.txt")));
+    assert_eq!(active_len(&f, "chat"), Some(5));
+}
+
+#[test]
+fn rewind_files_yes_restores_cuts_and_its_safety_snapshot_undoes_the_files() {
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    // An entry is named by a unique prefix too.
+    let v = f.json(&["rewind", "chat", &end1[..10], "--files", "--yes"]);
+    assert_eq!(v["dry_run"], false);
+    assert_eq!(v["to_entry_id"], end1.as_str());
+    assert!(!exists(&f.path("turn2.txt")));
+    assert_eq!(f.read("turn1.txt").as_deref(), Some("1\n"));
+    let log = f.json(&["thread", "log", "chat"]);
+    assert_eq!(log["entries"].as_array().map(Vec::len), Some(3));
+    let all = f.json(&["thread", "log", "chat", "--all"]);
+    let off: Vec<&Value> = all["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["on_active_branch"] == false)
+        .collect();
+    assert_eq!(off.len(), 2);
+    let safety = v["files"]["safety_snapshot_id"].as_str().expect("safety");
+    f.cairn(&["restore", safety, "--yes"]).assert().success();
+    assert_eq!(f.read("turn2.txt").as_deref(), Some("2\n"));
+}
+
+#[test]
+fn rewind_without_files_moves_only_the_conversation() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let v = f.json(&["rewind", "chat", &u1]);
+    assert!(v["files"].is_null());
+    assert!(exists(&f.path("turn2.txt")));
+    assert_eq!(active_len(&f, "chat"), Some(1));
+}
+
+#[test]
+fn rewind_to_an_unknown_entry_exits_with_not_found() {
+    let f = Fixture::new();
+    two_turns(&f);
+    let v = json_error(
+        &mut f.cairn(&["--json", "rewind", "chat", "e_ffffffff", "--dry-run"]),
+        12,
+    );
+    assert!(v["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("e_ffffffff")));
+}
+
+#[test]
+fn fork_with_files_into_a_directory_gives_it_the_files_at_that_point() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let into = f.root.with_file_name("fork");
+    let into_s = into.to_str().expect("utf8");
+    let dry = f.json(&[
+        "fork",
+        "chat",
+        &u1,
+        "--files",
+        "--into",
+        into_s,
+        "--dry-run",
+    ]);
+    assert_eq!(dry["dry_run"], true);
+    assert!(!exists(&into), "a dry run leaves no directory behind");
+    f.cairn(&["fork", "chat", &u1, "--files", "--into", into_s])
+        .assert()
+        .code(2);
+    let v = f.json(&[
+        "fork", "chat", &u1, "--files", "--into", into_s, "--new-id", "chat-b", "--yes",
+    ]);
+    assert_eq!(v["thread_id"], "chat-b");
+    assert_eq!(v["source_thread_id"], "chat");
+    assert_eq!(
+        std::fs::read_to_string(into.join("src/main.rs"))
+            .ok()
+            .as_deref(),
+        Some("fn main() {}\n")
+    );
+    assert!(!exists(&into.join("turn1.txt")));
+    assert!(exists(&f.path("turn2.txt")), "the source is left alone");
+    let log = f.json(&["thread", "log", "chat-b"]);
+    assert_eq!(log["entries"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn fork_without_files_makes_a_thread_and_touches_no_file() {
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    let v = f.json(&["fork", "chat", &end1, "--new-id", "side"]);
+    assert_eq!(v["thread_id"], "side");
+    assert!(v["files"].is_null());
+    assert!(exists(&f.path("turn2.txt")));
+    assert_eq!(active_len(&f, "side"), Some(3));
+}
+
+#[test]
+fn thread_commands_have_help_with_examples() {
+    for args in [
+        &["thread", "new", "--help"][..],
+        &["thread", "list", "--help"],
+        &["thread", "log", "--help"],
+        &["thread", "append", "--help"],
+        &["rewind", "--help"],
+        &["fork", "--help"],
+    ] {
+        assert_cmd::Command::cargo_bin("cairn")
+            .expect("bin")
+            .args(args)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Example"));
+    }
+}
