@@ -18,7 +18,7 @@ pub struct CheckpointRequest {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Exclude globs on top of the workspace's.
     pub exclude: Vec<String>,
-    /// Files larger than this are skipped.
+    /// Files larger than this are skipped; 0: the workspace's own limit.
     pub max_file_bytes: u64,
 }
 

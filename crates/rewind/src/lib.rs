@@ -7,8 +7,10 @@
 //! bound to entries), memory items and the entries they stand on, runs with leases and their
 //! tool calls, rewind and fork records with idempotency keys, and an append-only event log.
 //!
-//! Files are reached only through the [`Files`] seam: `cairn-restore`'s `Workspace`
-//! implements it, and tests use fakes.
+//! Files are reached only through the [`Files`] seam, which `cairn-restore`'s
+//! [`cairn_restore::Workspace`] implements (see [`workspace`]): a checkpoint is a workspace
+//! snapshot labelled with the entry's id, and a rewind's files are restored by a planned,
+//! journalled apply after a safety snapshot. Tests may use fakes.
 //!
 //! ```
 //! use cairn_rewind::{NewEntry, RewindOptions, Threads, ThreadsOptions, AppendOptions};
@@ -48,6 +50,7 @@ pub mod report;
 mod rewind;
 mod runs;
 mod threads;
+pub mod workspace;
 
 pub use db::SCHEMA_VERSION;
 pub use error::{Error, FilesError, FilesFailure, Result};

@@ -7,7 +7,7 @@
 //!   over its agent's, which wins over the runtime's. No level set: checkpoints are off.
 //! - `exclude` globs of every level that is set add up (runtime first, then agent, then run).
 //! - `max_file_bytes`, `before_tools` and `before_compaction`: the most specific level that sets
-//!   them wins; unset everywhere, 10 MiB, off and off.
+//!   them wins; unset everywhere, the workspace's own limit (10 MiB by default), off and off.
 //! - A run started from another run's tool call (a subagent) takes no automatic checkpoints:
 //!   its caller's checkpoint covers the turn.
 
@@ -59,8 +59,8 @@ pub struct EffectivePolicy {
     pub enabled: bool,
     /// The exclude globs of every level, in order, without repeats.
     pub exclude: Vec<String>,
-    /// The size limit for files.
-    pub max_file_bytes: u64,
+    /// The size limit for files; `None`: the workspace's own (10 MiB unless it says otherwise).
+    pub max_file_bytes: Option<u64>,
     /// Checkpoints before tool entries.
     pub before_tools: bool,
     /// Checkpoints before compaction entries.
@@ -86,8 +86,7 @@ impl EffectivePolicy {
         EffectivePolicy {
             enabled: levels.last().map(|l| l.enabled).unwrap_or(false),
             exclude,
-            max_file_bytes: most_specific(&levels, |l| l.max_file_bytes)
-                .unwrap_or(cairn_snapshot::DEFAULT_MAX_FILE_BYTES),
+            max_file_bytes: most_specific(&levels, |l| l.max_file_bytes),
             before_tools: most_specific(&levels, |l| l.before_tools).unwrap_or(false),
             before_compaction: most_specific(&levels, |l| l.before_compaction).unwrap_or(false),
         }

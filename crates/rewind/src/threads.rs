@@ -1093,7 +1093,7 @@ pub(crate) fn take_snapshot(
         label: label.to_string(),
         metadata,
         exclude: policy.exclude.clone(),
-        max_file_bytes: policy.max_file_bytes,
+        max_file_bytes: policy.max_file_bytes.unwrap_or(0),
     })
 }
 

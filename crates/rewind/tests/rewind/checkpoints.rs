@@ -246,7 +246,7 @@ fn excludes_of_every_level_add_up_and_max_file_bytes_comes_from_the_most_specifi
         other => panic!("expected a checkpoint, got {other:?}"),
     }
     let defaults = EffectivePolicy::resolve(Some(&Checkpoints::default()), None, None);
-    assert_eq!(defaults.max_file_bytes, 10 << 20);
+    assert_eq!(defaults.max_file_bytes, None, "the workspace's own limit");
 }
 
 #[test]

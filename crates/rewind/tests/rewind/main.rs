@@ -9,6 +9,7 @@ mod fake;
 mod fork;
 mod memory;
 mod processes;
+mod real;
 mod rewind;
 mod runs;
 mod threads;

@@ -16,14 +16,19 @@ use std::time::Duration;
 const CHILD_ENV: &str = "CAIRN_REWIND_CHILD";
 
 /// The child's side: does what the spec in `CAIRN_REWIND_CHILD` says, printing `CHILD …`
-/// lines. In a normal test run the variable is unset and this passes at once.
+/// lines. Run only by the tests below, as a child process.
 #[test]
+#[ignore = "run as a child process by the tests of this module and of `real`"]
 fn child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;
     };
     let spec: serde_json::Value = serde_json::from_str(&spec).expect("the child's spec");
     let s = |k: &str| spec[k].as_str().expect(k).to_string();
+    if s("role") == "real-crash" {
+        let mid = spec["mid"].as_bool().expect("mid");
+        crate::real::crash_child(std::path::Path::new(&s("dir")), &s("to"), mid);
+    }
     let threads = Threads::open(
         s("db"),
         ThreadsOptions {
@@ -158,6 +163,7 @@ fn spawn(
         .args([
             "processes::child",
             "--exact",
+            "--include-ignored",
             "--nocapture",
             "--test-threads=1",
             "--quiet",

@@ -1,0 +1,122 @@
+//! The [`Files`] seam served by `cairn-restore`'s [`Workspace`]: checkpoints are
+//! [`Workspace::snapshot`]s, restores are [`Workspace::plan`] then [`Workspace::apply`]
+//! (journalled under the rewind's key, after a safety snapshot), and a restore a crash
+//! interrupted is known to have finished by its journal.
+
+use crate::error::FilesError;
+use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files};
+use cairn_restore::journal::State;
+use cairn_restore::{Plan, Report, RestoreOptions, Workspace};
+use cairn_store::{ErrorKind, SnapshotId, Store};
+use std::path::Path;
+
+/// The report a dry run of `plan` stands for: what [`Workspace::apply`] would report.
+pub fn dry_run_report(plan: &Plan) -> Report {
+    Report {
+        snapshot_id: plan.snapshot_id,
+        dry_run: true,
+        restored: plan.restored.clone(),
+        deleted: plan.deleted.clone(),
+        unchanged: plan.unchanged,
+        kept: plan.kept.clone(),
+        busy: plan.busy,
+        drifted: plan.drifted.clone(),
+        safety_snapshot_id: None,
+        operations: 0,
+        as_planned: true,
+        journal: None,
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, FilesError> {
+    serde_json::to_value(value).map_err(|e| {
+        FilesError::msg(
+            ErrorKind::Corrupt,
+            format!("a restore report does not encode: {e}"),
+        )
+    })
+}
+
+impl Files for Workspace {
+    fn id(&self) -> &str {
+        Workspace::id(self)
+    }
+
+    fn root(&self) -> &Path {
+        Workspace::root(self)
+    }
+
+    fn store(&self) -> Option<&Store> {
+        Some(Workspace::store(self))
+    }
+
+    /// A snapshot with the workspace's capture settings, the policy's excludes added, labelled
+    /// and described as the request says.
+    fn checkpoint(&self, request: &CheckpointRequest) -> Result<SnapshotId, FilesError> {
+        let mut options = self.snapshot_options();
+        options.label = Some(request.label.clone());
+        options.metadata = request.metadata.clone();
+        for glob in &request.exclude {
+            if !options.excludes.contains(glob) {
+                options.excludes.push(glob.clone());
+            }
+        }
+        if request.max_file_bytes > 0 {
+            options.max_file_bytes = request.max_file_bytes;
+        }
+        self.snapshot(&options)
+            .map(|s| s.id)
+            .map_err(FilesError::new)
+    }
+
+    fn keeps(&self, snapshot: &SnapshotId) -> Result<bool, FilesError> {
+        Ok(Workspace::store(self).has_snapshot(snapshot))
+    }
+
+    fn plan(&self, target: &SnapshotId) -> Result<FilePlan, FilesError> {
+        let plan =
+            Workspace::plan(self, target, &RestoreOptions::default()).map_err(FilesError::new)?;
+        Ok(FilePlan {
+            target: *target,
+            report: json(&dry_run_report(&plan))?,
+            changes: plan.actions.len() as u64,
+            busy: plan.busy,
+            detail: Some(Box::new(plan)),
+        })
+    }
+
+    fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError> {
+        let options = RestoreOptions {
+            key: Some(key.to_string()),
+            ..RestoreOptions::default()
+        };
+        let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Plan>()) {
+            Some(p) => Workspace::apply(self, p, &options),
+            None => self.restore(&plan.target, &options),
+        }
+        .map_err(FilesError::new)?;
+        Ok(FileOutcome {
+            report: json(&report)?,
+            safety_snapshot_id: report.safety_snapshot_id,
+        })
+    }
+
+    /// Whether the journal of `key` is done. Opening a workspace completes the journals a crash
+    /// left pending, so a restore that a crash cut short is finished by then, or stays pending
+    /// when later edits obstruct it (`None` here).
+    fn finished(&self, key: &str, target: &SnapshotId) -> Result<Option<FileOutcome>, FilesError> {
+        for j in self.journals().map_err(FilesError::new)? {
+            if j.key.as_deref() == Some(key) && j.target == *target && j.state == State::Done {
+                let report = match &j.report {
+                    Some(r) => json(r)?,
+                    None => serde_json::Value::Null,
+                };
+                return Ok(Some(FileOutcome {
+                    report,
+                    safety_snapshot_id: j.safety,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
