@@ -1,6 +1,6 @@
 //! The command line, as clap parses it.
 
-use crate::error::EXIT_CODES_HELP;
+use crate::error::exit_codes_table;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -16,7 +16,15 @@ use std::path::PathBuf;
         document on stdout (errors as one JSON document on stderr). Commands that change files \
         (restore, rewind --files, fork --files, delete, prune) show their plan and ask first; \
         `--yes` confirms without asking.",
-    after_help = EXIT_CODES_HELP,
+    after_help = concat!(
+        "Examples:\n",
+        "  cairn snapshot --label before-refactor\n",
+        "  cairn diff before-refactor --patch\n",
+        "  cairn restore before-refactor --dry-run\n",
+        "  cairn -C ~/project --json list\n",
+        "  cairn demo                          # the whole story in a temporary directory\n\n",
+        exit_codes_table!()
+    ),
     propagate_version = true
 )]
 pub struct Cli {

@@ -12,8 +12,10 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit codes of error kinds start here: the code is `EXIT_KIND_BASE + ErrorKind::code()`.
 pub const EXIT_KIND_BASE: i32 = 10;
 
-/// The exit-code table, printed under `cairn --help` and copied in the README.
-pub const EXIT_CODES_HELP: &str = "\
+/// The exit-code table as a string literal, for `concat!`.
+macro_rules! exit_codes_table {
+    () => {
+        "\
 Exit codes (stable; 10 + the error kind's code, as in cairn.h):
    0  success
    2  usage: bad arguments, or a destructive command not confirmed (no terminal and
@@ -33,7 +35,13 @@ Exit codes (stable; 10 + the error kind's code, as in cairn.h):
   23  UNSUPPORTED          not supported by this platform or store version
   24  NULL_ARGUMENT        (C ABI only)
   25  PANIC                an internal error; please report it
-  26  ABORTED_BY_CALLBACK  a progress callback asked to stop";
+  26  ABORTED_BY_CALLBACK  a progress callback asked to stop"
+    };
+}
+pub(crate) use exit_codes_table;
+
+/// The exit-code table, printed under `cairn --help` and copied in the README.
+pub const EXIT_CODES_HELP: &str = exit_codes_table!();
 
 /// An error the command reports.
 #[derive(Debug, Clone)]

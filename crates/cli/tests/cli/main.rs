@@ -126,6 +126,7 @@ fn the_top_level_help_documents_the_exit_codes() {
         .arg("--help")
         .assert()
         .success()
+        .stdout(predicate::str::contains("Examples:"))
         .stdout(predicate::str::contains("Exit codes"))
         .stdout(predicate::str::contains("12  NOT_FOUND"))
         .stdout(predicate::str::contains("19  CORRUPT"));
