@@ -6,7 +6,7 @@ use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::parse::{human_bytes, human_time};
 use crate::patch;
-use cairn_restore::{KeptPath, KeptReason, Plan, Report, RestoreOptions};
+use cairn_restore::{KeptPath, KeptReason, Report, RestoreOptions};
 use cairn_snapshot::{ChangeKind, EntryInfo};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
@@ -542,24 +542,6 @@ fn kept_reason(k: &KeptPath) -> String {
         .unwrap_or_default()
 }
 
-/// The dry-run report of a plan.
-pub(crate) fn dry_report(plan: &Plan) -> Report {
-    Report {
-        snapshot_id: plan.snapshot_id,
-        dry_run: true,
-        restored: plan.restored.clone(),
-        deleted: plan.deleted.clone(),
-        unchanged: plan.unchanged,
-        kept: plan.kept.clone(),
-        busy: plan.busy,
-        drifted: plan.drifted.clone(),
-        safety_snapshot_id: None,
-        operations: 0,
-        as_planned: true,
-        journal: None,
-    }
-}
-
 /// What a finished restore says for people; `other_root` names the workspace in the undo
 /// command when it is not the one the command runs in.
 pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
@@ -593,7 +575,7 @@ pub(crate) fn restore(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result
         bar.finish_and_clear();
     }
     let plan = plan?;
-    let dry = dry_report(&plan);
+    let dry = cairn_rewind::workspace::dry_run_report(&plan);
     if dry_run {
         return ctx.emit(&dry, || {
             plan_text(&dry, ws.root()) + "dry run: nothing was changed\n"

@@ -18,7 +18,6 @@ pub mod error;
 mod files;
 pub mod parse;
 mod patch;
-mod seam;
 mod threads;
 
 use args::{Cli, Command, ThreadCommand};

@@ -5,7 +5,7 @@ use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::files::{done_text, plan_text};
 use crate::parse::human_time;
-use crate::seam::WorkspaceFiles;
+use cairn_restore::Workspace;
 use cairn_rewind::{
     AppendOptions, Checkpoints, Entry, EntryId, EntryKind, Files, ForkOptions, NewEntry,
     RewindOptions, Thread, ThreadId, Threads, ThreadsOptions,
@@ -18,14 +18,14 @@ use std::sync::Arc;
 
 /// The workspace and the thread database of its store.
 struct Opened {
-    ws: Arc<WorkspaceFiles>,
+    ws: Arc<Workspace>,
     threads: Threads,
 }
 
 /// Opens the workspace (`create`: making its store) and `<store>/threads.db`, with checkpoints
 /// before user messages, finishing rewinds a crash interrupted.
 fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
-    let ws = Arc::new(WorkspaceFiles(ctx.open_workspace(create)?));
+    let ws = Arc::new(ctx.open_workspace(create)?);
     let options = ThreadsOptions {
         checkpoints: Some(Checkpoints::default()),
         workspaces: vec![ws.clone() as Arc<dyn Files>],
@@ -374,7 +374,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
             "rewind",
             &format!(
                 "Rewind thread {thread} to {entry}, restoring {restored} paths and deleting {deleted} in {}?",
-                o.ws.0.root().display()
+                o.ws.root().display()
             ),
             args.yes,
         )?;
@@ -424,7 +424,7 @@ fn fork_workspace(
     ctx: &Ctx,
     into: Option<&Path>,
     dry_run: bool,
-) -> Result<(Option<Arc<WorkspaceFiles>>, Option<PathBuf>)> {
+) -> Result<(Option<Arc<Workspace>>, Option<PathBuf>)> {
     let Some(dir) = into else {
         return Ok((None, None));
     };
@@ -450,10 +450,7 @@ fn fork_workspace(
         store: None,
         ..ctx.clone()
     };
-    Ok((
-        Some(Arc::new(WorkspaceFiles(fork_ctx.open_workspace(true)?))),
-        made,
-    ))
+    Ok((Some(Arc::new(fork_ctx.open_workspace(true)?)), made))
 }
 
 pub(crate) fn fork(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
@@ -479,14 +476,14 @@ fn fork_with(
     o: &Opened,
     thread: &ThreadId,
     entry: &EntryId,
-    target: Option<Arc<WorkspaceFiles>>,
+    target: Option<Arc<Workspace>>,
 ) -> Result<()> {
     let source = o.ws.clone() as Arc<dyn Files>;
     let workspace = target.clone().map(|t| t as Arc<dyn Files>);
     let root = target
         .as_ref()
-        .map(|t| t.0.root().to_path_buf())
-        .unwrap_or_else(|| o.ws.0.root().to_path_buf());
+        .map(|t| t.root().to_path_buf())
+        .unwrap_or_else(|| o.ws.root().to_path_buf());
     let mut options = ForkOptions {
         files: args.files,
         workspace: Some(workspace.clone().unwrap_or_else(|| source.clone())),
