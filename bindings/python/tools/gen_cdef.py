@@ -120,12 +120,6 @@ def derive(header: str) -> str:
     return BANNER + "\n" + re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-def header_functions(header: str) -> list[str]:
-    """Every `cairn_*` function the header declares, in order."""
-    body = _strip_comments(header)
-    return re.findall(r"\b(cairn_\w+)\s*\(", body)
-
-
 def main(argv: list[str]) -> int:
     header_path = HEADER
     text = derive(header_path.read_text())

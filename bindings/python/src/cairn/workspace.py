@@ -103,22 +103,25 @@ class _ProgressCall:
     """The state of one call with a progress callback: the user's callable, and the
     exception it raised (stored by the trampoline, re-raised after the C call returns)."""
 
-    __slots__ = ("fn", "error")
+    __slots__ = ("fn", "error", "stopped")
 
     def __init__(self, fn: ProgressCallback | None) -> None:
         self.fn = fn
         self.error: BaseException | None = None
+        self.stopped = False
 
     def deliver(self, p: Any) -> int:
+        # The library may report once more while the walk winds down after a stop: the
+        # user's callable is not called again.
+        if self.stopped:
+            return 1
         try:
-            if self.fn is not None:
-                keep_going = self.fn(Progress(p.files, p.dirs, p.hashed, p.hashed_bytes))
-                if keep_going is False:
-                    return 1
-            return 0
+            if self.fn is not None and self.fn(Progress(p.files, p.dirs, p.hashed, p.hashed_bytes)) is False:
+                self.stopped = True
         except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: stop, then re-raise
             self.error = e
-            return 1
+            self.stopped = True
+        return 1 if self.stopped else 0
 
 
 def _trampoline_error(exc_type, exc_value, tb) -> int:

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the cairn package into a venv under target/ and runs its pytest suite.
+# Usage: bindings/python/test.sh [pytest args...]. Called by scripts/test.
+#
+# Works on a fresh machine: it needs python3 (with venv), cargo, and access to PyPI for cffi
+# and pytest the first time. Nothing is installed outside target/python-venv.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+VENV="$ROOT/target/python-venv"
+PY="${PYTHON:-python3}"
+
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import sys" 2>/dev/null; then
+  echo "== Python: creating $VENV"
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+echo "== Python: pip install ./bindings/python (builds libcairn with cargo) and pytest"
+"$VPY" -m pip install --quiet "cffi>=1.17" "pytest>=7"
+# --force-reinstall: the same version number must still pick up a rebuilt library.
+"$VPY" -m pip install --quiet --no-deps --force-reinstall "$HERE"
+
+echo "== Python: pytest"
+cd "$HERE"
+set +e
+"$VPY" -m pytest -q "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "bindings/python: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$rc"
