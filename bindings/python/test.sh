@@ -13,7 +13,10 @@ PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import sys" 2>/dev/null; then
   echo "== Python: creating $VENV"
   rm -rf "$VENV"
-  "$PY" -m venv "$VENV"
+  if ! "$PY" -m venv "$VENV"; then
+    echo "bindings/python: '$PY -m venv' failed; on Debian install python3-venv (apt-get install python3-venv)" >&2
+    exit 1
+  fi
 fi
 VPY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
