@@ -834,6 +834,7 @@ impl Threads {
             }
         }
         out.forks_taken_back = self.take_back_dead_forks()?;
+        self.drop_dead_holds()?;
         Ok(out)
     }
 }
@@ -872,6 +873,35 @@ fn close_record(
     c.execute("DELETE FROM holds WHERE op = ?1", [op])
         .db("release a hold")?;
     emit(c, Some(thread), event, data)
+}
+
+impl Threads {
+    /// Deletes the holds of operations that are gone (they are ignored anyway).
+    fn drop_dead_holds(&self) -> Result<()> {
+        let rows: Vec<(String, String)> = self.inner.read(|c| {
+            c.prepare("SELECT DISTINCT op, holder FROM holds")
+                .db("read holds")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .db("read holds")?
+                .collect::<rusqlite::Result<_>>()
+                .db("read holds")
+        })?;
+        let dead: Vec<String> = rows
+            .into_iter()
+            .filter(|(op, holder)| !self.inner.op_alive(holder, op))
+            .map(|(op, _)| op)
+            .collect();
+        if dead.is_empty() {
+            return Ok(());
+        }
+        self.inner.write("drop stale holds", |c| {
+            for op in &dead {
+                c.execute("DELETE FROM holds WHERE op = ?1", [op])
+                    .db("drop stale holds")?;
+            }
+            Ok(())
+        })
+    }
 }
 
 const RECORD_COLS: &str = "id, thread_id, state, holder, op, request, files, report";

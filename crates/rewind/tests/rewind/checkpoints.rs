@@ -94,6 +94,45 @@ fn a_repeated_admission_key_returns_the_first_entry_and_takes_no_second_checkpoi
 }
 
 #[test]
+fn two_appends_of_one_key_at_once_make_one_entry_and_one_checkpoint() {
+    let env = env();
+    let t = env.thread("chat");
+    let run = env.run(&t);
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    env.ws.hooks.lock().checkpoint_gate = Some(crate::fake::Gate {
+        entered: entered_tx,
+        release: parking_lot::Mutex::new(release_rx),
+    });
+    let opts = AppendOptions {
+        run: Some(run.clone()),
+        key: Some("prompt-1".into()),
+        ..Default::default()
+    };
+    let first = {
+        let (threads, t, opts) = (env.threads.clone(), t.clone(), opts.clone());
+        std::thread::spawn(move || threads.append(&t, NewEntry::user("hi"), &opts))
+    };
+    entered_rx
+        .recv()
+        .expect("the first append is taking its checkpoint");
+    // A second handle (another client) delivers the same prompt meanwhile: it waits.
+    let other = env.reopen(ThreadsOptions::default());
+    let second = {
+        let (t, opts) = (t.clone(), AppendOptions { run: None, ..opts });
+        std::thread::spawn(move || other.append(&t, NewEntry::user("hi"), &opts))
+    };
+    release_tx.send(()).expect("release");
+    let first = first.join().expect("join").expect("first");
+    let second = second.join().expect("join").expect("second");
+    assert!(!first.repeated);
+    assert!(second.repeated);
+    assert_eq!(second.entry.id, first.entry.id);
+    assert_eq!(env.ws.checkpoints(), 1);
+    assert_eq!(env.threads.active_branch(&t).expect("branch").len(), 1);
+}
+
+#[test]
 fn admission_keys_are_per_thread() {
     let env = env();
     let a = env.thread("a");

@@ -43,6 +43,8 @@ pub struct Hooks {
     pub abort_after_apply: bool,
     /// Block inside `apply` until released.
     pub gate: Option<Gate>,
+    /// Block inside `checkpoint` until released.
+    pub checkpoint_gate: Option<Gate>,
 }
 
 /// Blocks `apply`: it says it entered, then waits to be released.
@@ -218,6 +220,11 @@ impl Files for Fake {
             exclude: request.exclude.clone(),
             max_file_bytes: request.max_file_bytes,
         });
+        let gate = self.hooks.lock().checkpoint_gate.take();
+        if let Some(g) = &gate {
+            let _ = g.entered.send(());
+            let _ = g.release.lock().recv();
+        }
         if self.hooks.lock().fail_checkpoint {
             return Err(err(ErrorKind::Io, "the disk is full"));
         }

@@ -399,3 +399,38 @@ fn a_forced_rewind_without_files_stops_a_run_of_another_process_at_its_next_hear
     assert_eq!(child.line(), "ended RUN_INTERRUPTED");
     assert!(child.finish().0.success());
 }
+
+#[test]
+fn a_forced_rewind_without_files_drops_a_durable_run_another_process_holds() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let child = spawn(
+        &env,
+        "hold-run",
+        &t.thread,
+        serde_json::json!({"durable": true, "lease_ms": 120_000}),
+    );
+    let run_id = cairn_rewind::RunId::new(child.line().strip_prefix("run ").expect("run id"));
+    assert_eq!(
+        kind(
+            env.threads
+                .rewind(&t.thread, &t.a1, &RewindOptions::default())
+        ),
+        ErrorKind::ThreadBusy
+    );
+    let r = env
+        .threads
+        .rewind(&t.thread, &t.a1, &forced())
+        .expect("forced");
+    assert_eq!(r.runs.going, vec![run_id.clone()]);
+    assert_eq!(r.runs.durable, vec![run_id.clone()]);
+    assert!(
+        r.runs.interrupted.is_empty(),
+        "dropped, to stop at its next step"
+    );
+    assert_eq!(
+        env.threads.run_info(&run_id).expect("info").status,
+        RunStatus::Dropped
+    );
+    assert!(child.finish().0.success());
+}
