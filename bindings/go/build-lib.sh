@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds libcairn.a (release profile, panic = "unwind") and copies it, with the header it was
+# built with, where the cgo directives of ffi.go look for them:
+#   bindings/go/lib/<GOOS>-<GOARCH>/libcairn.a
+#   bindings/go/include/cairn.h
+# Both are build outputs (git-ignored). Run it after changing crates/ffi; `go test ./...` in
+# bindings/go needs nothing else. Files are replaced only when their content changed.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cd "$repo"
+
+cargo build --quiet --release -p cairn-ffi
+
+goos="$(go env GOOS)"
+goarch="$(go env GOARCH)"
+dest="$here/lib/$goos-$goarch"
+mkdir -p "$dest" "$here/include"
+
+# Copies $1 to $2 unless $2 already has the same bytes (so the Go build cache stays warm).
+install_if_changed() {
+  if ! cmp -s "$1" "$2"; then
+    cp "$1" "$2.tmp"
+    mv "$2.tmp" "$2"
+    echo "build-lib.sh: updated ${2#"$repo"/}"
+  fi
+}
+install_if_changed target/release/libcairn.a "$dest/libcairn.a"
+install_if_changed include/cairn.h "$here/include/cairn.h"

@@ -1,0 +1,3 @@
+module github.com/cairn-dev/cairn/bindings/go
+
+go 1.24

@@ -1,0 +1,4 @@
+// Package include holds cairn.h, copied here by ../build-lib.sh for the cgo directives of
+// the cairn package. It has no Go API: the blank import in ../ffi.go makes `go mod vendor`
+// keep this directory.
+package include

@@ -1,0 +1,4 @@
+// Package linuxamd64 holds libcairn.a for linux/amd64, built and copied here by
+// ../../build-lib.sh for the cgo directives of the cairn package. It has no Go API: the
+// blank import in ../../ffi.go makes `go mod vendor` keep this directory.
+package linuxamd64

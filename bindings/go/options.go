@@ -1,0 +1,206 @@
+package cairn
+
+// Options: Go structs encoded as the JSON option documents the library takes. A nil
+// *Options, like the zero value, means the defaults. Pointer fields are overrides: nil keeps
+// the default (with Go 1.26, new(false) makes one in place).
+
+import (
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
+
+// Retention says which snapshots to keep. A nil field puts no limit of its kind; the zero
+// Retention keeps every snapshot. Protected snapshots are always kept.
+type Retention struct {
+	Count         *int           // keep at most this many (the newest)
+	MaxAge        *time.Duration // drop those older than this
+	MaxTotalBytes *uint64        // drop the oldest while all together hold more than this
+}
+
+type retentionJSON struct {
+	Count         *int    `json:"count,omitempty"`
+	MaxAgeMS      *uint64 `json:"max_age_ms,omitempty"`
+	MaxTotalBytes *uint64 `json:"max_total_bytes,omitempty"`
+}
+
+func (r *Retention) toJSON() (*retentionJSON, error) {
+	if r == nil {
+		return nil, nil
+	}
+	if r.Count != nil && *r.Count < 0 {
+		return nil, invalid("Retention.Count must not be negative")
+	}
+	age, err := millis(r.MaxAge, "Retention.MaxAge")
+	if err != nil {
+		return nil, err
+	}
+	return &retentionJSON{Count: r.Count, MaxAgeMS: age, MaxTotalBytes: r.MaxTotalBytes}, nil
+}
+
+func millis(d *time.Duration, what string) (*uint64, error) {
+	if d == nil {
+		return nil, nil
+	}
+	if *d < 0 {
+		return nil, invalid(what + " must not be negative")
+	}
+	ms := uint64(*d / time.Millisecond)
+	return &ms, nil
+}
+
+// OpenOptions configure Open. Capture settings (Excludes, MaxFileBytes, Gitignore,
+// RefuseHardLinks) become the defaults of the workspace's snapshots.
+type OpenOptions struct {
+	// Store is the store directory; "" means the default (<root>/.cairn). It must be UTF-8
+	// (the options document cannot carry other bytes yet).
+	Store string
+	// ID names the workspace in the store; "" derives it from the root.
+	ID string
+	// Excludes are globs of paths to leave out, added to the defaults (.git, node_modules,
+	// .cairn, the store).
+	Excludes []string
+	// MaxFileBytes: larger files are skipped. Default: the library's (see cairn.h).
+	MaxFileBytes *uint64
+	// Gitignore: honour .gitignore and .cairnignore files. Default true.
+	Gitignore *bool
+	// RefuseHardLinks: skip files with several hard links. Default false.
+	RefuseHardLinks *bool
+	// Retain is applied after every snapshot. Default: keep everything.
+	Retain *Retention
+	// GCGrace: unreachable objects younger than this are kept by collections (for
+	// snapshots other processes are taking). Default one hour.
+	GCGrace *time.Duration
+	// Recover: complete restores a crash interrupted when opening. Default true.
+	Recover *bool
+}
+
+func (o *OpenOptions) encode() ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	if !utf8.ValidString(o.Store) {
+		return nil, invalid("OpenOptions.Store must be UTF-8: the options document cannot carry other bytes")
+	}
+	retain, err := o.Retain.toJSON()
+	if err != nil {
+		return nil, err
+	}
+	grace, err := millis(o.GCGrace, "OpenOptions.GCGrace")
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		Store           string         `json:"store,omitempty"`
+		ID              string         `json:"id,omitempty"`
+		Excludes        []string       `json:"excludes,omitempty"`
+		MaxFileBytes    *uint64        `json:"max_file_bytes,omitempty"`
+		Gitignore       *bool          `json:"gitignore,omitempty"`
+		RefuseHardLinks *bool          `json:"refuse_hard_links,omitempty"`
+		Retain          *retentionJSON `json:"retain,omitempty"`
+		GCGraceMS       *uint64        `json:"gc_grace_ms,omitempty"`
+		Recover         *bool          `json:"recover,omitempty"`
+	}{o.Store, o.ID, o.Excludes, o.MaxFileBytes, o.Gitignore, o.RefuseHardLinks, retain, grace, o.Recover})
+}
+
+// SnapshotOptions configure Workspace.Snapshot. Capture settings left nil are the
+// workspace's.
+type SnapshotOptions struct {
+	// Label names the snapshot; Show, Diff, Restore... accept a label for the newest
+	// snapshot carrying it.
+	Label string
+	// Metadata is stored with the snapshot (any JSON object).
+	Metadata map[string]any
+	// Excludes are globs added to the workspace's.
+	Excludes        []string
+	MaxFileBytes    *uint64
+	Gitignore       *bool
+	RefuseHardLinks *bool
+	// Protect keeps the snapshot from retention.
+	Protect bool
+	// UseStatCache: trust unchanged size and mtime instead of reading a file again.
+	// Default true.
+	UseStatCache *bool
+	// Progress, when set, is called on the calling goroutine as the snapshot goes. A non-nil
+	// error stops the snapshot (nothing is recorded): Snapshot returns an *Error of
+	// KindAbortedByCallback wrapping it. A panic in Progress stops it too, and is raised
+	// again from Snapshot once the library has returned.
+	Progress func(Progress) error
+}
+
+func (o *SnapshotOptions) encode() ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	return json.Marshal(struct {
+		Label           string         `json:"label,omitempty"`
+		Metadata        map[string]any `json:"metadata,omitempty"`
+		Excludes        []string       `json:"excludes,omitempty"`
+		MaxFileBytes    *uint64        `json:"max_file_bytes,omitempty"`
+		Gitignore       *bool          `json:"gitignore,omitempty"`
+		RefuseHardLinks *bool          `json:"refuse_hard_links,omitempty"`
+		Protect         bool           `json:"protect,omitempty"`
+		UseStatCache    *bool          `json:"use_stat_cache,omitempty"`
+	}{o.Label, o.Metadata, o.Excludes, o.MaxFileBytes, o.Gitignore, o.RefuseHardLinks, o.Protect, o.UseStatCache})
+}
+
+// DriftPolicy says what a restore does with paths edited since its reference snapshot.
+type DriftPolicy string
+
+const (
+	// DriftOverwrite overwrites them (the safety snapshot keeps them) and lists them in
+	// Drifted. The default.
+	DriftOverwrite DriftPolicy = "overwrite"
+	// DriftRefuse refuses the restore with ErrConflict, naming them.
+	DriftRefuse DriftPolicy = "refuse"
+	// DriftSkip leaves them as they are (listed in Drifted and Kept).
+	DriftSkip DriftPolicy = "skip"
+)
+
+// RestoreOptions configure Workspace.Plan, Apply and Restore.
+type RestoreOptions struct {
+	// DryRun plans only (Restore returns what it would do).
+	DryRun bool
+	// Reference is a snapshot to compare the current files with: paths the restore would
+	// change that differ from it are drifted.
+	Reference string
+	// OnDrift says what to do with drifted paths; "" is DriftOverwrite.
+	OnDrift DriftPolicy
+	// Key is an idempotency key: repeating a finished key returns the earlier report.
+	Key string
+}
+
+func (o *RestoreOptions) encode() ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	return json.Marshal(struct {
+		DryRun    bool        `json:"dry_run,omitempty"`
+		Reference string      `json:"reference,omitempty"`
+		OnDrift   DriftPolicy `json:"on_drift,omitempty"`
+		Key       string      `json:"key,omitempty"`
+	}{o.DryRun, o.Reference, o.OnDrift, o.Key})
+}
+
+// GCOptions configure Workspace.GC.
+type GCOptions struct {
+	// Grace overrides the workspace's grace period. A zero Grace deletes unreachable
+	// objects at once: use it only when no other process shares the store.
+	Grace *time.Duration
+	// DryRun returns the plan and changes nothing.
+	DryRun bool
+}
+
+func (o *GCOptions) encode() ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	grace, err := millis(o.Grace, "GCOptions.Grace")
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		GraceMS *uint64 `json:"grace_ms,omitempty"`
+		DryRun  bool    `json:"dry_run,omitempty"`
+	}{grace, o.DryRun})
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The Go binding's tests: builds libcairn.a (build-lib.sh), then go vet, go test, go test
+# -race, and go test with GOGC=1 (a collection at nearly every allocation, so a handle freed
+# too early or a Go pointer kept by C shows up). Called by scripts/test.
+set -euo pipefail
+cd "$(dirname "$0")"
+# The panic test makes the library print its (caught) panic; a backtrace would only add noise.
+export RUST_BACKTRACE=0
+export CGO_ENABLED=1
+
+echo "== Go: build libcairn.a for the binding"
+./build-lib.sh
+
+echo "== Go: go vet"
+go vet ./...
+
+# -count=1: results are never taken from the test cache (it does not see libcairn.a change,
+# nor GOGC).
+echo "== Go: go test"
+go test -count=1 ./...
+
+echo "== Go: go test -race"
+go test -count=1 -race ./...
+
+echo "== Go: GOGC=1 go test"
+GOGC=1 go test -count=1 ./...
