@@ -33,6 +33,9 @@ export function callSync(name: FunctionName, args: unknown[]): Buffer {
  * stay referenced until the call returns.
  */
 export function callAsyncRaw(name: FunctionName, args: unknown[], errorFor: ErrorFor = defaultError): Promise<Pointer> {
+  // The stack of the caller, for errors made later in the completion callback.
+  const site: { stack?: string } = {};
+  Error.captureStackTrace(site, callAsyncRaw);
   return new Promise((resolve, reject) => {
     const out: Out = [null];
     const err: Out = [null];
@@ -41,13 +44,18 @@ export function callAsyncRaw(name: FunctionName, args: unknown[], errorFor: Erro
       load()[name].async(...args, out, err, (e: unknown, status: number) => {
         void keep;
         if (e) reject(e);
-        else if (status !== STATUS.CAIRN_OK) reject(errorFor(status, err));
+        else if (status !== STATUS.CAIRN_OK) reject(withStack(errorFor(status, err), site.stack));
         else resolve(out[0]);
       });
     } catch (e) {
       reject(e);
     }
   });
+}
+
+function withStack(e: Error, stack: string | undefined): Error {
+  if (stack) e.stack = `${e.name}: ${e.message}\n${stack.slice(stack.indexOf('\n') + 1)}`;
+  return e;
 }
 
 /** {@link callAsyncRaw} for a function whose output is a `cairn_buf`: resolves with its bytes. */

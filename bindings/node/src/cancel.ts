@@ -30,8 +30,8 @@ export class CancelToken extends NativeHandle {
   /** Cancels. Safe to call any number of times, and from an abort listener. */
   cancel(): void {
     if (this.#cancelled) return;
-    this.#cancelled = true;
     load().cairn_cancel_cancel(this.ptr);
+    this.#cancelled = true;
     for (const t of this.#linked) t.cancel();
   }
 

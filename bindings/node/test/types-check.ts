@@ -1,0 +1,51 @@
+// Compile-time checks of the typings (`npm run typecheck`; never run). Each `@ts-expect-error`
+// must stay an error, and each assignment must keep compiling.
+import {
+  CairnError,
+  CancelToken,
+  Workspace,
+  pathToBuffer,
+  type Change,
+  type ErrorCode,
+  type GcPlan,
+  type GcReport,
+  type Plan,
+  type Progress,
+  type RestoreReport,
+  type Snapshot,
+} from 'cairn';
+
+export async function typings(ws: Workspace, other: Workspace): Promise<void> {
+  const snap: Snapshot = await ws.snapshot({ label: 'x', metadata: { turn: 1 }, onProgress: (p: Progress) => p.files < 10 });
+  const changes: Change[] = await ws.diff(snap.id);
+  const plan: Plan = await ws.plan(snap.id, { onDrift: 'skip', signal: AbortSignal.timeout(10) });
+  const report: RestoreReport = await ws.apply(plan, { cancel: new CancelToken() });
+  const gcPlan: GcPlan = await ws.gc({ dryRun: true });
+  const gcReport: GcReport = await ws.gc({ graceMs: 0 });
+  await ws.copy(snap.id, other);
+  const bytes: Buffer = pathToBuffer(changes[0]!.path);
+  // @ts-expect-error a typo in an option name
+  await ws.snapshot({ lable: 'x' });
+  // @ts-expect-error not a drift policy
+  await ws.restore(snap.id, { onDrift: 'sideways' });
+  // @ts-expect-error a dry run gives a plan, not a report
+  const wrong: GcReport = await ws.gc({ dryRun: true });
+  try {
+    ws.show('nope');
+  } catch (e) {
+    if (e instanceof CairnError) {
+      const code: ErrorCode = e.code;
+      const status: number = e.status;
+      const path: string | undefined = e.path;
+      void [code, status, path];
+    }
+  }
+  // @ts-expect-error not a status name
+  const bad: ErrorCode = 'NOPE';
+  {
+    using hold = ws.hold('npm test');
+    await using scoped = await Workspace.open('/tmp');
+    void [hold, scoped];
+  }
+  void [report, gcPlan, gcReport, bytes, wrong, bad];
+}
