@@ -11,6 +11,8 @@ repo="$(cd "$here/../.." && pwd)"
 cd "$repo"
 
 cargo build --quiet --release -p cairn-ffi
+# Where cargo put it (CARGO_TARGET_DIR or a cargo config may move target/).
+target="$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)"
 
 goos="$(go env GOOS)"
 goarch="$(go env GOARCH)"
@@ -25,5 +27,5 @@ install_if_changed() {
     echo "build-lib.sh: updated ${2#"$repo"/}"
   fi
 }
-install_if_changed target/release/libcairn.a "$dest/libcairn.a"
+install_if_changed "$target/release/libcairn.a" "$dest/libcairn.a"
 install_if_changed include/cairn.h "$here/include/cairn.h"
