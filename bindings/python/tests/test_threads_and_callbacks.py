@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -63,6 +65,39 @@ def test_keyboard_interrupt_in_the_callback_propagates(ws):
     with pytest.raises(KeyboardInterrupt):
         ws.snapshot(progress=progress)
     assert ws.list() == []
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_arriving_while_the_library_works_stops_the_snapshot(big_tree, tmp_path):
+    # What Ctrl-C does: the signal arrives while the main thread is in the library; Python runs
+    # its handler at the next progress report (the trampoline every snapshot installs), and
+    # the handler's exception stops the snapshot and propagates. SIGUSR1 stands for SIGINT.
+    def handler(signum, frame):
+        raise Interrupted
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    try:
+        for attempt in range(3):
+            with cairn.Workspace(big_tree, store=tmp_path / f"store{attempt}") as ws:
+                under_way = threading.Event()
+                sender = threading.Thread(target=lambda: under_way.wait(10) and os.kill(os.getpid(), signal.SIGUSR1))
+                sender.start()
+                try:
+                    try:
+                        ws.snapshot(progress=lambda p: p.files < BIG_FILES and under_way.set(), use_stat_cache=False)
+                    finally:
+                        under_way.set()
+                        sender.join()
+                    time.sleep(1)  # the walk was over first: the signal lands here
+                except Interrupted:
+                    if ws.list() == []:  # interrupted inside the snapshot: nothing recorded
+                        return
+        pytest.fail("the signal never landed during the snapshot")
+    finally:
+        signal.signal(signal.SIGUSR1, old)
 
 
 def test_cancelling_from_another_thread_stops_a_running_snapshot(big_tree, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from typing import Any, Literal
@@ -124,7 +125,17 @@ class _ProgressCall:
         return 1 if self.stopped else 0
 
 
-def _trampoline_error(exc_type, exc_value, tb) -> int:
+# The call running on each thread, for the trampoline's error path: an exception raised
+# outside `deliver`'s try (a KeyboardInterrupt delivered as the trampoline starts) reaches
+# cffi's onerror hook, which has no userdata.
+_running = threading.local()
+
+
+def _trampoline_error(exc_type: Any, exc_value: BaseException | None, tb: Any) -> int:
+    state: _ProgressCall | None = getattr(_running, "call", None)
+    if state is not None and state.error is None and exc_value is not None:
+        state.error = exc_value.with_traceback(tb)
+        state.stopped = True
     return 1
 
 
@@ -263,6 +274,8 @@ class Workspace(Managed):
         # to deliver Ctrl-C (KeyboardInterrupt) during a long snapshot.
         state = _ProgressCall(progress)
         handle = ffi.new_handle(state)  # kept alive by this frame for the whole call
+        outer = getattr(_running, "call", None)  # a callback may snapshot another workspace
+        _running.call = state
         with ExitStack() as stack:
             ws = stack.enter_context(self._use())
             c = stack.enter_context(cancel._use()) if cancel is not None else ffi.NULL
@@ -273,6 +286,8 @@ class Workspace(Managed):
                     error, state.error = state.error, None
                     raise error from None
                 raise
+            finally:
+                _running.call = outer
         if state.error is not None:  # raised after the walk could still stop it: report it anyway
             error, state.error = state.error, None
             raise error
