@@ -561,14 +561,19 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
             if let (State::Done, Some(report)) = (j.state, &j.report) {
                 return Ok(report.clone());
             }
-            // The same key left pending by a crash: finish it, and report as it would have.
-            let id = j.id.clone();
-            let r = journal::recover_one(ws, j)?;
-            if !r.completed {
-                return Err(obstruction(ws, r.obstructed));
-            }
-            if let Some(report) = journal::read(ws, &id)?.and_then(|j| j.report) {
-                return Ok(report);
+            if j.state == State::Staging {
+                // The same key died while staging: nothing changed; start afresh.
+                journal::abandon(ws, &j)?;
+            } else {
+                // The same key left pending by a crash: finish it, and report as it would have.
+                let id = j.id.clone();
+                let r = journal::recover_one(ws, j)?;
+                if !r.completed {
+                    return Err(obstruction(ws, r.obstructed));
+                }
+                if let Some(report) = journal::read(ws, &id)?.and_then(|j| j.report) {
+                    return Ok(report);
+                }
             }
         }
     }
@@ -678,18 +683,26 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
         target: plan.snapshot_id,
         safety: Some(safety.id),
         plan: plan.clone(),
-        state: State::Pending,
+        state: State::Staging,
         report: None,
     };
     let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops)?;
     // Stage (and verify) before the journal makes the restore pending, so a corrupt object
-    // fails with nothing changed and nothing to recover.
+    // fails with nothing changed and nothing to recover. The journal is written first in the
+    // staging state, so that staged files a crash leaves behind are found and removed.
+    journal::write(ws, &j)?;
     let all: Vec<&Action> = plan.actions.iter().collect();
     if let Err(e) = exec.stage(&all) {
         exec.unstage();
+        let _ = journal::remove(ws, &jid);
         return Err(e);
     }
-    journal::write(ws, &j)?;
+    j.state = State::Pending;
+    if let Err(e) = journal::write(ws, &j) {
+        exec.unstage();
+        let _ = journal::remove(ws, &jid);
+        return Err(e);
+    }
     if let Err(e) = exec.run(plan) {
         exec.unstage();
         return Err(e);

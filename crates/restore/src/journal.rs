@@ -5,6 +5,10 @@
 //! change. Opening the workspace completes a pending journal: a path already in its target
 //! state is skipped, one still as the safety snapshot holds it is done, and one an unrelated
 //! later edit obstructs is left as it is and reported, the journal staying for a retry.
+//!
+//! A journal is first written in the `staging` state, before the first content is staged
+//! beside its target: a restore that dies while staging has changed nothing but left staged
+//! files, and opening the workspace removes them and the journal (the restore is abandoned).
 
 use crate::apply::{Exec, Mode, Report};
 use crate::error::{Error, Result};
@@ -23,6 +27,9 @@ pub const JOURNAL_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
+    /// Contents are being staged beside their targets; nothing in the workspace has changed.
+    /// Recovery removes the staged files and the journal: the restore is abandoned.
+    Staging,
     /// Changes may have been made; not finished.
     Pending,
     /// Finished; the report is kept for its idempotency key.
@@ -117,7 +124,9 @@ pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
     decode(&bytes, &path).map(Some)
 }
 
-fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
+/// Decodes journal file bytes (`path` is only named in errors). Bytes that are not a journal
+/// are `CORRUPT`; another format version is `UNSUPPORTED`.
+pub fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
     if bytes.len() < 12 || &bytes[..8] != JOURNAL_MAGIC {
         return Err(cairn_store::Error::corrupt("journal", path, "bad magic").into());
     }
@@ -157,11 +166,29 @@ pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
 pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
     for j in list(ws)? {
-        if j.state == State::Pending {
-            out.push(recover_one(ws, j)?);
+        match j.state {
+            State::Pending => out.push(recover_one(ws, j)?),
+            State::Staging => abandon(ws, &j)?,
+            State::Done => {}
         }
     }
     Ok(out)
+}
+
+/// Removes the staged files of a restore that died while staging (nothing in the workspace
+/// had changed), then its journal.
+pub(crate) fn abandon(ws: &Workspace, j: &Journal) -> Result<()> {
+    let mut exec = Exec::new(ws, &j.id, Mode::Apply, None)?;
+    exec.cleanup_temp(&j.plan)?;
+    remove(ws, &j.id)
+}
+
+/// Removes a journal file.
+pub(crate) fn remove(ws: &Workspace, id: &str) -> Result<()> {
+    let dir = journal_dir(ws)?;
+    fsutil::remove_if_exists(&dir.join(format!("{id}.journal")))?;
+    fsutil::sync_dir(&dir)?;
+    Ok(())
 }
 
 pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
