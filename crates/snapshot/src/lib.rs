@@ -355,18 +355,21 @@ pub fn snapshot_with_progress(
         protected: options.protect,
     };
     let id = store.write_manifest(&guard, &manifest)?;
-    // The cache is saved after the manifest: a crash in between only costs re-reading.
+    // The cache is saved after the manifest: a crash in between only costs re-reading. From
+    // here on the snapshot is taken, so a cache that cannot be saved (a full disk) does not
+    // fail it: the old cache stays, trusted only while its own snapshot exists.
     let cache_file = statcache::StatCacheFile {
         snapshot: Some(id),
         started_ns,
         entries: out.records,
     };
-    let cache_path = StatCache::path(store, workspace_id)?;
-    cairn_store::fsutil::write_atomic(
-        &store.layout().tmp,
-        &cache_path,
-        &StatCache::encode(&cache_file),
-    )?;
+    if let Ok(cache_path) = StatCache::path(store, workspace_id) {
+        let _ = cairn_store::fsutil::write_atomic(
+            &store.layout().tmp,
+            &cache_path,
+            &StatCache::encode(&cache_file),
+        );
+    }
     let mut manifest = manifest;
     manifest.stats.duration_ms = stats.duration_ms;
     Ok(Snapshot {
