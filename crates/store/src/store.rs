@@ -485,7 +485,8 @@ impl Store {
     }
 
     /// Runs `f` on each copy of `id` until one succeeds. Copies that fail their check are put in
-    /// quarantine. No copy at all, even after a refresh, is `NOT_FOUND`.
+    /// quarantine. No copy at all, even after a refresh, is `NOT_FOUND` (`CORRUPT` while a pack
+    /// index cannot be read: it may hold the object).
     fn with_verified_copy<T>(
         &self,
         id: &ObjectId,
@@ -497,6 +498,18 @@ impl Store {
             locs = self.locations(id);
         }
         if locs.is_empty() {
+            // A pack index that cannot be read may well hold it: the store is damaged, which
+            // is CORRUPT (and what `verify` reports), not a name that does not exist.
+            if let Some(broken) = self.broken_indexes().first() {
+                return Err(Error::corrupt(
+                    format!("object {id}"),
+                    &broken.path,
+                    format!(
+                        "it is in no readable pack, and this pack index is damaged ({})",
+                        broken.error
+                    ),
+                ));
+            }
             return Err(Error::not_found(format!("object {id}")));
         }
         let mut last_err = None;
