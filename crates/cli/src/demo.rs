@@ -289,7 +289,8 @@ pub(crate) fn demo(ctx: &Ctx, keep: bool) -> Result<()> {
         println!(
             "\nThat is the whole story: every change was planned first, asked for, and undoable."
         );
-        println!("Try it on your own project: `cairn snapshot`, edit, `cairn diff <id> --patch`, `cairn restore <id>`.");
+        println!("Try it on your own project: `cairn snapshot`, edit, `cairn diff <id> --patch`, `cairn restore <id>`;");
+        println!("or keep a thread: `cairn thread new`, `cairn thread append`, `cairn rewind THREAD ENTRY --files`.");
     }
     let directory = tmp.path().to_path_buf();
     if keep {
