@@ -561,6 +561,23 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
             if let (State::Done, Some(report)) = (j.state, &j.report) {
                 return Ok(report.clone());
             }
+        }
+    }
+    // The restore lock is taken before any journal is looked at: recovery runs only under it,
+    // so no two processes ever carry out the same journal.
+    let locks = &ws.store().layout().locks;
+    let lock_path = restore_lock_path(locks, ws.id());
+    let lock = fsutil::open_lock_file(&lock_path)?;
+    if !fsutil::flock(&lock, LockMode::Exclusive, false, &lock_path)? {
+        return Err(Error::Busy {
+            detail: "another restore of this workspace is running, or a hold is being taken".into(),
+        });
+    }
+    if let Some(key) = &options.key {
+        if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
+            if let (State::Done, Some(report)) = (j.state, &j.report) {
+                return Ok(report.clone());
+            }
             if j.state == State::Staging {
                 // The same key died while staging: nothing changed; start afresh.
                 journal::abandon(ws, &j)?;
@@ -578,18 +595,10 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
         }
     }
     // A restore a crash left pending must be finished first.
-    for r in journal::recover_all(ws)? {
+    for r in journal::recover_locked(ws)? {
         if !r.completed {
             return Err(obstruction(ws, r.obstructed));
         }
-    }
-    let locks = &ws.store().layout().locks;
-    let lock_path = restore_lock_path(locks, ws.id());
-    let lock = fsutil::open_lock_file(&lock_path)?;
-    if !fsutil::flock(&lock, LockMode::Exclusive, false, &lock_path)? {
-        return Err(Error::Busy {
-            detail: "another restore of this workspace is running, or a hold is being taken".into(),
-        });
     }
     let holds = ws.holds()?;
     if !holds.is_empty() {

@@ -163,7 +163,25 @@ pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
 }
 
 /// Completes every pending journal of the workspace (see the module documentation).
+///
+/// A restore that is running holds the workspace's restore lock until it ends, and its
+/// journal is its own: recovery takes that lock without waiting, and leaves every journal
+/// alone when it cannot (another process opening the workspace meanwhile must not race the
+/// restore through its plan). A journal whose process died has no holder.
 pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
+    if list(ws)?.iter().all(|j| j.state == State::Done) {
+        return Ok(Vec::new());
+    }
+    let path = crate::workspace::restore_lock_path(&ws.store().layout().locks, ws.id());
+    let lock = fsutil::open_lock_file(&path)?;
+    if !fsutil::flock(&lock, fsutil::LockMode::Exclusive, false, &path)? {
+        return Ok(Vec::new());
+    }
+    recover_locked(ws)
+}
+
+/// [`recover_all`] for a caller that holds the restore lock.
+pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
     for j in list(ws)? {
         match j.state {
@@ -219,7 +237,8 @@ pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
 impl Workspace {
     /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
     /// later edit stays pending (and later restores are refused with `CONFLICT`) until the
-    /// obstruction is resolved and this is called again.
+    /// obstruction is resolved and this is called again. While a restore of the workspace is
+    /// running (in any process) this does nothing: that restore finishes its own journal.
     pub fn recover(&self) -> Result<Vec<Recovery>> {
         recover_all(self)
     }
