@@ -124,18 +124,23 @@ fn child() {
     }
 }
 
-/// Snapshots the workspace until the deadline, reporting `SNAP <id> <start ms> <end ms>`.
+/// Snapshots the workspace until the deadline, opening it afresh each time as a command
+/// would, reporting `SNAP <id> <root tree> <start ms> <end ms>`.
 fn snapshot_loop(dir: &std::path::Path) {
-    let ws = open_ws(dir);
     let mut rng = crate::util::Rng::new(u64::from(std::process::id()));
     while !deadline_passed() {
         let start = now_ms();
+        let ws = open_ws(dir);
         let snap = ws
             .snapshot(&ws.snapshot_options())
             .expect("a snapshot succeeds while others run");
         let end = now_ms();
-        say(&format!("SNAP {} {start} {end}", snap.id.to_hex()));
-        std::thread::sleep(Duration::from_millis(rng.below(15)));
+        say(&format!(
+            "SNAP {} {} {start} {end}",
+            snap.id.to_hex(),
+            snap.root.to_hex()
+        ));
+        std::thread::sleep(Duration::from_millis(rng.below(100)));
     }
     say("DONE");
 }
@@ -178,7 +183,7 @@ fn restore_loop(dir: &std::path::Path) {
             .expect("a restore succeeds while snapshots and collections run");
         let after = now_ms();
         say(&format!("RESTORED {} {before} {after}", target.to_hex()));
-        std::thread::sleep(Duration::from_millis(30 + rng.below(50)));
+        std::thread::sleep(Duration::from_millis(200 + rng.below(300)));
     }
     say("DONE");
 }

@@ -3,6 +3,7 @@
 //! are in `docs/RELIABILITY.md`; `CAIRN_LONG=1` runs the long versions.
 
 mod child;
+mod concurrency;
 mod crash;
 mod faults;
 mod util;
