@@ -4,12 +4,12 @@
  * Long operations return Promises and run on koffi's worker threads, so timers and I/O go on
  * while they run. Cheap getters (`info`, `list`, `show`) are synchronous.
  */
-import { callAsync, callAsyncRaw, callSync } from './call.js';
-import { openCancelScope, type CancelScope } from './cancel.js';
+import { callSync } from './call.js';
+import { checkNotCancelled, runAsync, runAsyncRaw } from './ops.js';
 import { fromNative, toNative } from './codec.js';
 import { CairnError, check } from './errors.js';
 import { decodeProgress, load, STATUS, type Out, type Pointer } from './ffi.js';
-import { acquire, NativeHandle } from './handle.js';
+import { NativeHandle } from './handle.js';
 import { pathToBuffer } from './paths.js';
 import type {
   CallOptions,
@@ -46,11 +46,6 @@ function nativeOptions<T extends object>(opts: T | undefined, ...jsOnly: string[
     if (!['signal', 'cancel', ...jsOnly].includes(k)) rest[k] = v;
   }
   return toNative(rest);
-}
-
-/** Throws `'CANCELLED'` when an operation the C ABI cannot stop midway is cancelled before it starts. */
-function checkNotCancelled(opts: CallOptions | undefined): void {
-  openCancelScope(opts).end();
 }
 
 /**
@@ -118,7 +113,7 @@ export class Workspace extends NativeHandle {
   static async open(root: string | Uint8Array, options?: WorkspaceOptions): Promise<Workspace> {
     const r = pathToBuffer(root);
     const o = toNative(options);
-    const ptr = await callAsyncRaw('cairn_workspace_open', [r, r.length, o, o.length]);
+    const ptr = await runAsyncRaw([], 'cairn_workspace_open', () => [r, r.length, o, o.length]);
     return new Workspace(ptr as bigint);
   }
 
@@ -149,26 +144,6 @@ export class Workspace extends NativeHandle {
     return fromNative(callSync('cairn_workspace_show', [this.ptr, n, n.length]));
   }
 
-  /** Runs `name` on a worker thread with this handle (and `others`) marked busy meanwhile. */
-  async #run(
-    name: Parameters<typeof callAsync>[0],
-    args: (ptr: bigint, scope: CancelScope) => unknown[],
-    opts?: CallOptions,
-    others: NativeHandle[] = [],
-  ): Promise<Buffer> {
-    const scope = openCancelScope(opts);
-    const releases: Array<() => void> = [];
-    try {
-      const [ptr, release] = this[acquire]();
-      releases.push(release);
-      for (const o of others) releases.push(o[acquire]()[1]);
-      return await callAsync(name, args(ptr, scope), (status, err) => scope.error(status, err));
-    } finally {
-      for (const r of releases) r();
-      scope.end();
-    }
-  }
-
   /**
    * Takes a snapshot on a worker thread. `onProgress` is called on the main thread while it
    * runs; `signal`/`cancel` stop it (`'CANCELLED'`, nothing recorded).
@@ -194,7 +169,7 @@ export class Workspace extends NativeHandle {
         }
       : null;
     try {
-      const doc = await this.#run('cairn_workspace_snapshot', (ptr, scope) => [ptr, o, o.length, progress, null, scope.ptr], options);
+      const doc = await runAsync([this], 'cairn_workspace_snapshot', ([ws], scope) => [ws, o, o.length, progress, null, scope.ptr], options);
       return fromNative(doc);
     } catch (e) {
       if (thrown && CairnError.is(e, 'ABORTED_BY_CALLBACK')) throw thrown.error;
@@ -211,21 +186,21 @@ export class Workspace extends NativeHandle {
     checkNotCancelled(options);
     const an = text(a);
     const bn = text(b ?? '');
-    return fromNative(await this.#run('cairn_workspace_diff', (ptr) => [ptr, an, an.length, bn, bn.length]));
+    return fromNative(await runAsync([this], 'cairn_workspace_diff', ([ws]) => [ws, an, an.length, bn, bn.length]));
   }
 
   /** Deletes a snapshot and collects garbage. `signal`/`cancel` are checked before it starts. */
   async delete(name: string, options?: CallOptions): Promise<PruneReport> {
     checkNotCancelled(options);
     const n = text(name);
-    return fromNative(await this.#run('cairn_workspace_delete', (ptr) => [ptr, n, n.length]));
+    return fromNative(await runAsync([this], 'cairn_workspace_delete', ([ws]) => [ws, n, n.length]));
   }
 
   /** Applies a retention policy and collects garbage. `signal`/`cancel` are checked before it starts. */
   async prune(retain: Retention, options?: CallOptions): Promise<PruneReport> {
     checkNotCancelled(options);
     const r = toNative(retain);
-    return fromNative(await this.#run('cairn_workspace_prune', (ptr) => [ptr, r, r.length]));
+    return fromNative(await runAsync([this], 'cairn_workspace_prune', ([ws]) => [ws, r, r.length]));
   }
 
   /**
@@ -238,13 +213,13 @@ export class Workspace extends NativeHandle {
   async gc(options?: GcOptions): Promise<GcReport | GcPlan> {
     checkNotCancelled(options);
     const o = nativeOptions(options);
-    return fromNative(await this.#run('cairn_workspace_gc', (ptr) => [ptr, o, o.length]));
+    return fromNative(await runAsync([this], 'cairn_workspace_gc', ([ws]) => [ws, o, o.length]));
   }
 
   /** Re-hashes every object and decodes every tree and manifest. `signal`/`cancel` are checked before it starts. */
   async verify(options?: CallOptions): Promise<VerifyReport> {
     checkNotCancelled(options);
-    return fromNative(await this.#run('cairn_workspace_verify', (ptr) => [ptr]));
+    return fromNative(await runAsync([this], 'cairn_workspace_verify', ([ws]) => [ws]));
   }
 
   /**
@@ -254,14 +229,14 @@ export class Workspace extends NativeHandle {
   async copy(name: string, to: Workspace, options?: CallOptions): Promise<CopyReport> {
     checkNotCancelled(options);
     const n = text(name);
-    return fromNative(await this.#run('cairn_workspace_copy', (ptr) => [ptr, n, n.length, to.ptr], undefined, [to]));
+    return fromNative(await runAsync([this, to], 'cairn_workspace_copy', ([ws, dst]) => [ws, n, n.length, dst]));
   }
 
   /** Plans restoring a snapshot (the dry run): every change, before any is made. */
   async plan(name: string, options?: RestoreOptions): Promise<Plan> {
     const n = text(name);
     const o = nativeOptions(options);
-    const raw = await this.#run('cairn_workspace_plan', (ptr, scope) => [ptr, n, n.length, o, o.length, scope.ptr], options);
+    const raw = await runAsync([this], 'cairn_workspace_plan', ([ws], scope) => [ws, n, n.length, o, o.length, scope.ptr], options);
     const plan = fromNative<Plan>(raw);
     planBytes.set(plan, raw);
     return plan;
@@ -274,7 +249,7 @@ export class Workspace extends NativeHandle {
   async apply(plan: Plan, options?: RestoreOptions): Promise<RestoreReport> {
     const p = planBytes.get(plan) ?? toNative(plan);
     const o = nativeOptions(options);
-    return fromNative(await this.#run('cairn_workspace_apply', (ptr, scope) => [ptr, p, p.length, o, o.length, scope.ptr], options));
+    return fromNative(await runAsync([this], 'cairn_workspace_apply', ([ws], scope) => [ws, p, p.length, o, o.length, scope.ptr], options));
   }
 
   /**
@@ -284,13 +259,13 @@ export class Workspace extends NativeHandle {
   async restore(name: string, options?: RestoreOptions): Promise<RestoreReport> {
     const n = text(name);
     const o = nativeOptions(options);
-    return fromNative(await this.#run('cairn_workspace_restore', (ptr, scope) => [ptr, n, n.length, o, o.length, scope.ptr], options));
+    return fromNative(await runAsync([this], 'cairn_workspace_restore', ([ws], scope) => [ws, n, n.length, o, o.length, scope.ptr], options));
   }
 
   /** Completes restores a crash left pending. `signal`/`cancel` are checked before it starts. */
   async recover(options?: CallOptions): Promise<Recovery[]> {
     checkNotCancelled(options);
-    return fromNative(await this.#run('cairn_workspace_recover', (ptr) => [ptr]));
+    return fromNative(await runAsync([this], 'cairn_workspace_recover', ([ws]) => [ws]));
   }
 
   /**
