@@ -163,6 +163,17 @@ typedef struct cairn_error cairn_error;
 typedef struct cairn_hold cairn_hold;
 
 /*
+ A run held by this process: its lease, its tool calls, its checkpoint policy.
+ */
+typedef struct cairn_run cairn_run;
+
+/*
+ A thread database handle (SQLite, shared safely by threads and processes). Thread-safe:
+ functions taking `const cairn_threads *` may run concurrently on one handle.
+ */
+typedef struct cairn_threads cairn_threads;
+
+/*
  A workspace handle: a root and the store that keeps its snapshots. Thread-safe: every
  function taking `const cairn_workspace *` may be called from several threads at once.
  */
@@ -317,6 +328,324 @@ void cairn_cancel_free(struct cairn_cancel *cancel);
  `err_out` must be NULL or writable.
  */
 cairn_status cairn_debug_panic(struct cairn_error **err_out);
+
+/*
+ Opens the thread database at `path` (created if needed). With an empty path and a
+ workspace, the database is `<store>/threads.db` of that workspace. `workspace` (may be
+ NULL) is the default workspace for checkpoints, rewinds and forks, and is used to finish a
+ rewind a crash interrupted. Options, may be empty: `{"checkpoints": {"enabled": bool,
+ "exclude": [glob], "max_file_bytes": n, "before_tools": bool, "before_compaction": bool},
+ "rewind_files": bool, "recover": bool, "busy_timeout_ms": n}`.
+
+ # Safety
+ Inputs valid for their lengths; `workspace` NULL or live; `out` writable; `err_out` NULL or
+ writable.
+ */
+cairn_status cairn_threads_open(const uint8_t *path,
+                                size_t path_len,
+                                const uint8_t *options_json,
+                                size_t options_len,
+                                const struct cairn_workspace *workspace,
+                                struct cairn_threads **out,
+                                struct cairn_error **err_out);
+
+/*
+ Frees a thread database handle. NULL is accepted.
+
+ # Safety
+ `t` NULL or a live handle not in use.
+ */
+void cairn_threads_free(struct cairn_threads *t);
+
+/*
+ Creates a thread (`{"id": str, "metadata": {...}}`, may be empty); writes it as JSON. An id
+ that exists already is `CAIRN_ERR_VALIDATION`.
+
+ # Safety
+ `t` live; inputs valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_create(const struct cairn_threads *t,
+                                  const uint8_t *options_json,
+                                  size_t options_len,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+
+/*
+ Lists every thread as JSON.
+
+ # Safety
+ `t` live; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_list(const struct cairn_threads *t,
+                                struct cairn_buf **out,
+                                struct cairn_error **err_out);
+
+/*
+ The entries of a thread as JSON: the active branch, or with `all` every branch (nothing is
+ ever deleted).
+
+ # Safety
+ `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_log(const struct cairn_threads *t,
+                               const uint8_t *thread,
+                               size_t thread_len,
+                               bool all,
+                               struct cairn_buf **out,
+                               struct cairn_error **err_out);
+
+/*
+ Appends an entry: `{"kind": "user"|"assistant"|"tool"|"note"|"event"|"compaction",
+ "text": str | "payload_hex": hex, "metadata": {...}, "key": admission key, "wait_ms": n}`.
+ A user entry is preceded by a checkpoint of the workspace when the policy says so (the
+ run's, else `workspace`, else the handle's default workspace); a checkpoint that fails is
+ reported in `checkpoint_error` and the entry is saved anyway. Repeating a key returns the
+ first entry (`repeated: true`). `run` and `workspace` may be NULL.
+
+ # Safety
+ `t` live; inputs valid; `run`, `workspace` NULL or live; `out` writable; `err_out` NULL or
+ writable.
+ */
+cairn_status cairn_threads_append(const struct cairn_threads *t,
+                                  const uint8_t *thread,
+                                  size_t thread_len,
+                                  const uint8_t *entry_json,
+                                  size_t entry_len,
+                                  const struct cairn_run *run,
+                                  const struct cairn_workspace *workspace,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+
+/*
+ Takes a manual checkpoint labelled `label` (the run's workspace, else `workspace`, else the
+ default one); writes the checkpoint as JSON.
+
+ # Safety
+ `t` live; inputs valid; `run`, `workspace` NULL or live; `out` writable; `err_out` NULL or
+ writable.
+ */
+cairn_status cairn_threads_checkpoint(const struct cairn_threads *t,
+                                      const uint8_t *thread,
+                                      size_t thread_len,
+                                      const uint8_t *label,
+                                      size_t label_len,
+                                      const struct cairn_run *run,
+                                      const struct cairn_workspace *workspace,
+                                      struct cairn_buf **out,
+                                      struct cairn_error **err_out);
+
+/*
+ The checkpoints of a thread and of the threads it was forked from, as JSON.
+
+ # Safety
+ `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_list_checkpoints(const struct cairn_threads *t,
+                                            const uint8_t *thread,
+                                            size_t thread_len,
+                                            struct cairn_buf **out,
+                                            struct cairn_error **err_out);
+
+/*
+ Adds a memory item `{"kind": "item"|"summary", "text": str, "stands_on": [entry id]}`;
+ writes it as JSON.
+
+ # Safety
+ `t` live; inputs valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_add_memory(const struct cairn_threads *t,
+                                      const uint8_t *thread,
+                                      size_t thread_len,
+                                      const uint8_t *memory_json,
+                                      size_t memory_len,
+                                      struct cairn_buf **out,
+                                      struct cairn_error **err_out);
+
+/*
+ The memory items seen from the thread's active branch (stale ones included, marked), as
+ JSON.
+
+ # Safety
+ `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_memory(const struct cairn_threads *t,
+                                  const uint8_t *thread,
+                                  size_t thread_len,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+
+/*
+ Begins a run of a thread in `workspace` (NULL: the default one). Options, may be empty:
+ `{"durable": bool, "lease_ms": n, "parent_run": run id (a subagent: takes no checkpoints),
+ "checkpoints": {...}, "agent_checkpoints": {...}, "reject_if_busy": bool, "wait_ms": n}`.
+ While a rewind holds the thread, the call waits, or fails with `CAIRN_ERR_THREAD_BUSY`
+ with `reject_if_busy`.
+
+ # Safety
+ `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or
+ writable.
+ */
+cairn_status cairn_threads_begin_run(const struct cairn_threads *t,
+                                     const uint8_t *thread,
+                                     size_t thread_len,
+                                     const uint8_t *options_json,
+                                     size_t options_len,
+                                     const struct cairn_workspace *workspace,
+                                     struct cairn_run **out,
+                                     struct cairn_error **err_out);
+
+/*
+ The run's id (valid until `cairn_run_free`).
+
+ # Safety
+ `run` NULL or live.
+ */
+struct cairn_bytes cairn_run_id(const struct cairn_run *run);
+
+/*
+ Frees a run handle (the run itself goes on until `cairn_threads_end_run`, or its lease
+ runs out). NULL is accepted.
+
+ # Safety
+ `run` NULL or live.
+ */
+void cairn_run_free(struct cairn_run *run);
+
+/*
+ Renews the run's lease. A run a forced rewind interrupted gets
+ `CAIRN_ERR_RUN_INTERRUPTED`.
+
+ # Safety
+ `t`, `run` live; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_heartbeat(const struct cairn_threads *t,
+                                     const struct cairn_run *run,
+                                     struct cairn_error **err_out);
+
+/*
+ Starts a tool call of a run (counted until it finishes, even after its run ends); writes
+ the call's id (text) to `out`.
+
+ # Safety
+ `t`, `run` live; `name` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_tool_start(const struct cairn_threads *t,
+                                      const struct cairn_run *run,
+                                      const uint8_t *name,
+                                      size_t name_len,
+                                      struct cairn_buf **out,
+                                      struct cairn_error **err_out);
+
+/*
+ Finishes a tool call.
+
+ # Safety
+ `t` live; `call` valid; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_tool_finish(const struct cairn_threads *t,
+                                       const uint8_t *call,
+                                       size_t call_len,
+                                       struct cairn_error **err_out);
+
+/*
+ Ends a run; writes its final status as JSON (`"ended"`, `"interrupted"`, ...).
+
+ # Safety
+ `t`, `run` live; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_end_run(const struct cairn_threads *t,
+                                   const struct cairn_run *run,
+                                   struct cairn_buf **out,
+                                   struct cairn_error **err_out);
+
+/*
+ The runs of a thread (going, paused, durable) as JSON.
+
+ # Safety
+ `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_runs(const struct cairn_threads *t,
+                                const uint8_t *thread,
+                                size_t thread_len,
+                                struct cairn_buf **out,
+                                struct cairn_error **err_out);
+
+/*
+ Rewinds a thread to `entry` of its active branch, in one operation: files (with
+ `"files": true`), then conversation, memory and runs. Options, may be empty: `{"files":
+ bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key": str,
+ "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
+ default one. Writes the rewind report as JSON.
+
+ # Safety
+ `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or
+ writable.
+ */
+cairn_status cairn_threads_rewind(const struct cairn_threads *t,
+                                  const uint8_t *thread,
+                                  size_t thread_len,
+                                  const uint8_t *entry,
+                                  size_t entry_len,
+                                  const uint8_t *options_json,
+                                  size_t options_len,
+                                  const struct cairn_workspace *workspace,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+
+/*
+ "Restore before this prompt": the rewind to just before user entry `entry`. Options and
+ result as for `cairn_threads_rewind`.
+
+ # Safety
+ As `cairn_threads_rewind`.
+ */
+cairn_status cairn_threads_restore_before(const struct cairn_threads *t,
+                                          const uint8_t *thread,
+                                          size_t thread_len,
+                                          const uint8_t *entry,
+                                          size_t entry_len,
+                                          const uint8_t *options_json,
+                                          size_t options_len,
+                                          const struct cairn_workspace *workspace,
+                                          struct cairn_buf **out,
+                                          struct cairn_error **err_out);
+
+/*
+ Forks a thread at `entry`: a new thread sharing the prefix. With `"files": true` the
+ fork's `workspace` gets the files as they were there (checkpoints copied from `source`'s
+ store first when it is another workspace). Options, may be empty: `{"files": bool,
+ "new_thread_id": str, "dry_run": bool, "force": bool, "tool_settle_ms": n,
+ "lease_wait_ms": n, "metadata": {...}}`. `workspace` and `source` may be NULL (the default
+ workspace). Writes the fork report as JSON.
+
+ # Safety
+ `t` live; inputs valid; `workspace`, `source` NULL or live; `out` writable; `err_out` NULL
+ or writable.
+ */
+cairn_status cairn_threads_fork(const struct cairn_threads *t,
+                                const uint8_t *thread,
+                                size_t thread_len,
+                                const uint8_t *entry,
+                                size_t entry_len,
+                                const uint8_t *options_json,
+                                size_t options_len,
+                                const struct cairn_workspace *workspace,
+                                const struct cairn_workspace *source,
+                                struct cairn_buf **out,
+                                struct cairn_error **err_out);
+
+/*
+ Events after `cursor` (0: from the start), at most `limit` (0: 1000), as JSON; each has a
+ `cursor` to pass next time. Two processes see the same events.
+
+ # Safety
+ `t` live; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_events(const struct cairn_threads *t,
+                                  int64_t cursor,
+                                  size_t limit,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
 
 /*
  Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:

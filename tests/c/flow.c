@@ -287,6 +287,94 @@ int main(void) {
     err = NULL;
     cairn_cancel_free(cancel);
 
+    /* Threads: checkpoints bound to messages, a run with a tool call, rewind, fork, events. */
+    {
+        cairn_threads *th = NULL;
+        CHECK(cairn_threads_open(NULL, 0, S("{\"checkpoints\":{\"enabled\":true}}"), ws, &th, &err) == CAIRN_OK);
+        CHECK(cairn_threads_create(th, S("{\"id\":\"chat\"}"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        expect_error(cairn_threads_create(th, S("{\"id\":\"chat\"}"), &buf, &err), CAIRN_ERR_VALIDATION, &err);
+        cairn_run *run = NULL;
+        CHECK(cairn_threads_begin_run(th, S("chat"), NULL, 0, NULL, &run, &err) == CAIRN_OK);
+        CHECK(cairn_run_id(run).len > 0);
+        write_file(root, "notes.txt", "turn one\n");
+        CHECK(cairn_threads_append(th, S("chat"), S("{\"kind\":\"user\",\"text\":\"first\"}"), run, NULL, &buf, &err) == CAIRN_OK);
+        char *a1 = take_json(buf);
+        CHECK(strstr(a1, "\"checkpoint\":{") != NULL);
+        free(a1);
+        cairn_buf *call = NULL;
+        CHECK(cairn_threads_tool_start(th, run, S("write_file"), &call, &err) == CAIRN_OK);
+        write_file(root, "notes.txt", "edited by the tool\n");
+        cairn_bytes cb = cairn_buf_bytes(call);
+        CHECK(cairn_threads_tool_finish(th, cb.data, cb.len, &err) == CAIRN_OK);
+        cairn_buf_free(call);
+        CHECK(cairn_threads_append(th, S("chat"), S("{\"kind\":\"assistant\",\"text\":\"done\"}"), run, NULL, &buf, &err) == CAIRN_OK);
+        char *a2 = take_json(buf);
+        char *entry_obj = strstr(a2, "\"entry\":{");
+        char assistant_id[128];
+        json_str(entry_obj ? entry_obj : a2, "id", assistant_id, sizeof assistant_id);
+        free(a2);
+        CHECK(strlen(assistant_id) > 0);
+        CHECK(cairn_threads_append(th, S("chat"), S("{\"kind\":\"user\",\"text\":\"second\",\"key\":\"k2\"}"), run, NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_append(th, S("chat"), S("{\"kind\":\"user\",\"text\":\"second\",\"key\":\"k2\"}"), run, NULL, &buf, &err) == CAIRN_OK);
+        char *rep2 = take_json(buf);
+        CHECK(strstr(rep2, "\"repeated\":true") != NULL);
+        free(rep2);
+        write_file(root, "notes.txt", "turn two\n");
+        /* A going run of the thread refuses the rewind. */
+        expect_error(cairn_threads_rewind(th, S("chat"), S(assistant_id), S("{\"files\":true}"), NULL, &buf, &err),
+                     CAIRN_ERR_THREAD_BUSY, &err);
+        CHECK(cairn_threads_end_run(th, run, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        cairn_run_free(run);
+        CHECK(cairn_threads_rewind(th, S("chat"), S(assistant_id), S("{\"files\":true,\"dry_run\":true}"), NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(strstr(read_file(root, "notes.txt"), "turn two") != NULL);
+        CHECK(cairn_threads_rewind(th, S("chat"), S(assistant_id), S("{\"files\":true}"), NULL, &buf, &err) == CAIRN_OK);
+        char *rw = take_json(buf);
+        CHECK(strstr(rw, "\"exact\":true") != NULL);
+        free(rw);
+        CHECK(strstr(read_file(root, "notes.txt"), "edited by the tool") != NULL);
+        CHECK(cairn_threads_log(th, S("chat"), false, &buf, &err) == CAIRN_OK);
+        char *log = take_json(buf);
+        CHECK(strstr(log, "\"payload\":\"second\"") == NULL);
+        free(log);
+        CHECK(cairn_threads_log(th, S("chat"), true, &buf, &err) == CAIRN_OK);
+        log = take_json(buf);
+        CHECK(strstr(log, "\"payload\":\"second\"") != NULL);
+        free(log);
+        CHECK(cairn_threads_list_checkpoints(th, S("chat"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_add_memory(th, S("chat"), S("{\"kind\":\"item\",\"text\":\"likes tests\"}"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_memory(th, S("chat"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_runs(th, S("chat"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        /* Fork with files into another workspace. */
+        char fork_root[4200];
+        snprintf(fork_root, sizeof fork_root, "%s/fork", dir);
+        mkdir(fork_root, 0755);
+        cairn_workspace *fws = NULL;
+        CHECK(cairn_workspace_open(S(fork_root), NULL, 0, &fws, &err) == CAIRN_OK);
+        CHECK(cairn_threads_fork(th, S("chat"), S(assistant_id), S("{\"files\":true,\"new_thread_id\":\"chat-fork\"}"), fws, NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(strstr(read_file(fork_root, "notes.txt"), "edited by the tool") != NULL);
+        cairn_workspace_free(fws);
+        CHECK(cairn_threads_events(th, 0, 0, &buf, &err) == CAIRN_OK);
+        char *ev = take_json(buf);
+        CHECK(strstr(ev, "fork") != NULL);
+        free(ev);
+        expect_error(cairn_threads_rewind(th, S("chat"), S("no-such-entry"), NULL, 0, NULL, &buf, &err),
+                     CAIRN_ERR_NOT_FOUND, &err);
+        expect_error(cairn_threads_append(th, S("chat"), S("{\"kind\":\"nonsense\"}"), NULL, NULL, &buf, &err),
+                     CAIRN_ERR_INVALID_ARGUMENT, &err);
+        cairn_threads_free(th);
+        cairn_threads_free(NULL);
+        cairn_run_free(NULL);
+    }
+
     /* NULL is accepted by every _free. */
     cairn_workspace_free(NULL);
     cairn_buf_free(NULL);

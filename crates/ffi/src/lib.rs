@@ -14,9 +14,11 @@
 
 mod boundary;
 mod json;
+mod threads;
 mod workspace;
 
 pub use boundary::*;
+pub use threads::*;
 pub use workspace::*;
 
 /// The ABI version: bumped on every incompatible change of the C ABI. Bindings refuse a

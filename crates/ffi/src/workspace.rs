@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// A workspace handle: a root and the store that keeps its snapshots. Thread-safe: every
 /// function taking `const cairn_workspace *` may be called from several threads at once.
 pub struct cairn_workspace {
-    ws: Workspace,
+    pub(crate) ws: std::sync::Arc<Workspace>,
 }
 
 /// A hold on a workspace: while it stands, restores are refused with `CAIRN_ERR_BUSY`.
@@ -88,7 +88,11 @@ pub unsafe extern "C" fn cairn_workspace_open(
         }
         let ws = Workspace::open(PathBuf::from(OsStr::from_bytes(root)), options)?;
         // SAFETY: checked non-null.
-        unsafe { *out = Box::into_raw(Box::new(cairn_workspace { ws })) };
+        unsafe {
+            *out = Box::into_raw(Box::new(cairn_workspace {
+                ws: std::sync::Arc::new(ws),
+            }))
+        };
         Ok(())
     })
 }

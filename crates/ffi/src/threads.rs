@@ -1,0 +1,974 @@
+//! Threads, runs, rewinds and forks across the boundary.
+
+use crate::boundary::*;
+use crate::json;
+use crate::workspace::cairn_workspace;
+use cairn_rewind::{
+    AppendOptions, CheckpointOptions, Checkpoints, EntryId, EntryKind, Files, ForkOptions,
+    MemoryKind, NewEntry, NewMemory, RewindOptions, Run, RunId, RunOptions, ThreadId, Threads,
+    ThreadsOptions, ToolCallId,
+};
+use cairn_store::RelPath;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A thread database handle (SQLite, shared safely by threads and processes). Thread-safe:
+/// functions taking `const cairn_threads *` may run concurrently on one handle.
+pub struct cairn_threads {
+    threads: Threads,
+    workspace: Option<Arc<cairn_restore::Workspace>>,
+}
+
+/// A run held by this process: its lease, its tool calls, its checkpoint policy.
+pub struct cairn_run {
+    run: Run,
+}
+
+fn ws_arg(ws: *const cairn_workspace) -> Option<Arc<dyn Files>> {
+    // SAFETY: NULL or a live handle, per the API contract.
+    unsafe { ws.as_ref() }.map(|w| w.ws.clone() as Arc<dyn Files>)
+}
+
+fn ms(v: Option<u64>) -> Option<Duration> {
+    v.map(Duration::from_millis)
+}
+
+fn put_json<T: Serialize>(out: *mut *mut cairn_buf, v: &T) {
+    // SAFETY: `out` was checked non-null by the caller.
+    unsafe { put_buf(out, json::to_vec(v)) }
+}
+
+/// A checkpoint policy level; omitted fields take their defaults (`enabled` is true).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct PolicyJson {
+    enabled: bool,
+    exclude: Vec<String>,
+    max_file_bytes: Option<u64>,
+    before_tools: Option<bool>,
+    before_compaction: Option<bool>,
+}
+
+impl Default for PolicyJson {
+    fn default() -> Self {
+        PolicyJson {
+            enabled: true,
+            exclude: Vec::new(),
+            max_file_bytes: None,
+            before_tools: None,
+            before_compaction: None,
+        }
+    }
+}
+
+impl From<PolicyJson> for Checkpoints {
+    fn from(p: PolicyJson) -> Self {
+        Checkpoints {
+            enabled: p.enabled,
+            exclude: p.exclude,
+            max_file_bytes: p.max_file_bytes,
+            before_tools: p.before_tools,
+            before_compaction: p.before_compaction,
+        }
+    }
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct OpenJson {
+    checkpoints: Option<PolicyJson>,
+    rewind_files: Option<bool>,
+    recover: Option<bool>,
+    busy_timeout_ms: Option<u64>,
+}
+
+/// Opens the thread database at `path` (created if needed). With an empty path and a
+/// workspace, the database is `<store>/threads.db` of that workspace. `workspace` (may be
+/// NULL) is the default workspace for checkpoints, rewinds and forks, and is used to finish a
+/// rewind a crash interrupted. Options, may be empty: `{"checkpoints": {"enabled": bool,
+/// "exclude": [glob], "max_file_bytes": n, "before_tools": bool, "before_compaction": bool},
+/// "rewind_files": bool, "recover": bool, "busy_timeout_ms": n}`.
+///
+/// # Safety
+/// Inputs valid for their lengths; `workspace` NULL or live; `out` writable; `err_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_open(
+    path: *const u8,
+    path_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_threads,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let path = unsafe { bytes(path, path_len, "path") }?;
+        // SAFETY: per the contract.
+        let o: OpenJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "threads options",
+        )?;
+        // SAFETY: NULL or live.
+        let ws = unsafe { workspace.as_ref() }.map(|w| w.ws.clone());
+        let mut options = ThreadsOptions {
+            checkpoints: o.checkpoints.map(Checkpoints::from),
+            workspaces: ws.iter().map(|w| w.clone() as Arc<dyn Files>).collect(),
+            ..ThreadsOptions::default()
+        };
+        if let Some(v) = o.rewind_files {
+            options.rewind_files = v;
+        }
+        if let Some(v) = o.recover {
+            options.recover = v;
+        }
+        if let Some(v) = o.busy_timeout_ms {
+            options.busy_timeout = Duration::from_millis(v);
+        }
+        let threads = if path.is_empty() {
+            let w = ws.as_ref().ok_or_else(|| {
+                FfiError::invalid("give the database path, or a workspace whose store keeps it")
+            })?;
+            Threads::open_in_store(w.store().path(), options)?
+        } else {
+            use std::os::unix::ffi::OsStrExt;
+            Threads::open(
+                std::path::Path::new(std::ffi::OsStr::from_bytes(path)),
+                options,
+            )?
+        };
+        // SAFETY: checked non-null.
+        unsafe {
+            *out = Box::into_raw(Box::new(cairn_threads {
+                threads,
+                workspace: ws,
+            }))
+        };
+        Ok(())
+    })
+}
+
+/// Frees a thread database handle. NULL is accepted.
+///
+/// # Safety
+/// `t` NULL or a live handle not in use.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_free(t: *mut cairn_threads) {
+    if !t.is_null() {
+        // SAFETY: created by Box::into_raw in cairn_threads_open.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
+impl cairn_threads {
+    fn workspace_or(&self, ws: *const cairn_workspace) -> Option<Arc<dyn Files>> {
+        ws_arg(ws).or_else(|| self.workspace.clone().map(|w| w as Arc<dyn Files>))
+    }
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct CreateJson {
+    id: Option<String>,
+    metadata: Option<serde_json::Value>,
+}
+
+/// Creates a thread (`{"id": str, "metadata": {...}}`, may be empty); writes it as JSON. An id
+/// that exists already is `CAIRN_ERR_VALIDATION`.
+///
+/// # Safety
+/// `t` live; inputs valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_create(
+    t: *const cairn_threads,
+    options_json: *const u8,
+    options_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let o: CreateJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "thread options",
+        )?;
+        let thread = t.threads.create_thread(
+            o.id.map(ThreadId::new),
+            o.metadata.unwrap_or_else(|| serde_json::json!({})),
+        )?;
+        put_json(out, &thread);
+        Ok(())
+    })
+}
+
+/// Lists every thread as JSON.
+///
+/// # Safety
+/// `t` live; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_list(
+    t: *const cairn_threads,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        put_json(out, &t.threads.threads()?);
+        Ok(())
+    })
+}
+
+#[derive(Serialize)]
+struct EntryOut<'a> {
+    #[serde(flatten)]
+    entry: &'a cairn_rewind::Entry,
+    /// The payload: a string when UTF-8, `{"hex": ...}` otherwise.
+    payload: RelPath,
+}
+
+fn entries_out(entries: &[cairn_rewind::Entry]) -> Vec<EntryOut<'_>> {
+    entries
+        .iter()
+        .map(|e| EntryOut {
+            entry: e,
+            payload: RelPath(e.payload.clone()),
+        })
+        .collect()
+}
+
+/// The entries of a thread as JSON: the active branch, or with `all` every branch (nothing is
+/// ever deleted).
+///
+/// # Safety
+/// `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_log(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    all: bool,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        let entries = if all {
+            t.threads.entries(&id, true)?
+        } else {
+            t.threads.active_branch(&id)?
+        };
+        put_json(out, &entries_out(&entries));
+        Ok(())
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppendJson {
+    kind: EntryKind,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    payload_hex: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    wait_ms: Option<u64>,
+}
+
+/// Appends an entry: `{"kind": "user"|"assistant"|"tool"|"note"|"event"|"compaction",
+/// "text": str | "payload_hex": hex, "metadata": {...}, "key": admission key, "wait_ms": n}`.
+/// A user entry is preceded by a checkpoint of the workspace when the policy says so (the
+/// run's, else `workspace`, else the handle's default workspace); a checkpoint that fails is
+/// reported in `checkpoint_error` and the entry is saved anyway. Repeating a key returns the
+/// first entry (`repeated: true`). `run` and `workspace` may be NULL.
+///
+/// # Safety
+/// `t` live; inputs valid; `run`, `workspace` NULL or live; `out` writable; `err_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_append(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    entry_json: *const u8,
+    entry_len: usize,
+    run: *const cairn_run,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        // SAFETY: per the contract.
+        let raw = unsafe { bytes(entry_json, entry_len, "entry") }?;
+        let e: AppendJson = serde_json::from_slice(raw).map_err(|err| {
+            FfiError::invalid(format!("the entry is not a valid document: {err}"))
+        })?;
+        let payload = match (e.text, e.payload_hex) {
+            (Some(t), None) => t.into_bytes(),
+            (None, Some(h)) => {
+                hex_decode(&h).ok_or_else(|| FfiError::invalid("payload_hex is not hex"))?
+            }
+            (None, None) => Vec::new(),
+            (Some(_), Some(_)) => {
+                return Err(FfiError::invalid(
+                    "give either text or payload_hex, not both",
+                ))
+            }
+        };
+        let mut entry = NewEntry::new(e.kind, payload);
+        if let Some(m) = e.metadata {
+            entry = entry.with_metadata(m);
+        }
+        // SAFETY: NULL or live.
+        let run = unsafe { run.as_ref() }.map(|r| r.run.clone());
+        let opts = AppendOptions {
+            workspace: if run.is_none() {
+                t.workspace_or(workspace)
+            } else {
+                ws_arg(workspace)
+            },
+            run,
+            key: e.key,
+            wait: ms(e.wait_ms).unwrap_or_default(),
+        };
+        let appended = t.threads.append(&id, entry, &opts)?;
+        let doc = serde_json::json!({
+            "entry": EntryOut { entry: &appended.entry, payload: RelPath(appended.entry.payload.clone()) },
+            "checkpoint": appended.checkpoint,
+            "checkpoint_error": appended.checkpoint_error,
+            "repeated": appended.repeated,
+        });
+        put_json(out, &doc);
+        Ok(())
+    })
+}
+
+fn hex_decode(h: &str) -> Option<Vec<u8>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Takes a manual checkpoint labelled `label` (the run's workspace, else `workspace`, else the
+/// default one); writes the checkpoint as JSON.
+///
+/// # Safety
+/// `t` live; inputs valid; `run`, `workspace` NULL or live; `out` writable; `err_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_checkpoint(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    label: *const u8,
+    label_len: usize,
+    run: *const cairn_run,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        // SAFETY: per the contract.
+        let label = unsafe { text(label, label_len, "label") }?;
+        // SAFETY: NULL or live.
+        let run = unsafe { run.as_ref() }.map(|r| r.run.clone());
+        let opts = CheckpointOptions {
+            workspace: if run.is_none() {
+                t.workspace_or(workspace)
+            } else {
+                ws_arg(workspace)
+            },
+            run,
+        };
+        put_json(out, &t.threads.checkpoint(&id, label, &opts)?);
+        Ok(())
+    })
+}
+
+/// The checkpoints of a thread and of the threads it was forked from, as JSON.
+///
+/// # Safety
+/// `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_list_checkpoints(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        put_json(out, &t.threads.list_checkpoints(&id)?);
+        Ok(())
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryJson {
+    kind: MemoryKind,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    stands_on: Vec<String>,
+}
+
+/// Adds a memory item `{"kind": "item"|"summary", "text": str, "stands_on": [entry id]}`;
+/// writes it as JSON.
+///
+/// # Safety
+/// `t` live; inputs valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_add_memory(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    memory_json: *const u8,
+    memory_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        // SAFETY: per the contract.
+        let raw = unsafe { bytes(memory_json, memory_len, "memory") }?;
+        let m: MemoryJson = serde_json::from_slice(raw).map_err(|err| {
+            FfiError::invalid(format!("the memory item is not a valid document: {err}"))
+        })?;
+        let item = t.threads.add_memory(
+            &id,
+            NewMemory {
+                kind: m.kind,
+                text: m.text,
+                payload: Vec::new(),
+                stands_on: m.stands_on.into_iter().map(EntryId::new).collect(),
+            },
+        )?;
+        put_json(out, &item);
+        Ok(())
+    })
+}
+
+/// The memory items seen from the thread's active branch (stale ones included, marked), as
+/// JSON.
+///
+/// # Safety
+/// `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_memory(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        put_json(out, &t.threads.memory(&id)?);
+        Ok(())
+    })
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RunJson {
+    durable: bool,
+    lease_ms: Option<u64>,
+    parent_run: Option<String>,
+    checkpoints: Option<PolicyJson>,
+    agent_checkpoints: Option<PolicyJson>,
+    reject_if_busy: bool,
+    wait_ms: Option<u64>,
+}
+
+/// Begins a run of a thread in `workspace` (NULL: the default one). Options, may be empty:
+/// `{"durable": bool, "lease_ms": n, "parent_run": run id (a subagent: takes no checkpoints),
+/// "checkpoints": {...}, "agent_checkpoints": {...}, "reject_if_busy": bool, "wait_ms": n}`.
+/// While a rewind holds the thread, the call waits, or fails with `CAIRN_ERR_THREAD_BUSY`
+/// with `reject_if_busy`.
+///
+/// # Safety
+/// `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_begin_run(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_run,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        // SAFETY: per the contract.
+        let o: RunJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "run options",
+        )?;
+        let mut opts = RunOptions {
+            workspace: t.workspace_or(workspace),
+            durable: o.durable,
+            parent_run: o.parent_run.map(RunId::new),
+            checkpoints: o.checkpoints.map(Checkpoints::from),
+            agent_checkpoints: o.agent_checkpoints.map(Checkpoints::from),
+            reject_if_busy: o.reject_if_busy,
+            ..RunOptions::default()
+        };
+        if let Some(l) = ms(o.lease_ms) {
+            opts.lease = l;
+        }
+        if let Some(w) = ms(o.wait_ms) {
+            opts.wait = w;
+        }
+        let run = t.threads.begin_run(&id, opts)?;
+        // SAFETY: checked non-null.
+        unsafe { *out = Box::into_raw(Box::new(cairn_run { run })) };
+        Ok(())
+    })
+}
+
+/// The run's id (valid until `cairn_run_free`).
+///
+/// # Safety
+/// `run` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_run_id(run: *const cairn_run) -> cairn_bytes {
+    // SAFETY: per the contract.
+    match unsafe { run.as_ref() } {
+        Some(r) => {
+            let s = r.run.id().as_str();
+            cairn_bytes {
+                data: s.as_ptr(),
+                len: s.len(),
+            }
+        }
+        None => cairn_bytes {
+            data: std::ptr::null(),
+            len: 0,
+        },
+    }
+}
+
+/// Frees a run handle (the run itself goes on until `cairn_threads_end_run`, or its lease
+/// runs out). NULL is accepted.
+///
+/// # Safety
+/// `run` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_run_free(run: *mut cairn_run) {
+    if !run.is_null() {
+        // SAFETY: created by Box::into_raw in cairn_threads_begin_run.
+        drop(unsafe { Box::from_raw(run) });
+    }
+}
+
+/// Renews the run's lease. A run a forced rewind interrupted gets
+/// `CAIRN_ERR_RUN_INTERRUPTED`.
+///
+/// # Safety
+/// `t`, `run` live; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_heartbeat(
+    t: *const cairn_threads,
+    run: *const cairn_run,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        // SAFETY: per the contract.
+        let r = unsafe { handle(run, "run") }?;
+        t.threads.heartbeat(&r.run)?;
+        Ok(())
+    })
+}
+
+/// Starts a tool call of a run (counted until it finishes, even after its run ends); writes
+/// the call's id (text) to `out`.
+///
+/// # Safety
+/// `t`, `run` live; `name` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_tool_start(
+    t: *const cairn_threads,
+    run: *const cairn_run,
+    name: *const u8,
+    name_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        // SAFETY: per the contract.
+        let r = unsafe { handle(run, "run") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let name = unsafe { text(name, name_len, "name") }?;
+        let call = t.threads.tool_start(&r.run, name)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, call.as_str().as_bytes().to_vec()) };
+        Ok(())
+    })
+}
+
+/// Finishes a tool call.
+///
+/// # Safety
+/// `t` live; `call` valid; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_tool_finish(
+    t: *const cairn_threads,
+    call: *const u8,
+    call_len: usize,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        // SAFETY: per the contract.
+        let call = ToolCallId::new(unsafe { text(call, call_len, "call") }?);
+        t.threads.tool_finish(&call)?;
+        Ok(())
+    })
+}
+
+/// Ends a run; writes its final status as JSON (`"ended"`, `"interrupted"`, ...).
+///
+/// # Safety
+/// `t`, `run` live; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_end_run(
+    t: *const cairn_threads,
+    run: *const cairn_run,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        // SAFETY: per the contract.
+        let r = unsafe { handle(run, "run") }?;
+        crate::boundary::out(out, "out")?;
+        put_json(out, &t.threads.end_run(&r.run)?);
+        Ok(())
+    })
+}
+
+/// The runs of a thread (going, paused, durable) as JSON.
+///
+/// # Safety
+/// `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_runs(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        put_json(out, &t.threads.runs(&id)?);
+        Ok(())
+    })
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RewindJson {
+    files: Option<bool>,
+    memory: Option<bool>,
+    dry_run: bool,
+    force: bool,
+    key: Option<String>,
+    tool_settle_ms: Option<u64>,
+    lease_wait_ms: Option<u64>,
+    from_run: Option<String>,
+}
+
+fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> RewindOptions {
+    let mut r = RewindOptions {
+        files: o.files,
+        workspace: ws,
+        dry_run: o.dry_run,
+        force: o.force,
+        key: o.key,
+        from_run: o.from_run.map(RunId::new),
+        ..RewindOptions::default()
+    };
+    if let Some(m) = o.memory {
+        r.memory = m;
+    }
+    if let Some(v) = ms(o.tool_settle_ms) {
+        r.tool_settle = v;
+    }
+    if let Some(v) = ms(o.lease_wait_ms) {
+        r.lease_wait = v;
+    }
+    r
+}
+
+/// Shared body of rewind and restore_before.
+///
+/// # Safety
+/// As `cairn_threads_rewind`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn rewind_like(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    entry: *const u8,
+    entry_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+    before: bool,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        // SAFETY: per the contract.
+        let entry = EntryId::new(unsafe { text(entry, entry_len, "entry") }?);
+        // SAFETY: per the contract.
+        let o: RewindJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "rewind options",
+        )?;
+        let opts = rewind_options(o, t.workspace_or(workspace));
+        let report = if before {
+            t.threads.restore_before(&id, &entry, &opts)?
+        } else {
+            t.threads.rewind(&id, &entry, &opts)?
+        };
+        put_json(out, &report);
+        Ok(())
+    })
+}
+
+/// Rewinds a thread to `entry` of its active branch, in one operation: files (with
+/// `"files": true`), then conversation, memory and runs. Options, may be empty: `{"files":
+/// bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key": str,
+/// "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
+/// default one. Writes the rewind report as JSON.
+///
+/// # Safety
+/// `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_rewind(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    entry: *const u8,
+    entry_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        rewind_like(
+            t,
+            thread,
+            thread_len,
+            entry,
+            entry_len,
+            options_json,
+            options_len,
+            workspace,
+            out,
+            err_out,
+            false,
+        )
+    }
+}
+
+/// "Restore before this prompt": the rewind to just before user entry `entry`. Options and
+/// result as for `cairn_threads_rewind`.
+///
+/// # Safety
+/// As `cairn_threads_rewind`.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_restore_before(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    entry: *const u8,
+    entry_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    workspace: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        rewind_like(
+            t,
+            thread,
+            thread_len,
+            entry,
+            entry_len,
+            options_json,
+            options_len,
+            workspace,
+            out,
+            err_out,
+            true,
+        )
+    }
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ForkJson {
+    files: bool,
+    new_thread_id: Option<String>,
+    dry_run: bool,
+    force: bool,
+    tool_settle_ms: Option<u64>,
+    lease_wait_ms: Option<u64>,
+    metadata: Option<serde_json::Value>,
+}
+
+/// Forks a thread at `entry`: a new thread sharing the prefix. With `"files": true` the
+/// fork's `workspace` gets the files as they were there (checkpoints copied from `source`'s
+/// store first when it is another workspace). Options, may be empty: `{"files": bool,
+/// "new_thread_id": str, "dry_run": bool, "force": bool, "tool_settle_ms": n,
+/// "lease_wait_ms": n, "metadata": {...}}`. `workspace` and `source` may be NULL (the default
+/// workspace). Writes the fork report as JSON.
+///
+/// # Safety
+/// `t` live; inputs valid; `workspace`, `source` NULL or live; `out` writable; `err_out` NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_fork(
+    t: *const cairn_threads,
+    thread: *const u8,
+    thread_len: usize,
+    entry: *const u8,
+    entry_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    workspace: *const cairn_workspace,
+    source: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        // SAFETY: per the contract.
+        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        // SAFETY: per the contract.
+        let entry = EntryId::new(unsafe { text(entry, entry_len, "entry") }?);
+        // SAFETY: per the contract.
+        let o: ForkJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options") }?,
+            "fork options",
+        )?;
+        let mut opts = ForkOptions {
+            files: o.files,
+            workspace: t.workspace_or(workspace),
+            source: t.workspace_or(source),
+            new_thread_id: o.new_thread_id.map(ThreadId::new),
+            dry_run: o.dry_run,
+            force: o.force,
+            metadata: o.metadata.unwrap_or_else(|| serde_json::json!({})),
+            ..ForkOptions::default()
+        };
+        if let Some(v) = ms(o.tool_settle_ms) {
+            opts.tool_settle = v;
+        }
+        if let Some(v) = ms(o.lease_wait_ms) {
+            opts.lease_wait = v;
+        }
+        put_json(out, &t.threads.fork(&id, &entry, &opts)?);
+        Ok(())
+    })
+}
+
+/// Events after `cursor` (0: from the start), at most `limit` (0: 1000), as JSON; each has a
+/// `cursor` to pass next time. Two processes see the same events.
+///
+/// # Safety
+/// `t` live; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_threads_events(
+    t: *const cairn_threads,
+    cursor: i64,
+    limit: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let t = unsafe { handle(t, "threads") }?;
+        crate::boundary::out(out, "out")?;
+        let limit = if limit == 0 { 1000 } else { limit };
+        put_json(out, &t.threads.events_since(cursor, limit)?);
+        Ok(())
+    })
+}
