@@ -139,8 +139,27 @@ pub fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
         }
         .into());
     }
-    serde_json::from_slice(&bytes[12..])
-        .map_err(|e| cairn_store::Error::corrupt("journal", path, e.to_string()).into())
+    let j: Journal = serde_json::from_slice(&bytes[12..])
+        .map_err(|e| cairn_store::Error::corrupt("journal", path, e.to_string()))?;
+    // A journal is carried out when the workspace is opened: every path it acts on must be a
+    // plain relative path whose components a tree could hold (never empty, `.` or `..`).
+    let plain = |p: &[u8]| {
+        !p.is_empty()
+            && p.split(|&b| b == b'/')
+                .all(|c| cairn_store::tree::check_name(c).is_ok())
+    };
+    if let Some(a) = j.plan.actions.iter().find(|a| !plain(a.path().as_bytes())) {
+        return Err(cairn_store::Error::corrupt(
+            "journal",
+            path,
+            format!(
+                "it acts on {:?}, which is not a path inside the workspace",
+                a.path().display()
+            ),
+        )
+        .into());
+    }
+    Ok(j)
 }
 
 /// Every journal of the workspace.
