@@ -273,7 +273,7 @@ pub fn path(data: &[u8]) {
         id: ObjectId::of(b""),
     };
     assert_eq!(Tree::new(vec![entry]).is_ok(), ok);
-    let bytes = one_entry_tree(data);
+    let bytes = one_entry_tree(EntryKind::File, 0o100644, 0, &ObjectId::of(b""), data);
     let id = cairn_store::TreeId(ObjectId::of(&bytes));
     assert_eq!(Tree::decode(&bytes, Some(&id), origin()).is_ok(), ok);
     if is_normal_path(data) {
@@ -282,18 +282,30 @@ pub fn path(data: &[u8]) {
     }
 }
 
-/// The encoding of a tree holding one empty file named `name`, written by hand (the encoder
-/// refuses bad names), as `docs/FORMAT.md` lays it out.
-fn one_entry_tree(name: &[u8]) -> Vec<u8> {
+/// The encoding of a tree holding one entry (`kind`, `mode`, the object `id` of `size` bytes,
+/// named `name`), written by hand as `docs/FORMAT.md` lays it out: the encoder refuses bad
+/// names, so hostile trees are made this way.
+pub fn one_entry_tree(
+    kind: EntryKind,
+    mode: u32,
+    size: u64,
+    id: &ObjectId,
+    name: &[u8],
+) -> Vec<u8> {
+    let name = &name[..name.len().min(u16::MAX as usize)];
     let mut out = Vec::new();
     out.extend_from_slice(b"CTRE");
     out.push(1);
     out.extend_from_slice(&1u32.to_le_bytes());
-    out.push(1);
-    out.extend_from_slice(&0o100644u32.to_le_bytes());
-    out.extend_from_slice(&0u64.to_le_bytes());
-    out.extend_from_slice(ObjectId::of(b"").as_bytes());
-    out.extend_from_slice(&(name.len().min(u16::MAX as usize) as u16).to_le_bytes());
-    out.extend_from_slice(&name[..name.len().min(u16::MAX as usize)]);
+    out.push(match kind {
+        EntryKind::File => 1,
+        EntryKind::Symlink => 2,
+        EntryKind::Dir => 3,
+    });
+    out.extend_from_slice(&mode.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(name);
     out
 }

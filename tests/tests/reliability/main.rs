@@ -6,4 +6,5 @@ mod child;
 mod concurrency;
 mod crash;
 mod faults;
+mod hostile;
 mod util;
