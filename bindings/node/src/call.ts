@@ -33,15 +33,24 @@ export function callSync(name: FunctionName, args: unknown[]): Buffer {
  * stay referenced until the call returns.
  */
 export function callAsyncRaw(name: FunctionName, args: unknown[], errorFor: ErrorFor = defaultError): Promise<Pointer> {
+  return callAsyncWith(name, args, true, errorFor);
+}
+
+/** Calls `name(...args, &err)` (a function with no output but its status) on a worker thread. */
+export async function callAsyncVoid(name: FunctionName, args: unknown[], errorFor: ErrorFor = defaultError): Promise<void> {
+  await callAsyncWith(name, args, false, errorFor);
+}
+
+function callAsyncWith(name: FunctionName, args: unknown[], withOut: boolean, errorFor: ErrorFor): Promise<Pointer> {
   // The stack of the caller, for errors made later in the completion callback.
   const site: { stack?: string } = {};
-  Error.captureStackTrace(site, callAsyncRaw);
+  Error.captureStackTrace(site, callAsyncWith);
   return new Promise((resolve, reject) => {
     const out: Out = [null];
     const err: Out = [null];
     const keep = args;
     try {
-      load()[name].async(...args, out, err, (e: unknown, status: number) => {
+      load()[name].async(...args, ...(withOut ? [out] : []), err, (e: unknown, status: number) => {
         void keep;
         if (e) reject(e);
         else if (status !== STATUS.CAIRN_OK) reject(withStack(errorFor(status, err), site.stack));

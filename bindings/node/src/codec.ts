@@ -47,3 +47,10 @@ export function toNative(value: unknown): Buffer {
   if (value === undefined) return Buffer.alloc(0);
   return Buffer.from(JSON.stringify(toNativeValue(value)), 'utf8');
 }
+
+/** The JSON document of an options object, minus the keys that stay on the JS side. */
+export function nativeOptions(opts: object | undefined, ...jsOnly: string[]): Buffer {
+  if (!opts) return Buffer.alloc(0);
+  const skip = new Set(['signal', 'cancel', ...jsOnly]);
+  return toNative(Object.fromEntries(Object.entries(opts).filter(([k]) => !skip.has(k))));
+}

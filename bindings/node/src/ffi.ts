@@ -89,6 +89,45 @@ export const PROTOTYPES = {
   cairn_workspace_hold:
     'cairn_status cairn_workspace_hold(const cairn_workspace *ws, const uint8_t *what, size_t what_len, int64_t pid, _Out_ cairn_hold **out, _Out_ cairn_error **err_out)',
   cairn_hold_free: 'void cairn_hold_free(cairn_hold *hold)',
+  cairn_threads_open:
+    'cairn_status cairn_threads_open(const uint8_t *path, size_t path_len, const uint8_t *options_json, size_t options_len, const cairn_workspace *workspace, _Out_ cairn_threads **out, _Out_ cairn_error **err_out)',
+  cairn_threads_free: 'void cairn_threads_free(cairn_threads *t)',
+  cairn_threads_create:
+    'cairn_status cairn_threads_create(const cairn_threads *t, const uint8_t *options_json, size_t options_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_list: 'cairn_status cairn_threads_list(const cairn_threads *t, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_log:
+    'cairn_status cairn_threads_log(const cairn_threads *t, const uint8_t *thread, size_t thread_len, bool all, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_append:
+    'cairn_status cairn_threads_append(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *entry_json, size_t entry_len, const cairn_run *run, const cairn_workspace *workspace, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_checkpoint:
+    'cairn_status cairn_threads_checkpoint(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *label, size_t label_len, const cairn_run *run, const cairn_workspace *workspace, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_list_checkpoints:
+    'cairn_status cairn_threads_list_checkpoints(const cairn_threads *t, const uint8_t *thread, size_t thread_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_add_memory:
+    'cairn_status cairn_threads_add_memory(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *memory_json, size_t memory_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_memory:
+    'cairn_status cairn_threads_memory(const cairn_threads *t, const uint8_t *thread, size_t thread_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_begin_run:
+    'cairn_status cairn_threads_begin_run(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *options_json, size_t options_len, const cairn_workspace *workspace, _Out_ cairn_run **out, _Out_ cairn_error **err_out)',
+  cairn_run_id: 'cairn_bytes cairn_run_id(const cairn_run *run)',
+  cairn_run_free: 'void cairn_run_free(cairn_run *run)',
+  cairn_threads_heartbeat: 'cairn_status cairn_threads_heartbeat(const cairn_threads *t, const cairn_run *run, _Out_ cairn_error **err_out)',
+  cairn_threads_tool_start:
+    'cairn_status cairn_threads_tool_start(const cairn_threads *t, const cairn_run *run, const uint8_t *name, size_t name_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_tool_finish:
+    'cairn_status cairn_threads_tool_finish(const cairn_threads *t, const uint8_t *call, size_t call_len, _Out_ cairn_error **err_out)',
+  cairn_threads_end_run:
+    'cairn_status cairn_threads_end_run(const cairn_threads *t, const cairn_run *run, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_runs:
+    'cairn_status cairn_threads_runs(const cairn_threads *t, const uint8_t *thread, size_t thread_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_rewind:
+    'cairn_status cairn_threads_rewind(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *entry, size_t entry_len, const uint8_t *options_json, size_t options_len, const cairn_workspace *workspace, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_restore_before:
+    'cairn_status cairn_threads_restore_before(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *entry, size_t entry_len, const uint8_t *options_json, size_t options_len, const cairn_workspace *workspace, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_fork:
+    'cairn_status cairn_threads_fork(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *entry, size_t entry_len, const uint8_t *options_json, size_t options_len, const cairn_workspace *workspace, const cairn_workspace *source, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_events:
+    'cairn_status cairn_threads_events(const cairn_threads *t, int64_t cursor, size_t limit, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
 } as const;
 
 /** The name of a `cairn_*` function of the header. */
@@ -171,7 +210,7 @@ let typesDeclared = false;
 function declareTypes(): { progressCallback: unknown; progressType: unknown } {
   if (!typesDeclared) {
     koffi.alias('cairn_status', 'uint32_t');
-    for (const name of ['cairn_buf', 'cairn_cancel', 'cairn_error', 'cairn_hold', 'cairn_workspace']) {
+    for (const name of ['cairn_buf', 'cairn_cancel', 'cairn_error', 'cairn_hold', 'cairn_run', 'cairn_threads', 'cairn_workspace']) {
       koffi.opaque(name);
     }
     koffi.struct('cairn_bytes', { data: 'const uint8_t *', len: 'size_t' });

@@ -9,3 +9,4 @@ export { CairnLoadError, ABI_VERSION, defaultLibraryPath, load as loadLibrary, t
 export { pathFromBuffer, pathToBuffer, isEscapedPath } from './paths.js';
 export { handleStats } from './handle.js';
 export type * from './types.js';
+export { Threads, Run } from './threads.js';

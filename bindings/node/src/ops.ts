@@ -3,9 +3,10 @@
  * its worker thread (so none is freed under it), bridges cancellation, and returns the
  * output buffer's bytes.
  */
-import { callAsync, callAsyncRaw } from './call.js';
+import { callAsync, callAsyncRaw, callAsyncVoid } from './call.js';
 import { openCancelScope, type CancelScope } from './cancel.js';
-import type { FunctionName, Pointer } from './ffi.js';
+import type { CairnError } from './errors.js';
+import type { FunctionName, Out, Pointer } from './ffi.js';
 import { acquire, type NativeHandle } from './handle.js';
 import type { CallOptions } from './types.js';
 
@@ -32,28 +33,27 @@ async function withHandles<T>(
   }
 }
 
-/**
- * Runs `name` on a worker thread with `handles` (null for an absent optional one) marked busy,
- * and resolves with the bytes of its output buffer. `opts` carries a signal and/or token.
- */
-export function runAsync(
+type ErrorFor = (status: number, err: Out) => CairnError;
+type Caller<T> = (name: FunctionName, args: unknown[], errorFor: ErrorFor) => Promise<T>;
+type Runner<T> = (
   handles: ReadonlyArray<NativeHandle | null | undefined>,
   name: FunctionName,
   args: Args,
   opts?: CallOptions,
-): Promise<Buffer> {
-  return withHandles(handles, opts, (ptrs, scope) => callAsync(name, args(ptrs, scope), (s, e) => scope.error(s, e)));
-}
+) => Promise<T>;
 
-/** {@link runAsync} for a function whose output is a handle: resolves with its pointer. */
-export function runAsyncRaw(
-  handles: ReadonlyArray<NativeHandle | null | undefined>,
-  name: FunctionName,
-  args: Args,
-  opts?: CallOptions,
-): Promise<Pointer> {
-  return withHandles(handles, opts, (ptrs, scope) => callAsyncRaw(name, args(ptrs, scope), (s, e) => scope.error(s, e)));
-}
+/** Runs a call on a worker thread with `handles` (null for an absent optional one) marked busy. */
+const runWith =
+  <T>(call: Caller<T>): Runner<T> =>
+  (handles, name, args, opts) =>
+    withHandles(handles, opts, (ptrs, scope) => call(name, args(ptrs, scope), (s, e) => scope.error(s, e)));
+
+/** For a function whose output is a `cairn_buf`: resolves with its bytes. */
+export const runAsync: Runner<Buffer> = runWith(callAsync);
+/** For a function whose output is a handle: resolves with its pointer. */
+export const runAsyncRaw: Runner<Pointer> = runWith(callAsyncRaw);
+/** For a function whose only output is its status. */
+export const runAsyncVoid: Runner<void> = runWith(callAsyncVoid);
 
 /** Throws `'CANCELLED'` when an operation the C ABI cannot stop midway is cancelled before it starts. */
 export function checkNotCancelled(opts: CallOptions | undefined): void {

@@ -389,3 +389,312 @@ export interface HoldOptions {
   /** The hold also lasts until this process exits (a command's leftover background process). */
   pid?: number;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Threads: conversations whose messages carry checkpoints of the workspace.
+
+/** A thread id, an entry id, a run id, a tool call id: text the library makes. */
+export type ThreadId = string;
+export type EntryId = string;
+export type RunId = string;
+
+/** One level of the checkpoint policy. */
+export interface CheckpointPolicy {
+  /** Whether checkpoints are taken at this level. */
+  enabled: boolean;
+  /** Globs the checkpoints leave out (they add up across levels). */
+  exclude: string[];
+  /** Files larger than this are skipped. */
+  maxFileBytes?: number;
+  /** Take a checkpoint before every `tool` entry as well. */
+  beforeTools?: boolean;
+  /** Take a checkpoint before every `compaction` entry. */
+  beforeCompaction?: boolean;
+}
+
+/** How a thread database is opened. */
+export interface ThreadsOptions {
+  /**
+   * The default workspace for checkpoints, rewinds and forks; with no path, the database is
+   * `<store>/threads.db` of its store.
+   */
+  workspace?: import('./workspace.js').Workspace;
+  /** The database-wide checkpoint policy. */
+  checkpoints?: CheckpointPolicy;
+  /** Whether rewinds restore files by default. */
+  rewindFiles?: boolean;
+  /** Finish a rewind a crash interrupted (default true). */
+  recover?: boolean;
+  /** How long a write waits for another process's, in milliseconds. */
+  busyTimeoutMs?: number;
+}
+
+/** A thread. */
+export interface Thread {
+  id: ThreadId;
+  activeLeaf: EntryId | null;
+  parentThread: ThreadId | null;
+  forkEntry: EntryId | null;
+  /** For a fork with files: the checkpoint its files came from. */
+  fileCheckpointAt: CheckpointRef | null;
+  metadata: Record<string, unknown>;
+  createdMs: number;
+}
+
+/** What an entry is. */
+export type ThreadEntryKind = 'user' | 'assistant' | 'tool' | 'note' | 'event' | 'compaction';
+
+/** A checkpoint an entry points at. */
+export interface CheckpointRef {
+  checkpointId: string;
+  snapshotId: SnapshotId;
+  workspaceId: string;
+  root: string;
+}
+
+/** An entry of a thread. */
+export interface Entry {
+  id: EntryId;
+  threadId: ThreadId;
+  parentId: EntryId | null;
+  kind: ThreadEntryKind;
+  /** The payload: its text when UTF-8, else an escaped string (`pathToBuffer` gives the bytes). */
+  payload: string;
+  metadata: Record<string, unknown>;
+  /** The checkpoint taken before it, if any. */
+  checkpoint: CheckpointRef | null;
+  runId: RunId | null;
+  key: string | null;
+  createdMs: number;
+  seq: number;
+  onActiveBranch: boolean;
+}
+
+/** A new entry. Give `text`, or `payload` bytes, or neither. */
+export interface NewEntry {
+  kind: ThreadEntryKind;
+  text?: string;
+  payload?: Uint8Array;
+  metadata?: Record<string, unknown>;
+  /** An admission key: appending the same key again returns the first entry (`repeated`). */
+  key?: string;
+  /** How long to wait while a rewind holds the thread, in milliseconds. */
+  waitMs?: number;
+}
+
+/** Which workspace and run an append or checkpoint concerns. */
+export interface EntryOptions {
+  /** The run it belongs to (its workspace and policy apply). */
+  run?: import('./threads.js').Run;
+  /** The workspace to checkpoint (default: the run's, else the thread database's). */
+  workspace?: import('./workspace.js').Workspace;
+}
+
+/** What an append did. */
+export interface Appended {
+  entry: Entry;
+  /** The checkpoint taken before the entry, if any. */
+  checkpoint: Checkpoint | null;
+  /** Set when the checkpoint failed; the entry is saved anyway. */
+  checkpointError: string | null;
+  /** The key was seen before: this is the first entry, nothing was added. */
+  repeated: boolean;
+}
+
+/** Why a checkpoint was taken. */
+export type CheckpointKind = 'user' | 'tool' | 'compaction' | 'manual';
+
+/** A checkpoint: a workspace snapshot bound to a thread (and an entry). */
+export interface Checkpoint {
+  id: string;
+  threadId: ThreadId;
+  entryId: EntryId | null;
+  kind: CheckpointKind;
+  label: string | null;
+  snapshotId: SnapshotId;
+  workspaceId: string;
+  root: string;
+  runId: RunId | null;
+  createdMs: number;
+}
+
+/** What a memory item is. */
+export type MemoryKind = 'item' | 'summary';
+
+/** A new memory item. */
+export interface NewMemory {
+  kind: MemoryKind;
+  text: string;
+  /** The entries it stands on: a rewind that cuts one makes it stale. */
+  standsOn?: EntryId[];
+}
+
+/** A memory item. */
+export interface MemoryItem {
+  id: string;
+  threadId: ThreadId;
+  kind: MemoryKind;
+  text: string;
+  standsOn: EntryId[];
+  status: 'active' | 'stale';
+  /** For a stale item: why (`'rewound'`). */
+  reason?: string;
+  /** For a stale item: the rewind that made it stale. */
+  rewindId?: string | null;
+  createdMs: number;
+}
+
+/** How a run begins. */
+export interface RunOptions extends Cancellable {
+  /** The workspace it works in (default: the thread database's). */
+  workspace?: import('./workspace.js').Workspace;
+  /** Survives its process (a rewind drops it instead of waiting for it). */
+  durable?: boolean;
+  /** Its lease, in milliseconds: renew it with `heartbeat()`. */
+  leaseMs?: number;
+  /** The parent run: this one is a subagent and takes no checkpoints. */
+  parentRun?: RunId;
+  /** The run's checkpoint policy. */
+  checkpoints?: CheckpointPolicy;
+  /** The agent's checkpoint policy. */
+  agentCheckpoints?: CheckpointPolicy;
+  /** Fail with `'THREAD_BUSY'` instead of waiting while a rewind holds the thread. */
+  rejectIfBusy?: boolean;
+  /** How long to wait while a rewind holds the thread, in milliseconds. */
+  waitMs?: number;
+}
+
+/** The state of a run. */
+export type RunStatus = 'running' | 'paused' | 'ended' | 'interrupted' | 'dropped';
+
+/** A run, as `runs()` lists it. */
+export interface RunInfo {
+  id: RunId;
+  threadId: ThreadId;
+  workspaceId: string | null;
+  root: string | null;
+  durable: boolean;
+  parentRun: RunId | null;
+  status: RunStatus;
+  /** Running with a lease that holds. */
+  going: boolean;
+  /** Held by this process. */
+  here: boolean;
+  leaseExpiresMs: number;
+  openToolCalls: number;
+  startedMs: number;
+}
+
+/** The runs of a thread. */
+export interface ThreadRuns {
+  going: RunInfo[];
+  paused: RunInfo[];
+  durable: RunInfo[];
+}
+
+/** How a rewind (or a restore-before) runs. */
+export interface RewindOptions extends Cancellable {
+  /** The workspace whose files move (default: the thread database's). */
+  workspace?: import('./workspace.js').Workspace;
+  /** Restore the files too (default: the database's `rewindFiles`). */
+  files?: boolean;
+  /** Mark memory that stood on cut entries stale (default true). */
+  memory?: boolean;
+  /** Report what would happen; change nothing. */
+  dryRun?: boolean;
+  /** Interrupt going runs (they get `'RUN_INTERRUPTED'`) instead of refusing. */
+  force?: boolean;
+  /** An idempotency key. */
+  key?: string;
+  /** How long open tool calls may take to finish, in milliseconds. */
+  toolSettleMs?: number;
+  /** How long to wait for leases to run out, in milliseconds. */
+  leaseWaitMs?: number;
+  /** The run asking (it is not waited for). */
+  fromRun?: RunId;
+}
+
+/** The files part of a rewind or fork report. */
+export interface FilesReport {
+  entryId: EntryId | null;
+  checkpointId: string;
+  snapshotId: SnapshotId;
+  /** The checkpoint was taken exactly at the entry. */
+  exact: boolean;
+  workspaceId: string;
+  root: string;
+  safetySnapshotId: SnapshotId | null;
+  restore: RestoreReport;
+}
+
+/** The runs a rewind touched. */
+export interface RunsReport {
+  going: RunId[];
+  interrupted: RunId[];
+  paused: RunId[];
+  durable: RunId[];
+}
+
+/** What a rewind did. */
+export interface RewindReport {
+  rewindId: string | null;
+  threadId: ThreadId;
+  toEntryId: EntryId | null;
+  dryRun: boolean;
+  conversation: { rewound: boolean; cut: EntryId[]; previousLeafId: EntryId | null };
+  files: FilesReport | null;
+  memory: { staled: string[] };
+  runs: RunsReport;
+  /** It finished a rewind a crash had interrupted. */
+  recovered: boolean;
+}
+
+/** How a fork runs. */
+export interface ForkOptions extends Cancellable {
+  /** The fork's workspace (default: the thread database's). */
+  workspace?: import('./workspace.js').Workspace;
+  /** Where the checkpoints are (default: the thread database's workspace). */
+  source?: import('./workspace.js').Workspace;
+  /** Give the fork's workspace the files as they were at the entry. */
+  files?: boolean;
+  newThreadId?: ThreadId;
+  dryRun?: boolean;
+  force?: boolean;
+  toolSettleMs?: number;
+  leaseWaitMs?: number;
+  /** The new thread's metadata. */
+  metadata?: Record<string, unknown>;
+}
+
+/** What a fork did. */
+export interface ForkReport {
+  threadId: ThreadId;
+  sourceThreadId: ThreadId;
+  atEntryId: EntryId;
+  dryRun: boolean;
+  fileCheckpointAt: CheckpointRef | null;
+  snapshotsCopied: SnapshotId[];
+  files: FilesReport | null;
+  runs: RunsReport;
+}
+
+/** What an event is about. */
+export type EventKind =
+  | 'thread_created'
+  | 'checkpoint_created'
+  | 'entry_appended'
+  | 'rewind_started'
+  | 'rewind_failed'
+  | 'rewind_completed'
+  | 'fork_created';
+
+/** One event of the append-only log (shared by every process using the database). */
+export interface ThreadEvent {
+  /** Pass it as `cursor` to get the events after this one. */
+  cursor: number;
+  threadId: ThreadId | null;
+  kind: EventKind;
+  /** The event's details (`checkpointId`, `entryId`, ...). */
+  data: Record<string, unknown>;
+  createdMs: number;
+}

@@ -6,7 +6,7 @@
  */
 import { callSync } from './call.js';
 import { checkNotCancelled, runAsync, runAsyncRaw } from './ops.js';
-import { fromNative, toNative } from './codec.js';
+import { fromNative, nativeOptions, toNative } from './codec.js';
 import { CairnError, check } from './errors.js';
 import { decodeProgress, load, STATUS, type Out, type Pointer } from './ffi.js';
 import { NativeHandle } from './handle.js';
@@ -37,16 +37,6 @@ import type {
 const planBytes = new WeakMap<object, Buffer>();
 
 const text = (s: string): Buffer => Buffer.from(s, 'utf8');
-
-/** Options minus the keys that stay on the JS side. */
-function nativeOptions<T extends object>(opts: T | undefined, ...jsOnly: string[]): Buffer {
-  if (!opts) return Buffer.alloc(0);
-  const rest: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(opts)) {
-    if (!['signal', 'cancel', ...jsOnly].includes(k)) rest[k] = v;
-  }
-  return toNative(rest);
-}
 
 /**
  * A hold on a workspace: while it stands (in this process or any other sharing the store),

@@ -5,6 +5,15 @@ import {
   CancelToken,
   Workspace,
   pathToBuffer,
+  Run,
+  Threads,
+  type Appended,
+  type Entry,
+  type ForkReport,
+  type RewindReport,
+  type RunStatus,
+  type Thread,
+  type ThreadEvent,
   type Change,
   type ErrorCode,
   type GcPlan,
@@ -48,4 +57,19 @@ export async function typings(ws: Workspace, other: Workspace): Promise<void> {
     void [hold, scoped];
   }
   void [report, gcPlan, gcReport, bytes, wrong, bad];
+}
+
+export async function threadTypings(ws: Workspace): Promise<void> {
+  const threads = await Threads.open(null, { workspace: ws, checkpoints: { enabled: true, exclude: [] } });
+  const thread: Thread = await threads.create({ metadata: { model: 'x' } });
+  const run: Run = await threads.beginRun(thread.id, { leaseMs: 30_000, rejectIfBusy: true });
+  const appended: Appended = await run.append({ kind: 'user', text: 'hi' });
+  const entries: Entry[] = threads.log(thread.id, { all: true });
+  const report: RewindReport = await threads.restoreBefore(thread.id, appended.entry.id, { files: true });
+  const fork: ForkReport = await threads.fork(thread.id, appended.entry.id, { files: true, workspace: ws });
+  const events: ThreadEvent[] = threads.events({ cursor: 0, limit: 10 });
+  const status: RunStatus = await run.end();
+  // @ts-expect-error not an entry kind
+  await run.append({ kind: 'shout', text: 'x' });
+  void [entries, report, fork, events, status];
 }
