@@ -18,7 +18,7 @@ C status. Calls release the GIL. See ``bindings/python/README.md``.
 
 from __future__ import annotations
 
-from . import _ffi, errors, types
+from . import _ffi, errors, threads, types
 from ._handle import Managed
 from .errors import (
     AbortedByCallbackError,
@@ -67,6 +67,28 @@ from .types import (
     VerifyReport,
     WorkspaceInfo,
 )
+from .threads import (
+    Appended,
+    Checkpoint,
+    CheckpointFailure,
+    CheckpointPolicy,
+    CheckpointRef,
+    ConversationReport,
+    Entry,
+    EntryKind,
+    Event,
+    FilesReport,
+    ForkReport,
+    MemoryItem,
+    MemoryReport,
+    Run,
+    RunInfo,
+    RunsReport,
+    RewindReport,
+    Thread,
+    ThreadRuns,
+    Threads,
+)
 from .workspace import CancelToken, DriftPolicy, Hold, ProgressCallback, Workspace
 
 #: The ABI version this package was written for (checked against the library on import).
@@ -75,7 +97,7 @@ ABI_VERSION: int = _ffi.ABI_VERSION
 
 def library_version() -> str:
     """The version of the loaded libcairn (``cairn_version()``)."""
-    return _ffi.ffi.string(_ffi.lib.cairn_version()).decode()
+    return _ffi.c_string(_ffi.lib.cairn_version())
 
 
 __version__: str = library_version()
@@ -90,5 +112,6 @@ __all__ = [
     "ProgressCallback",
     "DriftPolicy",
     *types.__all__,
+    *threads.__all__,
     *errors.__all__,
 ]

@@ -30,6 +30,8 @@ typedef struct cairn_buf cairn_buf;
 typedef struct cairn_cancel cairn_cancel;
 typedef struct cairn_error cairn_error;
 typedef struct cairn_hold cairn_hold;
+typedef struct cairn_run cairn_run;
+typedef struct cairn_threads cairn_threads;
 typedef struct cairn_workspace cairn_workspace;
 typedef struct cairn_bytes {
   const uint8_t *data;
@@ -56,6 +58,131 @@ cairn_status cairn_cancel_new(struct cairn_cancel **out, struct cairn_error **er
 cairn_status cairn_cancel_cancel(const struct cairn_cancel *cancel);
 void cairn_cancel_free(struct cairn_cancel *cancel);
 cairn_status cairn_debug_panic(struct cairn_error **err_out);
+cairn_status cairn_threads_open(const uint8_t *path,
+                                size_t path_len,
+                                const uint8_t *options_json,
+                                size_t options_len,
+                                const struct cairn_workspace *workspace,
+                                struct cairn_threads **out,
+                                struct cairn_error **err_out);
+void cairn_threads_free(struct cairn_threads *t);
+cairn_status cairn_threads_create(const struct cairn_threads *t,
+                                  const uint8_t *options_json,
+                                  size_t options_len,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+cairn_status cairn_threads_list(const struct cairn_threads *t,
+                                struct cairn_buf **out,
+                                struct cairn_error **err_out);
+cairn_status cairn_threads_log(const struct cairn_threads *t,
+                               const uint8_t *thread,
+                               size_t thread_len,
+                               bool all,
+                               struct cairn_buf **out,
+                               struct cairn_error **err_out);
+cairn_status cairn_threads_append(const struct cairn_threads *t,
+                                  const uint8_t *thread,
+                                  size_t thread_len,
+                                  const uint8_t *entry_json,
+                                  size_t entry_len,
+                                  const struct cairn_run *run,
+                                  const struct cairn_workspace *workspace,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+cairn_status cairn_threads_checkpoint(const struct cairn_threads *t,
+                                      const uint8_t *thread,
+                                      size_t thread_len,
+                                      const uint8_t *label,
+                                      size_t label_len,
+                                      const struct cairn_run *run,
+                                      const struct cairn_workspace *workspace,
+                                      struct cairn_buf **out,
+                                      struct cairn_error **err_out);
+cairn_status cairn_threads_list_checkpoints(const struct cairn_threads *t,
+                                            const uint8_t *thread,
+                                            size_t thread_len,
+                                            struct cairn_buf **out,
+                                            struct cairn_error **err_out);
+cairn_status cairn_threads_add_memory(const struct cairn_threads *t,
+                                      const uint8_t *thread,
+                                      size_t thread_len,
+                                      const uint8_t *memory_json,
+                                      size_t memory_len,
+                                      struct cairn_buf **out,
+                                      struct cairn_error **err_out);
+cairn_status cairn_threads_memory(const struct cairn_threads *t,
+                                  const uint8_t *thread,
+                                  size_t thread_len,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+cairn_status cairn_threads_begin_run(const struct cairn_threads *t,
+                                     const uint8_t *thread,
+                                     size_t thread_len,
+                                     const uint8_t *options_json,
+                                     size_t options_len,
+                                     const struct cairn_workspace *workspace,
+                                     struct cairn_run **out,
+                                     struct cairn_error **err_out);
+struct cairn_bytes cairn_run_id(const struct cairn_run *run);
+void cairn_run_free(struct cairn_run *run);
+cairn_status cairn_threads_heartbeat(const struct cairn_threads *t,
+                                     const struct cairn_run *run,
+                                     struct cairn_error **err_out);
+cairn_status cairn_threads_tool_start(const struct cairn_threads *t,
+                                      const struct cairn_run *run,
+                                      const uint8_t *name,
+                                      size_t name_len,
+                                      struct cairn_buf **out,
+                                      struct cairn_error **err_out);
+cairn_status cairn_threads_tool_finish(const struct cairn_threads *t,
+                                       const uint8_t *call,
+                                       size_t call_len,
+                                       struct cairn_error **err_out);
+cairn_status cairn_threads_end_run(const struct cairn_threads *t,
+                                   const struct cairn_run *run,
+                                   struct cairn_buf **out,
+                                   struct cairn_error **err_out);
+cairn_status cairn_threads_runs(const struct cairn_threads *t,
+                                const uint8_t *thread,
+                                size_t thread_len,
+                                struct cairn_buf **out,
+                                struct cairn_error **err_out);
+cairn_status cairn_threads_rewind(const struct cairn_threads *t,
+                                  const uint8_t *thread,
+                                  size_t thread_len,
+                                  const uint8_t *entry,
+                                  size_t entry_len,
+                                  const uint8_t *options_json,
+                                  size_t options_len,
+                                  const struct cairn_workspace *workspace,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
+cairn_status cairn_threads_restore_before(const struct cairn_threads *t,
+                                          const uint8_t *thread,
+                                          size_t thread_len,
+                                          const uint8_t *entry,
+                                          size_t entry_len,
+                                          const uint8_t *options_json,
+                                          size_t options_len,
+                                          const struct cairn_workspace *workspace,
+                                          struct cairn_buf **out,
+                                          struct cairn_error **err_out);
+cairn_status cairn_threads_fork(const struct cairn_threads *t,
+                                const uint8_t *thread,
+                                size_t thread_len,
+                                const uint8_t *entry,
+                                size_t entry_len,
+                                const uint8_t *options_json,
+                                size_t options_len,
+                                const struct cairn_workspace *workspace,
+                                const struct cairn_workspace *source,
+                                struct cairn_buf **out,
+                                struct cairn_error **err_out);
+cairn_status cairn_threads_events(const struct cairn_threads *t,
+                                  int64_t cursor,
+                                  size_t limit,
+                                  struct cairn_buf **out,
+                                  struct cairn_error **err_out);
 cairn_status cairn_workspace_open(const uint8_t *root,
                                   size_t root_len,
                                   const uint8_t *options_json,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from cffi import FFI
 
@@ -28,7 +29,7 @@ ffi = FFI()
 ffi.cdef(CDEF)
 
 
-def _load():
+def _load() -> tuple[Any, str]:
     # CAIRN_LIBRARY is a development override (a freshly built library); users never need it.
     path = os.environ.get("CAIRN_LIBRARY") or str(LIBRARY_PATH)
     try:
@@ -40,7 +41,7 @@ def _load():
         ) from e
     found = lib.cairn_abi_version()
     if found != ABI_VERSION:
-        version = ffi.string(lib.cairn_version()).decode()
+        version = c_string(lib.cairn_version())
         raise ImportError(
             f"cairn: libcairn at {path} (version {version}) has ABI version {found}, but this "
             f"Python package was written for ABI version {ABI_VERSION}; reinstall the package "
@@ -49,26 +50,33 @@ def _load():
     return lib, path
 
 
+def status_name(code: int) -> str:
+    """The stable name of a status (``"NOT_FOUND"``), from the library."""
+    return c_string(lib.cairn_status_name(code))
+
+
+def status_str(code: int) -> str:
+    """The library's short description of a status (``"not found"``)."""
+    return c_string(lib.cairn_status_str(code))
+
+
+def c_string(p: Any) -> str:
+    """A static NUL-terminated string of the library as ``str``."""
+    raw: bytes = ffi.string(p)
+    return raw.decode()
+
+
+def bytes_of(view: Any) -> bytes:
+    """Copies a borrowed ``cairn_bytes`` view into Python bytes."""
+    if view.len == 0:
+        return b""
+    data: bytes = ffi.buffer(view.data, view.len)[:]
+    return data
+
+
 lib, LOADED_PATH = _load()
 
 #: Every status the header names, ``{"CAIRN_ERR_NOT_FOUND": 2, ...}``, read from the cdef.
 STATUSES: dict[str, int] = {
     name: getattr(lib, name) for name in dir(lib) if name == "CAIRN_OK" or name.startswith("CAIRN_ERR_")
 }
-
-
-def status_name(code: int) -> str:
-    """The stable name of a status (``"NOT_FOUND"``), from the library."""
-    return ffi.string(lib.cairn_status_name(code)).decode()
-
-
-def status_str(code: int) -> str:
-    """The library's short description of a status (``"not found"``)."""
-    return ffi.string(lib.cairn_status_str(code)).decode()
-
-
-def bytes_of(view) -> bytes:
-    """Copies a borrowed ``cairn_bytes`` view into Python bytes."""
-    if view.len == 0:
-        return b""
-    return ffi.buffer(view.data, view.len)[:]

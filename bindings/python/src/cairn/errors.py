@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+from typing import Any
 
-from ._ffi import STATUSES, bytes_of, ffi, lib, status_name
+from ._ffi import STATUSES, bytes_of, ffi, lib, status_name, status_str
 
 __all__ = [
     "CairnError",
@@ -58,23 +59,27 @@ class CairnError(Exception):
         self.path = path
         if code is not None:
             self.code = code
-        # OSError subclasses: fill the attributes `except OSError` handlers look at.
         if isinstance(self, OSError):
-            self.strerror = message
-            self.filename = path
-            self.errno = _ERRNO.get(self.kind)
+            _fill_os_error(self, self.kind, message, path)
 
     def __str__(self) -> str:
         if self.path and self.path not in self.message:
             return f"{self.message} ({self.path})"
         return self.message
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.message, self.code, self.path))
 
 
-def _rebuild(cls, message, code, path):
+def _rebuild(cls: type[CairnError], message: str, code: int | None, path: str | None) -> CairnError:
     return cls(message, code=code, path=path)
+
+
+def _fill_os_error(e: OSError, kind: str, message: str, path: str | None) -> None:
+    """Fills the attributes `except OSError` handlers look at."""
+    e.strerror = message
+    e.filename = path
+    e.errno = _ERRNO.get(kind)
 
 
 class InvalidArgumentError(CairnError, ValueError):
@@ -186,7 +191,7 @@ def error_class(code: int) -> type[CairnError]:
     return _BY_CODE.get(code, CairnError)
 
 
-def from_status(code: int, err=None) -> CairnError:
+def from_status(code: int, err: Any = None) -> CairnError:
     """Builds the exception for a failed call from its status and ``cairn_error``, freeing it."""
     message, path = "", None
     if err is not None and err != ffi.NULL:
@@ -198,7 +203,7 @@ def from_status(code: int, err=None) -> CairnError:
             lib.cairn_error_free(err)
     cls = error_class(code)
     if not message:
-        message = ffi.string(lib.cairn_status_str(code)).decode()
+        message = status_str(code)
     exc = cls(message, code=code, path=path)
     if cls is CairnError:
         exc.kind = status_name(code)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import json
 import os
@@ -139,11 +140,15 @@ def _trampoline_error(exc_type: Any, exc_value: BaseException | None, tb: Any) -
     return 1
 
 
-@ffi.callback("int32_t(void *, const cairn_progress *)", error=1, onerror=_trampoline_error)
-def _progress_trampoline(userdata: Any, progress: Any) -> int:
+def _trampoline(userdata: Any, progress: Any) -> int:
     # One static trampoline for every call; `userdata` is a handle to that call's state.
     state: _ProgressCall = ffi.from_handle(userdata)
     return state.deliver(progress)
+
+
+_progress_trampoline: Any = ffi.callback(
+    "int32_t(void *, const cairn_progress *)", _trampoline, error=1, onerror=_trampoline_error
+)
 
 
 class Workspace(Managed):
@@ -293,7 +298,7 @@ class Workspace(Managed):
             raise error
         return SnapshotInfo.from_json(doc)
 
-    def list(self) -> list[SnapshotInfo]:
+    def list(self) -> builtins.list[SnapshotInfo]:
         """Every snapshot in the workspace's store, oldest first."""
         with self._use() as ws:
             return [SnapshotInfo.from_json(d) for d in call_json(lib.cairn_workspace_list, ws)]
@@ -304,7 +309,7 @@ class Workspace(Managed):
         with self._use() as ws:
             return SnapshotInfo.from_json(call_json(lib.cairn_workspace_show, ws, n, len(n)))
 
-    def diff(self, a: str | SnapshotInfo, b: str | SnapshotInfo | None = None) -> list[Change]:
+    def diff(self, a: str | SnapshotInfo, b: str | SnapshotInfo | None = None) -> builtins.list[Change]:
         """What changed from snapshot ``a`` to snapshot ``b``, or to the live files when
         ``b`` is ``None``."""
         na = _name(a)
@@ -448,7 +453,7 @@ class Workspace(Managed):
             doc = call_json(lib.cairn_workspace_restore, ws, n, len(n), opts, len(opts), c)
         return RestoreReport.from_json(doc)
 
-    def recover(self) -> list[Recovery]:
+    def recover(self) -> builtins.list[Recovery]:
         """Completes restores a crash left pending (opening a workspace does it too)."""
         with self._use() as ws:
             return [Recovery.from_json(r) for r in call_json(lib.cairn_workspace_recover, ws)]
