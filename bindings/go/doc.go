@@ -18,9 +18,17 @@
 // after which `go build` and `go test ./...` need no flags. linux/amd64 and linux/arm64 are
 // wired up.
 //
+// # Threads
+//
+// [Threads] is a thread database: conversations whose user messages carry checkpoints of the
+// workspace, so that [Threads.RestoreBefore] (or [Threads.Rewind]) moves the files and the
+// conversation back together, and [Threads.Fork] branches both. A [Run] is an agent at work
+// in a thread: its lease, its tool calls. Rewinds refuse runs going on ([ErrThreadBusy],
+// [ErrWorkspaceBusy]) unless forced, which interrupts them ([ErrRunInterrupted]).
+//
 // # Handles
 //
-// [Workspace], [Hold] and [CancelToken] wrap C objects. Each has Close (an [io.Closer]),
+// [Workspace], [Hold], [CancelToken], [Threads] and [Run] wrap C objects. Each has Close (an [io.Closer]),
 // which is idempotent and waits for the calls running on the handle; a method called after
 // Close returns [ErrClosed]. A handle that becomes unreachable without Close is freed by a
 // cleanup (runtime.AddCleanup), but only as a backstop: close what you open, and keep a Hold
@@ -32,12 +40,12 @@
 // # Contexts and cancellation
 //
 // Every call that may take long takes a [context.Context]. For the calls the library can
-// interrupt (Snapshot, Plan, Apply, Restore), a goroutine waits on ctx.Done() and triggers
+// interrupt (Workspace.Snapshot, Plan, Apply, Restore), a goroutine waits on ctx.Done() and triggers
 // the library's cancellation token; the call returns an [*Error] of [KindCancelled] that
 // wraps ctx.Err(), so both errors.Is(err, cairn.ErrCancelled) and errors.Is(err,
 // context.Canceled) hold. A cancelled snapshot records nothing; a cancelled restore stops
-// before its first change. The other calls check ctx before they start, since the library
-// cannot interrupt them yet.
+// before its first change. The other calls (the thread calls among them) check ctx before
+// they start, since the library cannot interrupt them yet.
 //
 // # Errors
 //

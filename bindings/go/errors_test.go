@@ -84,7 +84,7 @@ func writeManifest(t *testing.T, store string, body []byte) string {
 }
 
 // Each kind the file API can produce, provoked for real through the library.
-func TestEveryErrorKindTheFileAPICanProduceIsProvoked(t *testing.T) {
+func TestEveryErrorKindOfTheFileAPIIsProvoked(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("INVALID_ARGUMENT", func(t *testing.T) {
@@ -242,6 +242,6 @@ func TestEveryErrorKindTheFileAPICanProduceIsProvoked(t *testing.T) {
 		}
 	})
 
-	// VALIDATION, WORKSPACE_BUSY, THREAD_BUSY and RUN_INTERRUPTED come from threads and runs,
-	// which the C ABI does not have yet: their mapping is covered by the table test above.
+	// VALIDATION, WORKSPACE_BUSY, THREAD_BUSY and RUN_INTERRUPTED come from threads and runs:
+	// see TestTheErrorKindsOfThreadsAndRunsAreProvoked.
 }

@@ -49,3 +49,12 @@ func (h *handle[P]) close() error {
 	}
 	return nil
 }
+
+// borrow acquires the handle for one call and returns the pointer and the release.
+func (h *handle[P]) borrow() (P, func(), error) {
+	p, err := h.acquire()
+	if err != nil {
+		return p, nil, err
+	}
+	return p, h.release, nil
+}

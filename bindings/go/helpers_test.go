@@ -138,3 +138,5 @@ func callEveryMethod(ctx context.Context, ws, other *Workspace, id string, plan 
 	_, errs["Hold"] = ws.Hold(ctx, "x", NoProcess)
 	return errs
 }
+
+func osMkdir(p string) error { return os.Mkdir(p, 0o755) }

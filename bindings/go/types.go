@@ -2,7 +2,8 @@ package cairn
 
 // Results: Go structs decoded from the JSON documents the library returns. In those
 // documents a path is a JSON string when it is UTF-8 and {"hex": "..."} otherwise; here every
-// path is a Go string holding its exact bytes, whichever form it came in.
+// path is a Go string holding its exact bytes, whichever form it came in. A JSON null leaves
+// a string field "" (encoding/json's rule), which is how optional ids and labels read.
 
 import (
 	"encoding/hex"
@@ -38,6 +39,22 @@ func (p *jpath) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("a hex path: %w", err)
 	}
 	*p = jpath(raw)
+	return nil
+}
+
+// withCreated decodes b into plain (a result type without its methods) and its
+// "created_ms" into created.
+func withCreated[P any](b []byte, plain *P, created *time.Time) error {
+	if err := json.Unmarshal(b, plain); err != nil {
+		return err
+	}
+	var c struct {
+		CreatedMS int64 `json:"created_ms"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return err
+	}
+	*created = time.UnixMilli(c.CreatedMS)
 	return nil
 }
 
@@ -163,40 +180,24 @@ type Snapshot struct {
 
 func (s *Snapshot) UnmarshalJSON(b []byte) error {
 	type plain Snapshot
-	w := struct {
-		*plain
-		Label     *string `json:"label"`
-		CreatedMS int64   `json:"created_ms"`
-		PruneErr  *string `json:"prune_error"`
-	}{plain: (*plain)(s)}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	if w.Label != nil {
-		s.Label = *w.Label
-	}
-	if w.PruneErr != nil {
-		s.PruneError = *w.PruneErr
-	}
-	s.Created = time.UnixMilli(w.CreatedMS)
-	return nil
+	return withCreated(b, (*plain)(s), &s.Created)
 }
 
-// EntryKind is what a tree entry is.
-type EntryKind string
+// FileKind is what a snapshot's tree entry is.
+type FileKind string
 
 const (
-	EntryFile    EntryKind = "file"
-	EntrySymlink EntryKind = "symlink"
-	EntryDir     EntryKind = "dir"
+	FileRegular FileKind = "file"
+	FileSymlink FileKind = "symlink"
+	FileDir     FileKind = "dir"
 )
 
 // EntryInfo is one side of a change.
 type EntryInfo struct {
-	Kind EntryKind `json:"kind"`
-	Mode uint32    `json:"mode"` // the full st_mode, type bits included
-	Size uint64    `json:"size"`
-	ID   string    `json:"id"` // its blob or tree
+	Kind FileKind `json:"kind"`
+	Mode uint32   `json:"mode"` // the full st_mode, type bits included
+	Size uint64   `json:"size"`
+	ID   string   `json:"id"` // its blob or tree
 }
 
 // ChangeKind is what changed at a path.
@@ -337,19 +338,14 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	type plain Plan
 	w := struct {
 		*plain
-		Restored  []jpath `json:"restored"`
-		Deleted   []jpath `json:"deleted"`
-		Drifted   []jpath `json:"drifted"`
-		Reference *string `json:"reference"`
+		Restored []jpath `json:"restored"`
+		Deleted  []jpath `json:"deleted"`
+		Drifted  []jpath `json:"drifted"`
 	}{plain: (*plain)(p)}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	p.Restored, p.Deleted, p.Drifted = strs(w.Restored), strs(w.Deleted), strs(w.Drifted)
-	p.Reference = ""
-	if w.Reference != nil {
-		p.Reference = *w.Reference
-	}
 	p.raw = append([]byte(nil), b...)
 	return nil
 }
@@ -387,22 +383,12 @@ func (r *RestoreReport) UnmarshalJSON(b []byte) error {
 		Restored []jpath `json:"restored"`
 		Deleted  []jpath `json:"deleted"`
 		Drifted  []jpath `json:"drifted"`
-		Safety   *string `json:"safety_snapshot_id"`
-		Journal  *string `json:"journal"`
 	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	r.Restored, r.Deleted, r.Drifted = strs(w.Restored), strs(w.Deleted), strs(w.Drifted)
-	r.SafetySnapshotID, r.Journal = deref(w.Safety), deref(w.Journal)
 	return nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // Recovery says what completing a restore a crash interrupted did.
@@ -419,13 +405,12 @@ func (r *Recovery) UnmarshalJSON(b []byte) error {
 	type plain Recovery
 	w := struct {
 		*plain
-		Safety     *string `json:"safety"`
 		Obstructed []jpath `json:"obstructed"`
 	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	r.Safety, r.Obstructed = deref(w.Safety), strs(w.Obstructed)
+	r.Obstructed = strs(w.Obstructed)
 	return nil
 }
 
@@ -518,19 +503,6 @@ type SnapshotCheck struct {
 	Missing    []string `json:"missing"`    // objects it reaches that the store lacks
 	Corrupt    []string `json:"corrupt"`    // objects it reaches with no good copy
 	Unreadable string   `json:"unreadable"` // why the manifest cannot be read; "" if it can
-}
-
-func (c *SnapshotCheck) UnmarshalJSON(b []byte) error {
-	type plain SnapshotCheck
-	w := struct {
-		*plain
-		Unreadable *string `json:"unreadable"`
-	}{plain: (*plain)(c)}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	c.Unreadable = deref(w.Unreadable)
-	return nil
 }
 
 // VerifyReport says what Workspace.Verify found. OK is false when anything is damaged;
