@@ -87,15 +87,16 @@ test('a workspace nobody closed is freed by the FinalizationRegistry backstop', 
   const { root, store } = await fixture(t);
   const here = path.dirname(fileURLToPath(import.meta.url));
   const script = `
-    const { Workspace, CancelToken, handleStats } = require('cairn');
+    const { Workspace, CancelToken, Threads, handleStats } = require('cairn');
     function forget() {
       const ws = Workspace.openSync(${JSON.stringify(root)}, { store: ${JSON.stringify(store)} });
       ws.hold('forgotten');
       new CancelToken();
+      Threads.openSync(null, { workspace: ws });
     }
     (async () => {
       for (let i = 0; i < 20; i++) forget();
-      for (let i = 0; i < 20 && handleStats().finalized < 60; i++) {
+      for (let i = 0; i < 20 && handleStats().finalized < 80; i++) {
         global.gc();
         await new Promise((r) => setTimeout(r, 10));
       }
@@ -103,6 +104,6 @@ test('a workspace nobody closed is freed by the FinalizationRegistry backstop', 
     })();`;
   const out = execFileSync(process.execPath, ['--expose-gc', '-e', script], { cwd: path.join(here, '..'), encoding: 'utf8' });
   const stats = JSON.parse(out);
-  assert.equal(stats.finalized, 60, out);
-  assert.deepEqual(stats.live, { Workspace: 0, Hold: 0, CancelToken: 0 });
+  assert.equal(stats.finalized, 80, out);
+  assert.deepEqual(stats.live, { Workspace: 0, Hold: 0, CancelToken: 0, Threads: 0 });
 });

@@ -1,4 +1,4 @@
-// The test command itself: a run that finds no test fails, and the example agent loop runs.
+// The test command itself: a run that finds no test fails, and the example agent loops run.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -41,4 +41,18 @@ test('the example agent loop runs: it checkpoints, catches the broken step and r
   assert.match(r.stdout, /restored src\/math\.js/);
   assert.match(r.stdout, /store verified/);
   assert.match(r.stdout, /exports\.add = \(a, b\) => a \+ b;/);
+});
+
+test('the example thread loop runs: checkpoints each message and undoes the last one, files included', (t) => {
+  const dir = tempDir(t);
+  const r = spawnSync(process.execPath, [path.join(pkg, 'examples', 'thread-loop.mjs')], {
+    cwd: pkg,
+    encoding: 'utf8',
+    env: { ...process.env, TMPDIR: dir },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /undo: back to before "make it shout"/);
+  assert.match(r.stdout, /restored hello\.txt, deleted notes\.md/);
+  assert.match(r.stdout, /^hello\.txt: "hello, world\\n"$/m);
+  assert.match(r.stdout, /^notes\.md: \(absent\)$/m);
 });
