@@ -29,30 +29,29 @@ test('a test run that finds no test fails', (t) => {
   assert.match(r.stdout, /^node: 1 passed, 0 failed$/m);
 });
 
-test('the example agent loop runs: it checkpoints, catches the broken step and restores', (t) => {
-  const dir = tempDir(t);
-  const r = spawnSync(process.execPath, [path.join(pkg, 'examples', 'agent-loop.mjs')], {
+/** Runs an example with its temporary project under a directory removed after the test. */
+function runExample(t, name) {
+  const r = spawnSync(process.execPath, [path.join(pkg, 'examples', name)], {
     cwd: pkg,
     encoding: 'utf8',
-    env: { ...process.env, TMPDIR: dir },
+    env: { ...process.env, TMPDIR: tempDir(t) },
   });
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /checks failed; 1 change\(s\) since turn 1: modified src\/math\.js/);
-  assert.match(r.stdout, /restored src\/math\.js/);
-  assert.match(r.stdout, /store verified/);
-  assert.match(r.stdout, /exports\.add = \(a, b\) => a \+ b;/);
+  return r.stdout;
+}
+
+test('the example agent loop runs: it checkpoints, catches the broken step and restores', (t) => {
+  const out = runExample(t, 'agent-loop.mjs');
+  assert.match(out, /checks failed; 1 change\(s\) since turn 1: modified src\/math\.js/);
+  assert.match(out, /restored src\/math\.js/);
+  assert.match(out, /store verified/);
+  assert.match(out, /exports\.add = \(a, b\) => a \+ b;/);
 });
 
 test('the example thread loop runs: checkpoints each message and undoes the last one, files included', (t) => {
-  const dir = tempDir(t);
-  const r = spawnSync(process.execPath, [path.join(pkg, 'examples', 'thread-loop.mjs')], {
-    cwd: pkg,
-    encoding: 'utf8',
-    env: { ...process.env, TMPDIR: dir },
-  });
-  assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stdout, /undo: back to before "make it shout"/);
-  assert.match(r.stdout, /restored hello\.txt, deleted notes\.md/);
-  assert.match(r.stdout, /^hello\.txt: "hello, world\\n"$/m);
-  assert.match(r.stdout, /^notes\.md: \(absent\)$/m);
+  const out = runExample(t, 'thread-loop.mjs');
+  assert.match(out, /undo: back to before "make it shout"/);
+  assert.match(out, /restored hello\.txt, deleted notes\.md/);
+  assert.match(out, /^hello\.txt: "hello, world\\n"$/m);
+  assert.match(out, /^notes\.md: \(absent\)$/m);
 });
