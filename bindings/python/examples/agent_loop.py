@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """An agent loop with Cairn: a checkpoint before each user message, edits, and a rewind.
 
-A toy "agent" answers each user message by editing files in its workspace. Before it
-handles a message, the loop takes a snapshot labelled with the turn. When the user says
-"undo", the loop restores the checkpoint taken before the previous turn: the files are put
-back as they were, and the restore's safety snapshot can undo the undo.
+A toy "agent" answers each user message by editing files in its workspace. Each message is
+appended to a thread whose checkpoint policy is on, so Cairn snapshots the workspace right
+before it. When the user says "undo", the loop rewinds the thread to just before the
+previous message: the conversation *and* the files go back together (nothing is deleted:
+the cut entries stay on another branch, and the rewind's safety snapshot can undo the undo).
 
     python3 examples/agent_loop.py [WORKSPACE_DIR]
 
@@ -41,46 +42,58 @@ def agent_edits(root: Path, edits: dict[str, str | None]) -> None:
             path.write_text(content)
 
 
+def files_of(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def run(root: Path, store: Path) -> list[dict[str, str]]:
     """Runs the conversation; returns the workspace's files (path -> content) after each turn."""
     root.mkdir(parents=True, exist_ok=True)
-    history: list[cairn.SnapshotInfo] = []  # the checkpoint taken before each handled turn
     states: list[dict[str, str]] = []
-    with cairn.Workspace(root, store=store) as ws:
+    with cairn.Workspace(root, store=store) as ws, cairn.Threads(workspace=ws, checkpoints=True) as threads:
+        chat = threads.create("chat")
+        asked: list[cairn.Entry] = []  # the user messages the agent acted on, newest last
         for turn, (message, edits) in enumerate(CONVERSATION, start=1):
             print(f"\nuser[{turn}]: {message}")
             if message == "undo":
-                if not history:
+                if not asked:
                     print("  nothing to undo")
                     continue
-                checkpoint = history.pop()
-                report = ws.restore(checkpoint)
+                last = asked.pop()
+                report = threads.restore_before(chat, last, files=True)
+                assert report.files is not None and report.files.restore is not None
                 print(
-                    f"  rewound the files to {checkpoint.label!r}: restored {report.restored}, "
-                    f"deleted {report.deleted} (undo this with {report.safety_snapshot_id[:12]})"
+                    f"  rewound to before {last.text!r}: cut {len(report.conversation.cut)} entries, "
+                    f"restored {report.files.restore.restored}, deleted {report.files.restore.deleted} "
+                    f"(undo this with snapshot {str(report.files.safety_snapshot_id)[:12]})"
                 )
             else:
-                # Checkpoint before the agent acts on the message.
-                checkpoint = ws.snapshot(f"before turn {turn}", metadata={"turn": turn, "message": message})
-                history.append(checkpoint)
+                # Appending the user message takes the checkpoint before the agent acts.
+                appended = threads.append(chat, "user", message, metadata={"turn": turn})
+                assert appended.checkpoint is not None, appended.checkpoint_error
+                asked.append(appended.entry)
                 agent_edits(root, edits)
-                for change in ws.diff(checkpoint):
+                changes = ws.diff(appended.checkpoint.snapshot_id)
+                for change in changes:
                     print(f"  agent: {change.kind:<9} {change.path}")
-            states.append({p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()})
+                threads.append(chat, "assistant", f"done: {len(changes)} files changed")
+            states.append(files_of(root))
             print(f"  workspace: {' '.join(states[-1])}")
-        print(f"\n{len(ws.list())} snapshots in the store (checkpoints and safety snapshots)")
+            print(f"  thread:    {' / '.join(e.text for e in threads.log(chat))}")
+        print(f"\n{len(threads.log(chat, all=True))} entries kept in the thread, {len(ws.list())} snapshots in the store")
     return states
 
 
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         root = Path(argv[1])
-        return 0 if run(root, root.parent / f".{root.name}-cairn-store") else 1
+        run(root, root.parent / f".{root.name}-cairn-store")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         states = run(Path(tmp) / "workspace", Path(tmp) / "store")
     # After the undo (turn 4) the workspace is exactly as it was before turn 3.
     assert states[3] == states[1], states
-    print("ok: the undo rewound the files to the checkpoint before turn 3")
+    print("ok: the undo rewound the files and the conversation to before turn 3")
     return 0
 
 

@@ -195,5 +195,5 @@ def test_closed_is_a_cairn_error_too(ws):
     assert isinstance(info.value, cairn.CairnError) and info.value.kind == "CLOSED"
 
 
-# NULL_ARGUMENT and PANIC are provoked through the thin layer in test_ffi.py. VALIDATION,
-# WORKSPACE_BUSY, THREAD_BUSY and RUN_INTERRUPTED come from the thread functions.
+# NULL_ARGUMENT and PANIC are provoked through the thin layer (test_ffi.py); VALIDATION,
+# WORKSPACE_BUSY, THREAD_BUSY and RUN_INTERRUPTED through the thread API (test_threads.py).

@@ -29,8 +29,8 @@ def test_the_example_agent_loop_runs(tmp_path):
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
-    assert "rewound the files to 'before turn 3'" in out.stdout
-    assert "ok: the undo rewound the files" in out.stdout
+    assert "rewound to before 'add tests and drop the README'" in out.stdout
+    assert "ok: the undo rewound the files and the conversation" in out.stdout
 
 
 def test_the_sdist_carries_the_python_sources_and_only_the_crates_libcairn_needs(tmp_path):
