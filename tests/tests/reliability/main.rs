@@ -4,6 +4,7 @@
 
 mod child;
 mod concurrency;
+mod corpus;
 mod crash;
 mod faults;
 mod hostile;
