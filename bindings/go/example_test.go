@@ -71,3 +71,56 @@ func Example() {
 	// restored: [notes.txt] deleted: [scratch.txt]
 	// first draft
 }
+
+// An agent's conversation with checkpoints: "restore before this prompt" puts the files and
+// the conversation back together.
+func ExampleThreads_RestoreBefore() {
+	dir, err := os.MkdirTemp("", "cairn-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	code := filepath.Join(dir, "main.go")
+	os.WriteFile(code, []byte("package main\n"), 0o644)
+
+	ctx := context.Background()
+	ws, err := cairn.Open(ctx, dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ws.Close()
+	// The database goes into the workspace's store; checkpoints are on.
+	threads, err := cairn.OpenThreads(ctx, "", ws, &cairn.ThreadsOptions{Checkpoints: &cairn.CheckpointPolicy{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer threads.Close()
+	if _, err := threads.Create(ctx, &cairn.CreateThreadOptions{ID: "chat"}); err != nil {
+		log.Fatal(err)
+	}
+
+	say := func(kind cairn.EntryKind, text string) *cairn.Appended {
+		a, err := threads.Append(ctx, "chat", cairn.NewEntry{Kind: kind, Payload: text}, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return a
+	}
+	prompt := say(cairn.EntryUser, "add a main function") // checkpoints the files first
+	os.WriteFile(code, []byte("package main\n\nfunc main() { panic(1) }\n"), 0o644)
+	say(cairn.EntryAssistant, "done")
+
+	files := true // with Go 1.26: Files: new(true)
+	report, err := threads.RestoreBefore(ctx, "chat", prompt.Entry.ID, &cairn.RewindOptions{Files: &files})
+	if err != nil {
+		log.Fatal(err)
+	}
+	text, _ := os.ReadFile(code)
+	fmt.Printf("cut %d entries; main.go: %q\n", len(report.Conversation.Cut), text)
+	entries, _ := threads.Log(ctx, "chat", false)
+	fmt.Println("entries left on the active branch:", len(entries))
+
+	// Output:
+	// cut 2 entries; main.go: "package main\n"
+	// entries left on the active branch: 0
+}
