@@ -24,7 +24,7 @@ async function main() {
   const root = process.argv[2] ?? fs.mkdtempSync(path.join(os.tmpdir(), 'cairn-thread-'));
   const ws = await Workspace.open(root);
   // The thread database lives in the workspace's store; checkpoints before user messages.
-  const threads = await Threads.open(null, { workspace: ws, checkpoints: { enabled: true, exclude: [] } });
+  const threads = await Threads.open(null, { workspace: ws, checkpoints: { enabled: true } });
   try {
     const thread = await threads.create({ metadata: { agent: 'example' } });
     /** @type {string[]} ids of the user messages, in order */

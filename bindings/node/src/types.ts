@@ -403,7 +403,7 @@ export interface CheckpointPolicy {
   /** Whether checkpoints are taken at this level. */
   enabled: boolean;
   /** Globs the checkpoints leave out (they add up across levels). */
-  exclude: string[];
+  exclude?: string[];
   /** Files larger than this are skipped. */
   maxFileBytes?: number;
   /** Take a checkpoint before every `tool` entry as well. */

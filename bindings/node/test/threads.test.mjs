@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { CairnError, Run, Threads, UseAfterCloseError, Workspace, pathToBuffer } from 'cairn';
 import { fixture, read, writeTree } from './helpers.mjs';
 
-const ON = { enabled: true, exclude: [] };
+const ON = { enabled: true };
 
 /** A workspace with a.txt, and a thread database in its store with checkpoints on. */
 async function threadsFixture(t) {

@@ -60,7 +60,7 @@ export async function typings(ws: Workspace, other: Workspace): Promise<void> {
 }
 
 export async function threadTypings(ws: Workspace): Promise<void> {
-  const threads = await Threads.open(null, { workspace: ws, checkpoints: { enabled: true, exclude: [] } });
+  const threads = await Threads.open(null, { workspace: ws, checkpoints: { enabled: true } });
   const thread: Thread = await threads.create({ metadata: { model: 'x' } });
   const run: Run = await threads.beginRun(thread.id, { leaseMs: 30_000, rejectIfBusy: true });
   const appended: Appended = await run.append({ kind: 'user', text: 'hi' });
