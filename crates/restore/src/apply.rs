@@ -628,6 +628,7 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
             &plan.snapshot_id,
             &RestoreOptions {
                 reference: plan.reference,
+                on_drift: options.on_drift,
                 ..RestoreOptions::default()
             },
         )?;

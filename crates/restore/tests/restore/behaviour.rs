@@ -471,3 +471,27 @@ fn the_snapshot_being_restored_is_pinned_against_retention_while_it_runs() {
     assert!(pruned.deleted.is_empty());
     drop(op);
 }
+
+#[test]
+fn a_restore_whose_every_change_is_a_skipped_drift_changes_nothing_and_succeeds() {
+    let fx = Fx::new();
+    fx.write("a.txt", b"v1");
+    let target = fx.snap();
+    fx.write("a.txt", b"v2");
+    let reference = fx.snap();
+    fx.write("a.txt", b"someone else's v3");
+    let report = fx
+        .ws
+        .restore(
+            &target.id,
+            &RestoreOptions {
+                reference: Some(reference.id),
+                on_drift: DriftPolicy::Skip,
+                ..RestoreOptions::default()
+            },
+        )
+        .expect("restore");
+    assert_eq!(names(&report.drifted), vec!["a.txt"]);
+    assert_eq!(report.operations, 0);
+    assert_eq!(fx.read("a.txt"), b"someone else's v3");
+}
