@@ -116,6 +116,25 @@ fn child() {
             }
             wait_to_be_killed();
         }
+        "rewind" => {
+            let ws = std::sync::Arc::new(open_ws(&dir));
+            let threads = open_threads(&dir, &ws);
+            let thread = cairn_rewind::ThreadId::from(env("CAIRN_REL_THREAD"));
+            let to = cairn_rewind::EntryId::from(env("CAIRN_REL_ENTRY"));
+            say("READY");
+            if report(threads.rewind(&thread, &to, &rewind_with_files(&ws))).is_some() {
+                say("DONE");
+            }
+            wait_to_be_killed();
+        }
+        "lock-db" => {
+            let conn = rusqlite::Connection::open(dir.join("store").join(cairn_rewind::DB_FILE))
+                .expect("the database opens");
+            conn.execute_batch("BEGIN EXCLUSIVE")
+                .expect("an exclusive transaction");
+            say("READY");
+            wait_to_be_killed();
+        }
         "snapshot-loop" => snapshot_loop(&dir),
         "gc-loop" => gc_loop(&dir),
         "restore-loop" => restore_loop(&dir),
@@ -235,5 +254,34 @@ fn try_ops(dir: &std::path::Path) {
         if !result(op, r) {
             return;
         }
+    }
+}
+
+/// The thread database of the store in `dir`, recovering with the workspace `ws`.
+pub fn open_threads(
+    dir: &std::path::Path,
+    ws: &std::sync::Arc<cairn_restore::Workspace>,
+) -> cairn_rewind::Threads {
+    let files: std::sync::Arc<dyn cairn_rewind::Files> = ws.clone();
+    cairn_rewind::Threads::open_in_store(
+        dir.join("store"),
+        cairn_rewind::ThreadsOptions {
+            checkpoints: Some(cairn_rewind::Checkpoints::default()),
+            workspaces: vec![files],
+            ..cairn_rewind::ThreadsOptions::default()
+        },
+    )
+    .expect("the thread database opens")
+}
+
+/// Rewind options that restore the files of `ws`.
+pub fn rewind_with_files(
+    ws: &std::sync::Arc<cairn_restore::Workspace>,
+) -> cairn_rewind::RewindOptions {
+    let files: std::sync::Arc<dyn cairn_rewind::Files> = ws.clone();
+    cairn_rewind::RewindOptions {
+        files: Some(true),
+        workspace: Some(files),
+        ..cairn_rewind::RewindOptions::default()
     }
 }

@@ -68,7 +68,9 @@ fn run(job: &str, dir: &Path, env: &[(&str, String)], kill: Kill) -> Run {
     let t0 = Instant::now();
     let (done, status) = match kill {
         Kill::After(d) => {
-            let done = child.wait_for("DONE", d).is_some();
+            let done = child
+                .wait_for("DONE", d)
+                .is_some_and(|l| l.starts_with("DONE"));
             (done, child.kill())
         }
         Kill::ItSelf => {
@@ -76,7 +78,9 @@ fn run(job: &str, dir: &Path, env: &[(&str, String)], kill: Kill) -> Run {
             (false, status)
         }
         Kill::Calibrate => {
-            let done = child.wait_for("DONE", Duration::from_secs(120)).is_some();
+            let done = child
+                .wait_for("DONE", Duration::from_secs(120))
+                .is_some_and(|l| l.starts_with("DONE"));
             (done, child.kill())
         }
     };
@@ -95,11 +99,21 @@ fn run(job: &str, dir: &Path, env: &[(&str, String)], kill: Kill) -> Run {
     Run { done, took, lines }
 }
 
-/// The typical duration of `job` on a fresh copy of `template`: the median of three runs.
-fn typical(job: &str, template: &Path, scratch: &Path, env: &[(&str, String)]) -> Duration {
+/// The typical duration of `job` on a fresh copy of `template` (made in `scratch`, or at
+/// `at` each time when given): the median of three runs.
+fn typical(
+    job: &str,
+    template: &Path,
+    scratch: &Path,
+    at: Option<&Path>,
+    env: &[(&str, String)],
+) -> Duration {
     let mut times = Vec::new();
     for i in 0..3 {
-        let dir = scratch.join(format!("calibrate-{i}"));
+        let dir = match at {
+            Some(p) => p.to_path_buf(),
+            None => scratch.join(format!("calibrate-{i}")),
+        };
         copy_dir(template, &dir);
         let r = run(job, &dir, env, Kill::Calibrate);
         assert!(r.done, "a calibration run of {job} finished: {:?}", r.lines);
@@ -167,7 +181,7 @@ fn a_snapshot_killed_at_any_moment_leaves_a_store_that_verifies_and_takes_the_ne
     let want = picture(&template.join("root"));
     drop(ws);
 
-    let typical = typical("snapshot", &template, base.path(), &[]);
+    let typical = typical("snapshot", &template, base.path(), None, &[]);
     let (mut landed, mut not_landed, mut after_done) = (0, 0, 0);
     for i in 0..kills() {
         let dir = base.path().join(format!("run-{i}"));
@@ -232,7 +246,7 @@ fn a_restore_killed_at_any_moment_or_after_any_operation_is_finished_or_untouche
     assert!(ops > 20, "the restore has many operations ({ops})");
 
     let env = [("CAIRN_REL_SNAPS", target.to_hex())];
-    let typical = typical("restore", &template, base.path(), &env);
+    let typical = typical("restore", &template, base.path(), None, &env);
     let (mut finished_on_open, mut untouched, mut before_kill) = (0, 0, 0);
     let (mut by_count, mut by_delay) = (0, 0);
     for i in 0..kills() {
@@ -335,7 +349,7 @@ fn a_copy_killed_at_any_moment_leaves_the_other_store_whole_and_a_retry_complete
 
     let list = format!("{},{}", snaps[1].to_hex(), snaps[2].to_hex());
     let env = [("CAIRN_REL_SNAPS", list)];
-    let typical = typical("copy", &template, base.path(), &env);
+    let typical = typical("copy", &template, base.path(), None, &env);
     let mut copied = [0usize; 3];
     let mut after_done = 0;
     for i in 0..kills() {
@@ -436,7 +450,7 @@ fn a_collection_killed_at_any_moment_loses_no_object_of_a_kept_snapshot() {
     assert!(!plan.delete_large.is_empty(), "and large objects to delete");
     drop((ws, store));
 
-    let typical = typical("gc", &template, base.path(), &[]);
+    let typical = typical("gc", &template, base.path(), None, &[]);
     let (mut swept, mut interrupted) = (0, 0);
     for i in 0..kills() {
         let dir = base.path().join(format!("run-{i}"));
@@ -482,4 +496,127 @@ fn sorted(ids: &[SnapshotId]) -> Vec<SnapshotId> {
     let mut v = ids.to_vec();
     v.sort();
     v
+}
+
+#[test]
+fn a_rewind_killed_at_any_moment_leaves_the_files_and_the_conversation_together() {
+    use crate::child::{open_threads, rewind_with_files};
+    use cairn_rewind::{AppendOptions, EntryId, NewEntry};
+    let mut rng = Rng::from_env("rewind crash loop");
+    let base = scratch();
+    // The thread database records the workspace's root, so every run works at the path the
+    // template was made at: made at run/, kept at template/, copied back to run/ each time.
+    let at = base.path().join("run");
+    let root = at.join("root");
+    std::fs::create_dir_all(&root).expect("root");
+    let ws = std::sync::Arc::new(open_ws(&at));
+    let threads = open_threads(&at, &ws);
+    let files: std::sync::Arc<dyn cairn_rewind::Files> = ws.clone();
+    let with_ws = AppendOptions {
+        workspace: Some(files),
+        ..AppendOptions::default()
+    };
+    let thread = threads
+        .create_thread(Some("chat".into()), serde_json::json!({}))
+        .expect("thread")
+        .id;
+    let say = |entry: NewEntry| -> EntryId {
+        threads
+            .append(&thread, entry, &with_ws)
+            .expect("append")
+            .entry
+            .id
+    };
+    populate(&root, 0);
+    let u1 = say(NewEntry::user("one"));
+    let a1 = say(NewEntry::assistant("done one"));
+    clear(&root);
+    populate(&root, 1);
+    let target = picture(&root);
+    let u2 = say(NewEntry::user("two"));
+    let a2 = say(NewEntry::assistant("done two"));
+    clear(&root);
+    populate(&root, 2);
+    let start = picture(&root);
+    let (before, after) = (
+        vec![u1.clone(), a1.clone(), u2, a2],
+        vec![u1.clone(), a1.clone()],
+    );
+    drop((threads, ws));
+    let template = base.path().join("template");
+    std::fs::rename(&at, &template).expect("keep the template");
+
+    let env = [
+        ("CAIRN_REL_THREAD", thread.to_string()),
+        ("CAIRN_REL_ENTRY", a1.to_string()),
+    ];
+    let typical = typical("rewind", &template, base.path(), Some(&at), &env);
+    let (mut switched, mut untouched, mut after_done) = (0, 0, 0);
+    for i in 0..kills() {
+        let dir = at.clone();
+        copy_dir(&template, &dir);
+        let r = run("rewind", &dir, &env, Kill::After(rng.delay(typical)));
+        after_done += usize::from(r.done);
+        let what = format!("rewind run {i}");
+        let ws = std::sync::Arc::new(open_ws(&dir));
+        let threads = open_threads(&dir, &ws);
+        let active: Vec<EntryId> = threads
+            .active_branch(&thread)
+            .expect("branch")
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        let now = picture(&dir.join("root"));
+        if active == after {
+            assert_eq!(
+                now, target,
+                "{what}: rewound, so the files are the checkpoint's"
+            );
+            switched += 1;
+        } else {
+            assert_eq!(active, before, "{what}: the conversation is either side");
+            assert_eq!(
+                now, start,
+                "{what}: not rewound, so the files are as they were"
+            );
+            untouched += 1;
+        }
+        for rec in threads.rewinds(&thread).expect("records") {
+            assert!(
+                rec.state == "completed" || rec.state == "failed",
+                "{what}: a rewind record left {}",
+                rec.state
+            );
+        }
+        assert!(staged_leftovers(&dir.join("root")).is_empty(), "{what}");
+        let conn = rusqlite::Connection::open(threads.path()).expect("db");
+        let ok: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .expect("integrity check");
+        assert_eq!(ok, "ok", "{what}: the thread database");
+        drop(conn);
+        // Nothing is left holding the thread or the workspace: the rewind can be done now.
+        threads
+            .rewind(&thread, &a1, &rewind_with_files(&ws))
+            .unwrap_or_else(|e| panic!("{what}: the next rewind: {e}"));
+        assert_eq!(
+            picture(&dir.join("root")),
+            target,
+            "{what}: the next rewind"
+        );
+        drop((threads, ws));
+        check_store_usable(&dir, &what);
+        remove(&dir);
+    }
+    figures(
+        "crash-rewind",
+        &format!(
+            "{} kills (typical duration {typical:?}; rewinds have no operation-count hook, so \
+             random delays only); {switched} ended rewound (files and conversation), \
+             {untouched} ended as before (files and conversation), never one without the \
+             other ({after_done} kills came after the rewind returned); every thread database \
+             passed its integrity check and the next rewind went through",
+            kills()
+        ),
+    );
 }

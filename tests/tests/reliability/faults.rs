@@ -652,3 +652,117 @@ fn a_truncated_or_flipped_object_is_reported_refused_and_harms_nothing_else() {
     }
     figures("fault-damaged-objects", &lines.join("; "));
 }
+
+#[test]
+fn a_thread_database_locked_by_another_process_gives_busy_and_changes_nothing() {
+    use crate::child::{open_threads, rewind_with_files};
+    use cairn_rewind::{AppendOptions, NewEntry, Threads, ThreadsOptions};
+    let base = tempfile::tempdir().expect("tmp");
+    let dir = base.path();
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).expect("root");
+    let ws = std::sync::Arc::new(crate::util::open_ws(dir));
+    let files: std::sync::Arc<dyn cairn_rewind::Files> = ws.clone();
+    let with_ws = AppendOptions {
+        workspace: Some(files.clone()),
+        ..AppendOptions::default()
+    };
+    let threads = open_threads(dir, &ws);
+    let thread = threads
+        .create_thread(Some("chat".into()), serde_json::json!({}))
+        .expect("thread")
+        .id;
+    populate(&root, 0);
+    threads
+        .append(&thread, NewEntry::user("one"), &with_ws)
+        .expect("append");
+    let a1 = threads
+        .append(&thread, NewEntry::assistant("done"), &with_ws)
+        .expect("append")
+        .entry
+        .id;
+    write(&root, "src/mod0/f0.rs", b"edited\n");
+    threads
+        .append(&thread, NewEntry::user("two"), &with_ws)
+        .expect("append");
+    write(&root, "src/mod0/f0.rs", b"edited again\n");
+    let entries = threads.entries(&thread, true).expect("entries").len();
+    drop(threads);
+    let files_before = picture(&root);
+    let snapshots = snapshot_ids(ws.store());
+
+    let quick = ThreadsOptions {
+        busy_timeout: std::time::Duration::from_millis(300),
+        workspaces: vec![files.clone()],
+        checkpoints: Some(cairn_rewind::Checkpoints::default()),
+        ..ThreadsOptions::default()
+    };
+    // A handle opened before the lock, and one opened while it is held.
+    let t = Threads::open_in_store(dir.join("store"), quick.clone()).expect("open");
+    let mut locker = Spawned::start(child_command("lock-db", dir));
+    assert!(
+        locker
+            .wait_for("READY", std::time::Duration::from_secs(60))
+            .is_some_and(|l| l.starts_with("READY")),
+        "the locking process is ready"
+    );
+    let mut kinds = Vec::new();
+    if let Err(e) = Threads::open_in_store(dir.join("store"), quick) {
+        kinds.push(("open", e.kind(), e.to_string()));
+    }
+    let e = t
+        .append(&thread, NewEntry::user("three"), &with_ws)
+        .expect_err("the database is locked");
+    kinds.push(("append", e.kind(), e.to_string()));
+    let e = t
+        .rewind(&thread, &a1, &rewind_with_files(&ws))
+        .expect_err("the database is locked");
+    kinds.push(("rewind", e.kind(), e.to_string()));
+    drop(t);
+    for (op, kind, message) in &kinds {
+        assert_eq!(*kind, ErrorKind::Busy, "{op}: {message}");
+        assert!(
+            message.contains("lock") || message.contains("busy"),
+            "{op}: {message}"
+        );
+    }
+    assert_eq!(picture(&root), files_before, "the files are untouched");
+    assert!(staged_leftovers(&root).is_empty());
+    locker.kill();
+    drop(locker);
+    let threads = open_threads(dir, &ws);
+    assert_eq!(
+        threads.entries(&thread, true).expect("entries").len(),
+        entries,
+        "no entry was added"
+    );
+    let extra: Vec<SnapshotId> = snapshot_ids(ws.store())
+        .into_iter()
+        .filter(|id| !snapshots.contains(id))
+        .collect();
+    // The refused append had taken its checkpoint before it met the lock: a snapshot of the
+    // files as they are, which no entry names (harmless; retention removes it).
+    for id in &extra {
+        let m = ws.store().read_manifest(id).expect("manifest");
+        assert_eq!(tree_picture(ws.store(), m.root), files_before);
+    }
+    assert!(ws.store().verify().expect("verify").is_ok());
+    // Unlocked, the same calls go through.
+    threads
+        .append(&thread, NewEntry::user("three"), &with_ws)
+        .expect("append once unlocked");
+    figures(
+        "fault-locked-thread-db",
+        &format!(
+            "with another process holding an exclusive transaction on threads.db: {}; files \
+             and entries unchanged; {} checkpoint snapshot(s) of the unchanged files left in \
+             the store by the refused append, which no entry names; store verified; the same append went through once the lock was gone",
+            kinds
+                .iter()
+                .map(|(op, k, _)| format!("{op} {k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            extra.len()
+        ),
+    );
+}

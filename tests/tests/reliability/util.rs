@@ -394,7 +394,8 @@ impl Spawned {
         }
     }
 
-    /// Waits for a line starting with `word`; `None` when the child ends or `timeout` passes.
+    /// Waits for a line starting with `word` (or `ERR`, a failure that ends the wait too);
+    /// `None` when the child ends or `timeout` passes.
     pub fn wait_for(&mut self, word: &str, timeout: Duration) -> Option<String> {
         let end = Instant::now() + timeout;
         loop {
@@ -402,7 +403,8 @@ impl Spawned {
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
                     self.seen.push(line.clone());
-                    if line.split(' ').next() == Some(word) {
+                    let first = line.split(' ').next();
+                    if first == Some(word) || first == Some("ERR") {
                         return Some(line);
                     }
                 }
