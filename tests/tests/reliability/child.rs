@@ -189,8 +189,8 @@ fn gc_loop(dir: &std::path::Path) {
 }
 
 /// Restores one of the versions in `CAIRN_REL_SNAPS` after another until the deadline,
-/// reporting `RESTORED <id> <ms before it began> <ms after it ended>`, and pausing between
-/// restores so that the files stand still for a while.
+/// reporting `RESTORED <id> <ms before it began> <ms after it ended> <BUSY answers retried>`,
+/// and pausing between restores so that the files stand still for a while.
 fn restore_loop(dir: &std::path::Path) {
     let ws = open_ws(dir);
     let versions = ids("CAIRN_REL_SNAPS");
@@ -198,10 +198,24 @@ fn restore_loop(dir: &std::path::Path) {
     while !deadline_passed() {
         let target = versions[rng.below(versions.len() as u64) as usize];
         let before = now_ms();
-        ws.restore(&target, &RestoreOptions::default())
-            .expect("a restore succeeds while snapshots and collections run");
+        // BUSY says "try again": a process opening the workspace may hold the restore lock for
+        // a moment while it checks whether a journal needs recovering.
+        let mut tries = 0;
+        loop {
+            match ws.restore(&target, &RestoreOptions::default()) {
+                Ok(_) => break,
+                Err(e) if e.kind() == cairn_store::ErrorKind::Busy && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("a restore failed while snapshots and collections ran: {e}"),
+            }
+        }
         let after = now_ms();
-        say(&format!("RESTORED {} {before} {after}", target.to_hex()));
+        say(&format!(
+            "RESTORED {} {before} {after} {tries}",
+            target.to_hex()
+        ));
         std::thread::sleep(Duration::from_millis(200 + rng.below(300)));
     }
     say("DONE");

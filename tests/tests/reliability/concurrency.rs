@@ -3,7 +3,9 @@
 //! sixth restores one of three versions after another, for a bounded time (10 s, 60 s with
 //! `CAIRN_LONG=1`). Afterwards:
 //!
-//! - every process ended cleanly: no snapshot, collection or restore failed;
+//! - every process ended cleanly: no snapshot, collection or restore failed (a restore may be
+//!   answered BUSY, which says "try again", while another process opening the workspace holds
+//!   the restore lock for a moment; the restorer retries, and the count is reported);
 //! - the store verifies, and every snapshot it holds restores into a fresh directory exactly
 //!   as its tree says;
 //! - every snapshot taken while the files stood still between two restores has exactly the
@@ -75,7 +77,7 @@ fn four_snapshotters_a_collector_and_a_restorer_at_once_lose_nothing() {
     }
     let mut snaps = Vec::new();
     let mut restores = Vec::new();
-    let (mut gcs, mut deferred, mut collected) = (0, 0, 0);
+    let (mut gcs, mut deferred, mut collected, mut busy) = (0, 0, 0, 0);
     for (job, mut child) in children {
         let done = child.wait_for("DONE", Duration::from_secs(seconds as u64 + 300));
         let status = child.wait();
@@ -92,11 +94,14 @@ fn four_snapshotters_a_collector_and_a_restorer_at_once_lose_nothing() {
                     field::<i64>(&parts, 3, line),
                     field::<i64>(&parts, 4, line),
                 )),
-                "RESTORED" => restores.push(Restored {
-                    version: SnapshotId::from_hex(parts[1]).expect("an id"),
-                    before: field(&parts, 2, line),
-                    after: field(&parts, 3, line),
-                }),
+                "RESTORED" => {
+                    busy += field::<usize>(&parts, 4, line);
+                    restores.push(Restored {
+                        version: SnapshotId::from_hex(parts[1]).expect("an id"),
+                        before: field(&parts, 2, line),
+                        after: field(&parts, 3, line),
+                    })
+                }
                 "GC" => {
                     gcs += 1;
                     deferred += usize::from(parts[1] == "true");
@@ -160,8 +165,9 @@ fn four_snapshotters_a_collector_and_a_restorer_at_once_lose_nothing() {
             "{seconds} s: 4 processes took {} snapshots ({checked} of them while the files \
              stood still, each exactly the version restored), 1 process ran {gcs} prunes and \
              collections with no grace ({deferred} deferred by a live operation, {collected} \
-             removed objects), 1 process made {} restores; afterwards the store verified and \
-             all {} snapshots it kept restored exactly into fresh directories",
+             removed objects), 1 process made {} restores (retrying {busy} BUSY answers, given \
+             while another process's open held the restore lock for a moment); afterwards the \
+             store verified and all {} snapshots it kept restored exactly into fresh directories",
             snaps.len(),
             restores.len(),
             ids.len()

@@ -212,10 +212,11 @@ fn a_snapshot_killed_at_any_moment_leaves_a_store_that_verifies_and_takes_the_ne
     figures(
         "crash-snapshot",
         &format!(
-            "{} kills (typical duration {typical:?}); {} before the snapshot was written, \
+            "{} kills (typical duration {} ms); {} before the snapshot was written, \
              {} after its manifest landed ({} of them after it had returned); every store \
              verified and took the next snapshot and collection",
             kills(),
+            typical.as_millis(),
             not_landed,
             landed,
             after_done
@@ -318,10 +319,11 @@ fn a_restore_killed_at_any_moment_or_after_any_operation_is_finished_or_untouche
         "crash-restore",
         &format!(
             "{} kills ({by_count} after a random number of its {ops} operations, {by_delay} \
-             after a random delay up to the typical {typical:?}); {finished_on_open} finished \
+             after a random delay up to the typical {} ms); {finished_on_open} finished \
              when the workspace was reopened, {untouched} left the files as they were, \
              {before_kill} had finished before the kill; none obstructed, no staged file left",
-            kills()
+            kills(),
+            typical.as_millis()
         ),
     );
 }
@@ -401,10 +403,11 @@ fn a_copy_killed_at_any_moment_leaves_the_other_store_whole_and_a_retry_complete
     figures(
         "crash-copy",
         &format!(
-            "{} kills (typical duration {typical:?} for two copies); the destination held \
+            "{} kills (typical duration {} ms for two copies); the destination held \
              {} with neither new snapshot, {} with one, {} with both ({after_done} kills came \
              after the copies returned); every store verified and a retry completed the copy",
             kills(),
+            typical.as_millis(),
             copied[0],
             copied[1],
             copied[2]
@@ -484,10 +487,11 @@ fn a_collection_killed_at_any_moment_loses_no_object_of_a_kept_snapshot() {
     figures(
         "crash-gc",
         &format!(
-            "{} kills (typical duration {typical:?}); {interrupted} interrupted the collection, \
+            "{} kills (typical duration {} ms); {interrupted} interrupted the collection, \
              {swept} came after it finished; every kept snapshot verified and read back exactly, \
              and the next collection was never deferred",
-            kills()
+            kills(),
+            typical.as_millis()
         ),
     );
 }
@@ -611,12 +615,13 @@ fn a_rewind_killed_at_any_moment_leaves_the_files_and_the_conversation_together(
     figures(
         "crash-rewind",
         &format!(
-            "{} kills (typical duration {typical:?}; rewinds have no operation-count hook, so \
+            "{} kills (typical duration {} ms; rewinds have no operation-count hook, so \
              random delays only); {switched} ended rewound (files and conversation), \
              {untouched} ended as before (files and conversation), never one without the \
              other ({after_done} kills came after the rewind returned); every thread database \
              passed its integrity check and the next rewind went through",
-            kills()
+            kills(),
+            typical.as_millis()
         ),
     );
 }
