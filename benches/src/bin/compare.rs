@@ -25,11 +25,12 @@
 //! medians against `git status`, shadow git and `tar` measured in the same run.
 //!
 //! A contender is a name and one closure per scenario it takes part in; see [`Contender`] and
-//! [`cairn_contenders`]: Cairn's snapshot is there, its restore plugs in when it is built.
+//! [`cairn_contenders`] for Cairn's.
 
 use cairn_benches::cli::{self, Args};
 use cairn_benches::gen::{self, Kind, MutateSpec, TreeSpec};
-use cairn_store::{EntryKind, ObjectId, Store, StoreOptions, TreeId};
+use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_store::{EntryKind, ObjectId, SnapshotId, Store, TreeId};
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -170,58 +171,94 @@ pub struct Contender {
 /// Reads back the content of a contender's last snapshot.
 pub type SnapshotContent = Box<dyn FnMut(&Ctx) -> Result<Digest, String>>;
 
-/// Cairn's contenders.
+/// Cairn's contender, through `cairn_restore::Workspace` as an agent runtime would use it:
+/// a workspace on `ctx.tree` with its store in `ctx.scratch` (outside the tree) and default
+/// options (stat cache on, `.gitignore` honoured).
 ///
-/// `cairn snapshot`: `cairn_snapshot::snapshot` with default options (stat cache, `.gitignore`,
-/// default excludes) into a store in `ctx.scratch`, for the four snapshot scenarios; each
-/// snapshot is read back from the store and checked against the tree (untimed).
-///
-/// Cairn's restore is not here yet: the restore crate (`cairn-restore`) is not built, and this
-/// harness does not make numbers up. To plug it in, add the steps for
-/// [`Scenario::RestoreAfter30`] (restore `ctx.tree` to the last snapshot) and
-/// [`Scenario::FullRestore`] (restore it into `ctx.empty`) to this contender; the harness
-/// times them, checks the result against the tree at the last snapshot, and prints the ratios.
+/// - snapshots (first, no change, 10 and 1000 changed): `Workspace::snapshot`; each is read
+///   back from the store and checked against the tree (untimed);
+/// - restore after 30: `Workspace::restore` of the last snapshot with default options, which
+///   plans, takes the safety snapshot, journals and applies;
+/// - full restore: a second workspace on the empty directory sharing the store, restoring the
+///   same snapshot.
 fn cairn_contenders() -> Vec<Contender> {
-    vec![cairn_snapshot()]
+    vec![cairn()]
 }
 
-const WORKSPACE_ID: &str = "bench";
+/// Workspace options with the store at `store` and the id `id`.
+// WorkspaceOptions may gain fields; build it from its Default.
+#[allow(clippy::field_reassign_with_default)]
+fn workspace_options(store: PathBuf, id: &str) -> WorkspaceOptions {
+    let mut o = WorkspaceOptions::default();
+    o.store = Some(store);
+    o.id = Some(id.to_string());
+    o
+}
 
-fn cairn_snapshot() -> Contender {
-    let store: Rc<RefCell<Option<Store>>> = Rc::new(RefCell::new(None));
-    let last: Rc<RefCell<Option<TreeId>>> = Rc::new(RefCell::new(None));
+fn cairn() -> Contender {
+    let ws: Rc<RefCell<Option<Workspace>>> = Rc::new(RefCell::new(None));
+    let last: Rc<RefCell<Option<(SnapshotId, TreeId)>>> = Rc::new(RefCell::new(None));
     let prepare = {
-        let (store, last) = (store.clone(), last.clone());
+        let (ws, last) = (ws.clone(), last.clone());
         move |ctx: &Ctx| -> Result<(), String> {
-            let opened = Store::open(ctx.scratch.join("store"), StoreOptions::default())
-                .map_err(|e| format!("opening the store: {e}"))?;
-            *store.borrow_mut() = Some(opened);
+            let opened = Workspace::open(
+                &ctx.tree,
+                workspace_options(ctx.scratch.join("store"), "bench"),
+            )
+            .map_err(|e| format!("opening the workspace: {e}"))?;
+            *ws.borrow_mut() = Some(opened);
             *last.borrow_mut() = None;
             Ok(())
         }
     };
     let snap = {
-        let (store, last) = (store.clone(), last.clone());
-        move |ctx: &Ctx| -> Result<(), String> {
-            let store = store.borrow();
-            let store = store.as_ref().ok_or("no store")?;
-            let options = cairn_snapshot::Options::default();
-            let snap = cairn_snapshot::snapshot(store, &ctx.tree, WORKSPACE_ID, &options)
+        let (ws, last) = (ws.clone(), last.clone());
+        move |_: &Ctx| -> Result<(), String> {
+            let ws = ws.borrow();
+            let ws = ws.as_ref().ok_or("no workspace")?;
+            let snap = ws
+                .snapshot(&ws.snapshot_options())
                 .map_err(|e| format!("snapshot: {e}"))?;
-            *last.borrow_mut() = Some(snap.root);
+            *last.borrow_mut() = Some((snap.id, snap.root));
             Ok(())
         }
     };
+    let restore = {
+        let (ws, last) = (ws.clone(), last.clone());
+        move |_: &Ctx| -> Result<(), String> {
+            let ws = ws.borrow();
+            let ws = ws.as_ref().ok_or("no workspace")?;
+            let (id, _) = (*last.borrow()).ok_or("no snapshot")?;
+            ws.restore(&id, &RestoreOptions::default())
+                .map_err(|e| format!("restore: {e}"))
+                .map(drop)
+        }
+    };
+    let full_restore = {
+        let last = last.clone();
+        move |ctx: &Ctx| -> Result<(), String> {
+            let (id, _) = (*last.borrow()).ok_or("no snapshot")?;
+            let target = Workspace::open(
+                &ctx.empty,
+                workspace_options(ctx.scratch.join("store"), "bench-empty"),
+            )
+            .map_err(|e| format!("opening the empty workspace: {e}"))?;
+            target
+                .restore(&id, &RestoreOptions::default())
+                .map_err(|e| format!("restore: {e}"))
+                .map(drop)
+        }
+    };
     let read_back = move |_: &Ctx| -> Result<Digest, String> {
-        let store = store.borrow();
-        let store = store.as_ref().ok_or("no store")?;
-        let root = (*last.borrow()).ok_or("no snapshot")?;
+        let ws = ws.borrow();
+        let ws = ws.as_ref().ok_or("no workspace")?;
+        let (_, root) = (*last.borrow()).ok_or("no snapshot")?;
         let mut out = Digest::new();
-        stored_digest(store, &root, Path::new(""), &mut out)?;
+        stored_digest(ws.store(), &root, Path::new(""), &mut out)?;
         Ok(out)
     };
     Contender {
-        name: "cairn snapshot".into(),
+        name: "cairn".into(),
         role: Role::Contender,
         prepare: Some(Box::new(prepare)),
         steps: vec![
@@ -229,6 +266,8 @@ fn cairn_snapshot() -> Contender {
             (Scenario::NoChange, Box::new(snap.clone())),
             (Scenario::Changed10, Box::new(snap.clone())),
             (Scenario::Changed1000, Box::new(snap)),
+            (Scenario::RestoreAfter30, Box::new(restore)),
+            (Scenario::FullRestore, Box::new(full_restore)),
         ],
         snapshot_content: Some(Box::new(read_back)),
     }
