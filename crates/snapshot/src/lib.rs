@@ -60,8 +60,9 @@ pub struct Progress {
     pub hashed_bytes: u64,
 }
 
-/// A progress callback: called on the calling thread only, about every 50 ms while the walk
-/// runs; returning `false` stops the walk with `ABORTED_BY_CALLBACK`.
+/// A progress callback: called on the calling thread only, once before the walk starts (all
+/// counts zero), then about every 50 ms while it runs, and once at its end; returning `false`
+/// stops the walk with `ABORTED_BY_CALLBACK`.
 pub type ProgressFn<'a> = &'a mut dyn FnMut(&Progress) -> bool;
 
 /// How to take a snapshot. `Default` is the safest choice.
@@ -228,6 +229,11 @@ fn walk(
     let root_id = match progress {
         None => in_pool(),
         Some(cb) => std::thread::scope(|s| {
+            // A first report before the walk starts: a caller can stop (or cancel) a snapshot
+            // deterministically before any work, whatever the size of the tree.
+            if !cb(&Progress::default()) {
+                aborted.store(true, Ordering::SeqCst);
+            }
             let (tx, rx) = std::sync::mpsc::channel::<()>();
             let handle = s.spawn(move || {
                 let r = in_pool();
