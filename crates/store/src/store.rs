@@ -519,6 +519,18 @@ impl Store {
                 Err(e) => last_err = Some(e),
             }
         }
+        // A collection in another process may have repacked the object since this handle
+        // last looked (the pack we knew is gone, its objects live in a new one): look again
+        // once before failing.
+        if last_err.as_ref().is_some_and(|e| e.is_not_found()) {
+            self.refresh()?;
+            for loc in &self.locations(id) {
+                match f(loc) {
+                    Ok(v) => return Ok(v),
+                    Err(e) => last_err = Some(e),
+                }
+            }
+        }
         let err = last_err.expect("at least one location was tried");
         if err.kind_is_corrupt() {
             let _ = self.quarantine(&[*id]);

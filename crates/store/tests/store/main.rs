@@ -9,6 +9,7 @@
 mod copy;
 mod gc;
 mod hostile;
+mod stale_view;
 mod id;
 mod lock;
 mod manifest;
