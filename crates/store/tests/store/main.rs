@@ -9,11 +9,11 @@
 mod copy;
 mod gc;
 mod hostile;
-mod stale_view;
 mod id;
 mod lock;
 mod manifest;
 mod retain;
+mod stale_view;
 mod store;
 mod tree;
 mod util;
