@@ -22,7 +22,6 @@ use cairn_store::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::Read;
 
 /// What a restore did (or, for a dry run, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -311,16 +310,8 @@ impl<'a> Exec<'a> {
                 let mut f = safe::open_read(&*fd, name)
                     .map_err(|e| Error::io("open", self.abs(path), e))?;
                 let mut h = Hasher::new();
-                let mut buf = vec![0u8; 256 * 1024];
-                loop {
-                    let k = f
-                        .read(&mut buf)
-                        .map_err(|e| Error::io("read", self.abs(path), e))?;
-                    if k == 0 {
-                        break;
-                    }
-                    h.update(&buf[..k]);
-                }
+                h.update_from(&mut f)
+                    .map_err(|e| Error::io("read", self.abs(path), e))?;
                 (EntryKind::File, Some(h.finish()), st.st_mode)
             }
             // Something else stands there: it matches neither side.

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use cairn_snapshot::{ExcludeReason, Kept, Options as SnapshotOptions};
+use cairn_store::relpath::join;
 use cairn_store::{
     CaptureSettings, EntryKind, ObjectId, RelPath, SkipReason, Skipped, SnapshotId, Tree,
     TreeEntry, TreeId,
@@ -216,16 +217,6 @@ impl Plan {
     pub fn is_noop(&self) -> bool {
         self.actions.is_empty()
     }
-}
-
-fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
-    if prefix.is_empty() {
-        return name.to_vec();
-    }
-    let mut p = prefix.to_vec();
-    p.push(b'/');
-    p.extend_from_slice(name);
-    p
 }
 
 /// The current side of a plan: the workspace as walked, or a snapshot of it.

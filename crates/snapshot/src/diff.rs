@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::{scan, Options};
+use cairn_store::relpath::join;
 use cairn_store::{EntryKind, ObjectId, SnapshotId, Store, Tree, TreeEntry, TreeId};
 use serde::Serialize;
 use std::path::Path;
@@ -60,16 +61,6 @@ pub struct Change {
     pub old: Option<EntryInfo>,
     /// The newer side.
     pub new: Option<EntryInfo>,
-}
-
-fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
-    if prefix.is_empty() {
-        return name.to_vec();
-    }
-    let mut p = prefix.to_vec();
-    p.push(b'/');
-    p.extend_from_slice(name);
-    p
 }
 
 /// Differences from tree `a` to tree `b`; `tree` reads a tree by id.

@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::exclude::{ExcludeReason, Excludes, IgnoreChain};
 use crate::statcache::{StatCache, StatRecord};
+use cairn_store::relpath::join;
 use cairn_store::{
     CancelToken, EntryKind, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason, Skipped, Tree,
     TreeEntry, TreeId,
@@ -92,17 +93,6 @@ fn record_of(st: &rustix::fs::Stat) -> StatRecord {
         ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64,
         blob: ObjectId([0; 32]),
     }
-}
-
-fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
-    if rel.is_empty() {
-        return name.to_vec();
-    }
-    let mut p = Vec::with_capacity(rel.len() + 1 + name.len());
-    p.extend_from_slice(rel);
-    p.push(b'/');
-    p.extend_from_slice(name);
-    p
 }
 
 fn is_unreadable(e: Errno) -> bool {
@@ -191,19 +181,9 @@ impl Walker<'_> {
             }
             Sink::Hash(_) => {
                 let mut h = Hasher::new();
-                let mut buf = vec![0u8; (size.min(256 * 1024) as usize).max(4096)];
-                let mut n = 0u64;
-                loop {
-                    match file.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(k) => {
-                            h.update(&buf[..k]);
-                            n += k as u64;
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(Error::io("read", self.abs(rel), e)),
-                    }
-                }
+                let n = h
+                    .update_from(file)
+                    .map_err(|e| Error::io("read", self.abs(rel), e))?;
                 Ok((h.finish(), n))
             }
         }

@@ -73,6 +73,25 @@ impl Hasher {
     pub fn update(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
+    /// Adds everything `reader` yields, a chunk at a time (never held whole); returns how many
+    /// bytes were read. An interrupted read is retried.
+    pub fn update_from(&mut self, reader: &mut dyn std::io::Read) -> std::io::Result<u64> {
+        // 64 KiB: below malloc's mmap threshold, so hashing many small files costs no mmap.
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut n = 0u64;
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => return Ok(n),
+                Ok(k) => {
+                    self.update(&buf[..k]);
+                    n += k as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// The id of everything added.
     pub fn finish(self) -> ObjectId {
         ObjectId(self.0.finalize().into())

@@ -35,6 +35,18 @@ impl RelPath {
     }
 }
 
+/// Joins a relative directory path (empty for the root) and an entry name with `/`.
+pub fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
+    if prefix.is_empty() {
+        return name.to_vec();
+    }
+    let mut p = Vec::with_capacity(prefix.len() + 1 + name.len());
+    p.extend_from_slice(prefix);
+    p.push(b'/');
+    p.extend_from_slice(name);
+    p
+}
+
 impl From<Vec<u8>> for RelPath {
     fn from(v: Vec<u8>) -> Self {
         RelPath(v)
