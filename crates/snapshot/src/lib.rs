@@ -42,7 +42,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use walk::{Counters, Rules, Sink, Walker};
+use walk::{Counters, NewDir, Rules, Sink, Walker};
 
 /// The default `max_file_bytes`: 10 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 << 20;
@@ -165,9 +165,10 @@ pub struct Scan {
 
 struct WalkOutput {
     root: TreeId,
+    root_size: u64,
     skipped: Vec<Skipped>,
     kept: Vec<Kept>,
-    records: Vec<(Vec<u8>, StatRecord)>,
+    dirs: Vec<NewDir>,
     trees: Option<HashMap<TreeId, Tree>>,
     stats: Stats,
 }
@@ -196,23 +197,25 @@ fn walk(
     let cancel = options.cancel.as_ref().unwrap_or(&no_cancel);
     let aborted = AtomicBool::new(false);
     let counters = Counters::default();
+    let same_rules =
+        cache.rules == statcache::rules_fingerprint(&options.excludes, options.gitignore);
+    let check_objects = store.has_damage();
     let walker = Walker {
         root: root.to_path_buf(),
         store_dir,
         rules: &rules,
         sink,
         cache,
+        same_rules,
+        check_objects,
         cancel,
         aborted: &aborted,
         counters: &counters,
         skipped: Default::default(),
         kept: Default::default(),
-        records: Default::default(),
+        dirs: Default::default(),
     };
-    let run = || -> Result<TreeId> {
-        let (tree, _size) = walker.walk_dir(&root_fd, b"", &IgnoreChain::root())?;
-        walker.put_tree_inner(tree)
-    };
+    let run = || walker.walk_dir(&root_fd, b"", &IgnoreChain::root(), cache.root, true);
     let pool = match options.threads {
         Some(n) => Some(
             rayon::ThreadPoolBuilder::new()
@@ -226,7 +229,7 @@ fn walk(
         Some(p) => p.install(run),
         None => run(),
     };
-    let root_id = match progress {
+    let root_out = match progress {
         None => in_pool(),
         Some(cb) => std::thread::scope(|s| {
             // A first report before the walk starts: a caller can stop (or cancel) a snapshot
@@ -287,10 +290,11 @@ fn walk(
         duration_ms: started.elapsed().as_millis() as u64,
     };
     Ok(WalkOutput {
-        root: root_id,
+        root: root_out.id,
+        root_size: root_out.size,
         skipped,
         kept,
-        records: walker.records.into_inner(),
+        dirs: walker.dirs.into_inner(),
         trees,
         stats,
     })
@@ -316,6 +320,44 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+/// Saves the stat cache after snapshot `id`: only its header when every directory's record is
+/// the one loaded (nothing changed), else the whole cache. Failures are ignored (see the
+/// caller).
+fn save_cache(
+    store: &Store,
+    path: &Path,
+    cache: &mut StatCache,
+    id: SnapshotId,
+    started_ns: i64,
+    options: &Options,
+    out: &mut WalkOutput,
+) {
+    let unchanged = cache.snapshot.is_some()
+        && cache.root == Some((out.root, out.root_size))
+        && cache.dir_count() == out.dirs.len()
+        && out.dirs.iter().all(|d| matches!(d, NewDir::Same(_)));
+    if unchanged && StatCache::confirm(path, &id, started_ns).is_ok() {
+        return;
+    }
+    let dirs = std::mem::take(&mut out.dirs)
+        .into_iter()
+        .filter_map(|d| match d {
+            NewDir::Same(p) => cache.take_dir(&p),
+            NewDir::Fresh(r) => Some(r),
+        })
+        .collect();
+    let file = statcache::StatCacheFile {
+        snapshot: Some(id),
+        started_ns,
+        body: statcache::StatCacheBody {
+            rules: statcache::rules_fingerprint(&options.excludes, options.gitignore),
+            root: Some((out.root.object(), out.root_size)),
+            dirs,
+        },
+    };
+    let _ = StatCache::save(&store.layout().tmp, path, &file);
+}
+
 /// Takes a snapshot of the workspace at `root` into `store`, as workspace `workspace_id`.
 pub fn snapshot(
     store: &Store,
@@ -337,10 +379,10 @@ pub fn snapshot_with_progress(
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
     let created_ms = cairn_store::fsutil::now_ms();
-    let cache = load_cache(store, workspace_id, options)?;
+    let mut cache = load_cache(store, workspace_id, options)?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
     let writer = store.writer(&guard);
-    let out = walk(store, root, &cache, options, Sink::Store(&writer), progress)?;
+    let mut out = walk(store, root, &cache, options, Sink::Store(&writer), progress)?;
     let written = writer.commit()?;
     let mut stats = out.stats;
     stats.stored_bytes = written.stored_bytes;
@@ -364,17 +406,18 @@ pub fn snapshot_with_progress(
     // The cache is saved after the manifest: a crash in between only costs re-reading. From
     // here on the snapshot is taken, so a cache that cannot be saved (a full disk) does not
     // fail it: the old cache stays, trusted only while its own snapshot exists.
-    let cache_file = statcache::StatCacheFile {
-        snapshot: Some(id),
-        started_ns,
-        entries: out.records,
-    };
-    if let Ok(cache_path) = StatCache::path(store, workspace_id) {
-        let _ = cairn_store::fsutil::write_atomic(
-            &store.layout().tmp,
-            &cache_path,
-            &StatCache::encode(&cache_file),
-        );
+    if options.use_stat_cache {
+        if let Ok(cache_path) = StatCache::path(store, workspace_id) {
+            save_cache(
+                store,
+                &cache_path,
+                &mut cache,
+                id,
+                started_ns,
+                options,
+                &mut out,
+            );
+        }
     }
     let mut manifest = manifest;
     manifest.stats.duration_ms = stats.duration_ms;

@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::exclude::{ExcludeReason, Excludes, IgnoreChain};
-use crate::statcache::{StatCache, StatRecord};
+use crate::statcache::{CachedEntry, CachedKind, DirRecord, StatCache, StatRecord};
 use cairn_store::relpath::join;
 use cairn_store::{
     CancelToken, EntryKind, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason, Skipped, Tree,
@@ -16,11 +16,12 @@ use cairn_store::{
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags, RawDir};
 use rustix::io::Errno;
 use std::collections::HashMap;
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, OsStr};
 use std::io::Read;
+use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,18 +70,38 @@ pub(crate) struct Counters {
     pub reused: AtomicU64,
 }
 
+/// A directory's record for the next stat cache.
+pub(crate) enum NewDir {
+    /// The same as the cache's record of this path.
+    Same(Vec<u8>),
+    /// A new record.
+    Fresh(DirRecord),
+}
+
 pub(crate) struct Walker<'a> {
     pub root: PathBuf,
     pub store_dir: Option<(u64, u64)>,
     pub rules: &'a Rules,
     pub sink: Sink<'a>,
     pub cache: &'a StatCache,
+    /// Whether the cache's exclusion decisions were made under these rules.
+    pub same_rules: bool,
+    /// Whether every object taken from the cache must be looked up in the store (it has
+    /// quarantined objects or broken indexes, which a rewrite of the content heals).
+    pub check_objects: bool,
     pub cancel: &'a CancelToken,
     pub aborted: &'a AtomicBool,
     pub counters: &'a Counters,
     pub skipped: Mutex<Vec<Skipped>>,
     pub kept: Mutex<Vec<Kept>>,
-    pub records: Mutex<Vec<(Vec<u8>, StatRecord)>>,
+    pub dirs: Mutex<Vec<NewDir>>,
+}
+
+/// A walked directory: its tree (stored, or the cache's when nothing in it changed) and the
+/// tree's total size.
+pub(crate) struct DirOut {
+    pub id: TreeId,
+    pub size: u64,
 }
 
 fn record_of(st: &rustix::fs::Stat) -> StatRecord {
@@ -94,6 +115,45 @@ fn record_of(st: &rustix::fs::Stat) -> StatRecord {
         blob: ObjectId([0; 32]),
     }
 }
+
+/// The record of an entry left out: only its type counts (a decision is reused for an entry
+/// of the same name and type), so churn in an ignored file does not change its directory's
+/// record.
+fn excluded_record(name: &[u8], mode: u32, reason: ExcludeReason) -> CachedEntry {
+    CachedEntry {
+        name: name.to_vec(),
+        kind: CachedKind::Excluded(reason),
+        stat: StatRecord {
+            dev: 0,
+            ino: 0,
+            mode: mode & S_IFMT,
+            size: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            blob: ObjectId([0; 32]),
+        },
+    }
+}
+
+/// The record of a directory entry: its mode and its tree (times change with every entry
+/// made and removed inside, which the tree already says).
+fn dir_record(name: &[u8], mode: u32, tree: TreeId, size: u64) -> CachedEntry {
+    CachedEntry {
+        name: name.to_vec(),
+        kind: CachedKind::Dir,
+        stat: StatRecord {
+            dev: 0,
+            ino: 0,
+            mode,
+            size,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            blob: tree.object(),
+        },
+    }
+}
+
+const S_IFMT: u32 = 0o170000;
 
 fn is_unreadable(e: Errno) -> bool {
     matches!(e, Errno::ACCESS | Errno::PERM | Errno::IO)
@@ -122,6 +182,56 @@ enum FileRead {
     Stored(ObjectId, StatRecord),
     Skip(SkipReason),
     Vanished,
+}
+
+/// The names of one directory, in one buffer, each followed by its NUL.
+struct Listing {
+    buf: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Listing {
+    fn name(&self, i: usize) -> &CStr {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        CStr::from_bytes_with_nul(&self.buf[start..self.ends[i]])
+            .expect("each name was stored with one NUL at its end")
+    }
+}
+
+thread_local! {
+    static DIRENT_BUF: std::cell::RefCell<Vec<MaybeUninit<u8>>> =
+        std::cell::RefCell::new(vec![MaybeUninit::uninit(); 64 << 10]);
+}
+
+/// Lists the directory open at `fd` without `.` and `..` (with `getdents64` on the descriptor
+/// itself: no second descriptor is opened).
+fn list(fd: &OwnedFd) -> std::io::Result<Listing> {
+    DIRENT_BUF.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let mut out = Listing {
+            buf: Vec::new(),
+            ends: Vec::new(),
+        };
+        let mut dir = RawDir::new(fd.as_fd(), &mut buf[..]);
+        while let Some(entry) = dir.next() {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes_with_nul();
+            if name == b".\0" || name == b"..\0" {
+                continue;
+            }
+            out.buf.extend_from_slice(name);
+            out.ends.push(out.buf.len());
+        }
+        Ok(out)
+    })
+}
+
+/// An entry whose content must be looked at: a directory to walk, or a file or link the cache
+/// does not vouch for.
+struct Work<'l> {
+    name: &'l CStr,
+    st: rustix::fs::Stat,
+    cached: Option<&'l CachedEntry>,
 }
 
 impl Walker<'_> {
@@ -173,6 +283,14 @@ impl Walker<'_> {
         }
     }
 
+    /// Whether an object the cache names may be used as it is.
+    fn present(&self, id: &ObjectId) -> bool {
+        match &self.sink {
+            Sink::Store(w) if self.check_objects => w.contains(id),
+            _ => true,
+        }
+    }
+
     fn put_file(&self, file: &mut std::fs::File, size: u64, rel: &[u8]) -> Result<(ObjectId, u64)> {
         match &self.sink {
             Sink::Store(w) => {
@@ -189,31 +307,26 @@ impl Walker<'_> {
         }
     }
 
-    /// Walks the directory open at `fd` (at `rel`, empty for the root) and returns its tree.
+    /// Walks the directory open at `fd` (at `rel`, empty for the root) and stores its tree.
+    /// `cached_tree` is the tree the cache says it had; `decisions` whether the exclusion
+    /// decisions the cache holds for the directories above still stand (same rules, same
+    /// ignore files).
     pub(crate) fn walk_dir(
         &self,
         fd: &OwnedFd,
         rel: &[u8],
         chain: &Arc<IgnoreChain>,
-    ) -> Result<(Tree, u64)> {
+        cached_tree: Option<(TreeId, u64)>,
+        decisions: bool,
+    ) -> Result<DirOut> {
         self.check_stop()?;
         self.counters.dirs.fetch_add(1, Ordering::Relaxed);
-        let mut names: Vec<CString> = Vec::new();
-        let dir = rustix::fs::Dir::read_from(fd)
-            .map_err(|e| Error::io("list", self.abs(rel), e.into()))?;
-        for entry in dir {
-            let entry = entry.map_err(|e| Error::io("list", self.abs(rel), e.into()))?;
-            let name = entry.file_name();
-            let b = name.to_bytes();
-            if b == b"." || b == b".." {
-                continue;
-            }
-            names.push(name.to_owned());
-        }
+        let listing = list(fd).map_err(|e| Error::io("list", self.abs(rel), e))?;
         // lstat each entry; one that vanished since the listing is left out.
-        let mut entries: Vec<(CString, rustix::fs::Stat)> = Vec::with_capacity(names.len());
-        for name in names {
-            match rustix::fs::statat(fd, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        let mut entries: Vec<(&CStr, rustix::fs::Stat)> = Vec::with_capacity(listing.ends.len());
+        for i in 0..listing.ends.len() {
+            let name = listing.name(i);
+            match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => entries.push((name, st)),
                 Err(Errno::NOENT) => {}
                 Err(e) if is_unreadable(e) => {
@@ -228,31 +341,171 @@ impl Walker<'_> {
                 }
             }
         }
+        let cached = self.cache.dir(rel);
+        let decisions = decisions
+            && self.same_rules
+            && cached.is_some_and(|c| self.ignore_files_unchanged(&entries, c));
         let chain = if self.rules.gitignore {
             self.ignore_files(fd, rel, &entries, chain)
         } else {
             chain.clone()
         };
-        let results: Vec<Result<Option<TreeEntry>>> = entries
-            .par_iter()
-            .map(|(name, st)| self.entry(fd, rel, name.as_c_str(), st, &chain))
-            .collect();
-        let mut tree_entries = Vec::with_capacity(results.len());
-        for r in results {
-            if let Some(e) = r? {
-                tree_entries.push(e);
+        let mut records: Vec<CachedEntry> = Vec::with_capacity(entries.len());
+        let mut work: Vec<Work<'_>> = Vec::new();
+        let (mut files, mut bytes, mut reused) = (0u64, 0u64, 0u64);
+        for (name, st) in &entries {
+            let name_b = name.to_bytes();
+            let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+            let is_dir = ft == rustix::fs::FileType::Directory;
+            let c = cached.and_then(|d| d.get(name_b));
+            let reason = if Excludes::is_default(name_b)
+                || (is_dir && self.store_dir == Some((st.st_dev, st.st_ino)))
+            {
+                Some(ExcludeReason::Default)
+            } else if let Some(c) =
+                c.filter(|c| decisions && c.stat.mode & S_IFMT == st.st_mode & S_IFMT)
+            {
+                match c.kind {
+                    CachedKind::Excluded(r) => Some(r),
+                    _ => None,
+                }
+            } else {
+                self.excluded(&join(rel, name_b), name_b, is_dir, &chain)
+            };
+            if let Some(reason) = reason {
+                self.keep(join(rel, name_b), reason, is_dir);
+                records.push(excluded_record(name_b, st.st_mode, reason));
+                continue;
+            }
+            let fresh = record_of(st);
+            let trusted = c.filter(|c| {
+                self.cache.trusts(&c.stat, &fresh)
+                    && self.present(&c.stat.blob)
+                    && match (c.kind, ft) {
+                        (CachedKind::File, rustix::fs::FileType::RegularFile) => {
+                            fresh.size <= self.rules.max_file_bytes
+                                && !(self.rules.refuse_hard_links && st.st_nlink > 1)
+                        }
+                        (CachedKind::Symlink, rustix::fs::FileType::Symlink) => true,
+                        _ => false,
+                    }
+            });
+            match trusted {
+                Some(c) => {
+                    if c.kind == CachedKind::File {
+                        files += 1;
+                        bytes += c.stat.size;
+                        reused += 1;
+                    } else {
+                        self.counters.symlinks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    records.push(c.clone());
+                }
+                None => match ft {
+                    rustix::fs::FileType::Directory
+                    | rustix::fs::FileType::RegularFile
+                    | rustix::fs::FileType::Symlink => work.push(Work {
+                        name,
+                        st: *st,
+                        cached: c,
+                    }),
+                    _ => {
+                        self.keep(join(rel, name_b), ExcludeReason::Special, false);
+                        records.push(excluded_record(name_b, st.st_mode, ExcludeReason::Special));
+                    }
+                },
             }
         }
-        let tree = Tree::new(tree_entries)?;
-        let size = tree.total_size();
-        Ok((tree, size))
+        self.counters.files.fetch_add(files, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.counters.reused.fetch_add(reused, Ordering::Relaxed);
+        let worked: Vec<Result<Option<CachedEntry>>> = if work.len() > 1 {
+            work.par_iter()
+                .map(|w| self.entry(fd, rel, w, &chain, decisions))
+                .collect()
+        } else {
+            work.iter()
+                .map(|w| self.entry(fd, rel, w, &chain, decisions))
+                .collect()
+        };
+        for r in worked {
+            if let Some(e) = r? {
+                records.push(e);
+            }
+        }
+        records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let included = |e: &&CachedEntry| !matches!(e.kind, CachedKind::Excluded(_));
+        let same_tree = cached.is_some_and(|c| {
+            records
+                .iter()
+                .filter(included)
+                .eq(c.entries.iter().filter(included))
+        });
+        let out = match cached_tree {
+            Some((id, size)) if same_tree && self.present(&id.object()) => DirOut { id, size },
+            _ => {
+                let tree = Tree::new(
+                    records
+                        .iter()
+                        .filter(included)
+                        .map(|e| TreeEntry {
+                            name: e.name.clone(),
+                            kind: match e.kind {
+                                CachedKind::Dir => EntryKind::Dir,
+                                CachedKind::Symlink => EntryKind::Symlink,
+                                _ => EntryKind::File,
+                            },
+                            mode: e.stat.mode,
+                            size: e.stat.size,
+                            id: e.stat.blob,
+                        })
+                        .collect(),
+                )?;
+                let size = tree.total_size();
+                DirOut {
+                    id: self.put_tree_inner(tree)?,
+                    size,
+                }
+            }
+        };
+        let new = if cached.is_some_and(|c| c.entries == records) {
+            NewDir::Same(rel.to_vec())
+        } else {
+            NewDir::Fresh(DirRecord {
+                path: rel.to_vec(),
+                entries: records,
+            })
+        };
+        self.dirs.lock().push(new);
+        Ok(out)
+    }
+
+    /// Whether this directory's `.cairnignore` and `.gitignore` are as the cache saw them
+    /// (both absent, or both present with the same, non-racy `lstat`).
+    fn ignore_files_unchanged(
+        &self,
+        entries: &[(&CStr, rustix::fs::Stat)],
+        cached: &DirRecord,
+    ) -> bool {
+        [&b".cairnignore"[..], &b".gitignore"[..]]
+            .iter()
+            .all(|wanted| {
+                let now = entries.iter().find(|(n, _)| n.to_bytes() == *wanted);
+                match (now, cached.get(wanted)) {
+                    (None, None) => true,
+                    (Some((_, st)), Some(c)) => {
+                        c.kind == CachedKind::File && self.cache.trusts(&c.stat, &record_of(st))
+                    }
+                    _ => false,
+                }
+            })
     }
 
     fn ignore_files(
         &self,
         fd: &OwnedFd,
         rel: &[u8],
-        entries: &[(CString, rustix::fs::Stat)],
+        entries: &[(&CStr, rustix::fs::Stat)],
         chain: &Arc<IgnoreChain>,
     ) -> Arc<IgnoreChain> {
         let mut texts = Vec::new();
@@ -266,7 +519,7 @@ impl Walker<'_> {
                 continue;
             }
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
-            if let Ok(f) = rustix::fs::openat(fd, name.as_c_str(), flags, Mode::empty()) {
+            if let Ok(f) = rustix::fs::openat(fd, *name, flags, Mode::empty()) {
                 let mut text = Vec::new();
                 let mut file = std::fs::File::from(f);
                 if (&mut file)
@@ -284,20 +537,15 @@ impl Walker<'_> {
         IgnoreChain::child(chain, &self.abs(rel), &texts)
     }
 
+    /// Whether a glob or an ignore file leaves out the entry at `rel_path` (the default
+    /// excludes are checked by the caller).
     fn excluded(
         &self,
         rel_path: &[u8],
         name: &[u8],
-        st: &rustix::fs::Stat,
         is_dir: bool,
         chain: &IgnoreChain,
     ) -> Option<ExcludeReason> {
-        if Excludes::is_default(name) {
-            return Some(ExcludeReason::Default);
-        }
-        if is_dir && self.store_dir == Some((st.st_dev, st.st_ino)) {
-            return Some(ExcludeReason::Default);
-        }
         if self.rules.excludes.glob_matches(rel_path, name) {
             return Some(ExcludeReason::Glob);
         }
@@ -310,24 +558,22 @@ impl Walker<'_> {
         None
     }
 
+    /// Looks at the content of one entry the cache does not vouch for (or a directory, which
+    /// is always walked): its record, or `None` when it is skipped or vanished.
     fn entry(
         &self,
         fd: &OwnedFd,
         rel: &[u8],
-        name: &CStr,
-        st: &rustix::fs::Stat,
+        w: &Work<'_>,
         chain: &Arc<IgnoreChain>,
-    ) -> Result<Option<TreeEntry>> {
+        decisions: bool,
+    ) -> Result<Option<CachedEntry>> {
         self.check_stop()?;
+        let name = w.name;
+        let st = &w.st;
         let name_b = name.to_bytes();
         let path = join(rel, name_b);
-        let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
-        let is_dir = ft == rustix::fs::FileType::Directory;
-        if let Some(reason) = self.excluded(&path, name_b, st, is_dir, chain) {
-            self.keep(path, reason, is_dir);
-            return Ok(None);
-        }
-        match ft {
+        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
             rustix::fs::FileType::Directory => {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
                 let sub = match rustix::fs::openat(fd, name, flags, Mode::empty()) {
@@ -344,17 +590,12 @@ impl Walker<'_> {
                     }
                     Err(e) => return Err(Error::io("open directory", self.abs(&path), e.into())),
                 };
-                match self.walk_dir(&sub, &path, chain) {
-                    Ok((tree, size)) => {
-                        let id = self.put_tree_inner(tree)?;
-                        Ok(Some(TreeEntry {
-                            name: name_b.to_vec(),
-                            kind: EntryKind::Dir,
-                            mode: st.st_mode,
-                            size,
-                            id: id.0,
-                        }))
-                    }
+                let cached_tree = w
+                    .cached
+                    .filter(|c| c.kind == CachedKind::Dir)
+                    .map(|c| (TreeId::from(c.stat.blob), c.stat.size));
+                match self.walk_dir(&sub, &path, chain, cached_tree, decisions) {
+                    Ok(out) => Ok(Some(dir_record(name_b, st.st_mode, out.id, out.size))),
                     Err(e) if is_unreadable_error(&e) => {
                         self.skip(path, SkipReason::Unreadable, true);
                         Ok(None)
@@ -378,19 +619,17 @@ impl Walker<'_> {
                 };
                 let id = self.put_small(&target)?;
                 self.counters.symlinks.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(TreeEntry {
+                Ok(Some(CachedEntry {
                     name: name_b.to_vec(),
-                    kind: EntryKind::Symlink,
-                    mode: st.st_mode,
-                    size: target.len() as u64,
-                    id,
+                    kind: CachedKind::Symlink,
+                    stat: StatRecord {
+                        size: target.len() as u64,
+                        blob: id,
+                        ..record_of(st)
+                    },
                 }))
             }
-            rustix::fs::FileType::RegularFile => self.file(fd, path, name, st),
-            _ => {
-                self.keep(path, ExcludeReason::Special, false);
-                Ok(None)
-            }
+            _ => self.file(fd, path, name, st),
         }
     }
 
@@ -400,52 +639,31 @@ impl Walker<'_> {
         path: Vec<u8>,
         name: &CStr,
         st: &rustix::fs::Stat,
-    ) -> Result<Option<TreeEntry>> {
+    ) -> Result<Option<CachedEntry>> {
         if self.rules.refuse_hard_links && st.st_nlink > 1 {
             self.skip(path, SkipReason::HardLink, false);
             return Ok(None);
         }
-        let fresh = record_of(st);
-        let reusable = self
-            .cache
-            .lookup(&path, &fresh)
-            .filter(|r| match &self.sink {
-                Sink::Store(w) => w.contains(&r.blob),
-                Sink::Hash(_) => true,
-            });
-        let (blob, record) = if let Some(r) = reusable {
-            self.counters.reused.fetch_add(1, Ordering::Relaxed);
-            (r.blob, *r)
-        } else {
-            if fresh.size > self.rules.max_file_bytes {
-                self.skip(path, SkipReason::TooLarge, false);
+        if st.st_size as u64 > self.rules.max_file_bytes {
+            self.skip(path, SkipReason::TooLarge, false);
+            return Ok(None);
+        }
+        let (blob, record) = match self.read_file(fd, &path, name)? {
+            FileRead::Stored(id, rec) => (id, rec),
+            FileRead::Skip(reason) => {
+                self.skip(path, reason, false);
                 return Ok(None);
             }
-            match self.read_file(fd, &path, name)? {
-                FileRead::Stored(id, rec) => (id, rec),
-                FileRead::Skip(reason) => {
-                    self.skip(path, reason, false);
-                    return Ok(None);
-                }
-                FileRead::Vanished => return Ok(None),
-            }
+            FileRead::Vanished => return Ok(None),
         };
         self.counters.files.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes
             .fetch_add(record.size, Ordering::Relaxed);
-        let name_b = name.to_bytes().to_vec();
-        let mode = record.mode;
-        let size = record.size;
-        self.records
-            .lock()
-            .push((path, StatRecord { blob, ..record }));
-        Ok(Some(TreeEntry {
-            name: name_b,
-            kind: EntryKind::File,
-            mode,
-            size,
-            id: blob,
+        Ok(Some(CachedEntry {
+            name: name.to_bytes().to_vec(),
+            kind: CachedKind::File,
+            stat: StatRecord { blob, ..record },
         }))
     }
 

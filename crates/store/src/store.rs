@@ -394,6 +394,13 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the store knows of damage a rewrite of the same content would heal: quarantined
+    /// objects or broken pack indexes. Writers that reuse ids remembered from earlier (a stat
+    /// cache) look each one up while this is so.
+    pub fn has_damage(&self) -> bool {
+        !self.inner.quarantine.read().is_empty() || !self.inner.packs.read().broken.is_empty()
+    }
+
     pub(crate) fn is_quarantined(&self, id: &ObjectId) -> bool {
         self.inner.quarantine.read().contains(id)
     }

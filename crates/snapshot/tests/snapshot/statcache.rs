@@ -60,11 +60,7 @@ fn record_for(path: &std::path::Path, blob: ObjectId) -> StatRecord {
 /// after it was read; `started_ns` says when that snapshot started.
 fn plant_stale_record(ws: &Ws, base: cairn_store::SnapshotId, stale: ObjectId, started_ns: i64) {
     let rec = record_for(&ws.root().join("a.txt"), stale);
-    let file = StatCacheFile {
-        snapshot: Some(base),
-        started_ns,
-        entries: vec![(b"a.txt".to_vec(), rec)],
-    };
+    let file = StatCacheFile::from_files(Some(base), started_ns, vec![(b"a.txt".to_vec(), rec)]);
     std::fs::write(
         StatCache::path(&ws.store, "ws").expect("path"),
         StatCache::encode(&file),
