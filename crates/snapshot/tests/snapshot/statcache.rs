@@ -120,3 +120,151 @@ fn a_cache_whose_snapshot_was_deleted_is_not_trusted() {
     assert_eq!(second.stats.hashed, 20);
     assert!(ws.store.verify().expect("verify").is_ok());
 }
+
+fn wait_out_the_racy_window() {
+    std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64) + Duration::from_millis(100));
+}
+
+fn inode(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).expect("stat").ino()
+}
+
+#[test]
+fn a_snapshot_with_nothing_changed_rewrites_only_the_cache_header() {
+    let ws = Ws::new();
+    populate(&ws, 50);
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let before = std::fs::read(&path).expect("cache");
+    let ino = inode(&path);
+    let second = ws.snap(&Options::default());
+    assert_eq!(second.stats.hashed, 0);
+    // The same file, its records as they were; its header names the new snapshot.
+    assert_eq!(inode(&path), ino);
+    let after = std::fs::read(&path).expect("cache");
+    let body = 12 + cairn_snapshot::statcache::HEADER_LEN;
+    assert_eq!(after[body..], before[body..]);
+    assert_eq!(StatCache::load(&path).snapshot, Some(second.id));
+    // A change rewrites the records.
+    ws.write("dir3/new.rs", b"new\n");
+    ws.snap(&Options::default());
+    assert_ne!(inode(&path), ino);
+    assert!(StatCache::load(&path).len() > 50);
+}
+
+#[test]
+fn an_edited_gitignore_decides_again_what_is_left_out() {
+    let ws = Ws::new();
+    ws.write("sub/.gitignore", b"*.log\n");
+    ws.write("sub/deeper/a.log", b"log\n");
+    ws.write("sub/deeper/b.txt", b"text\n");
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let first = ws.snap(&Options::default());
+    assert!(ws.entry(&first, b"sub/deeper/a.log").is_none());
+    assert!(ws.entry(&first, b"sub/deeper/b.txt").is_some());
+    ws.write("sub/.gitignore", b"*.txt\n");
+    let second = ws.snap(&Options::default());
+    assert!(ws.entry(&second, b"sub/deeper/a.log").is_some());
+    assert!(ws.entry(&second, b"sub/deeper/b.txt").is_none());
+    // And once the edit is old, the cached decisions are the new ones.
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let third = ws.snap(&Options::default());
+    assert_eq!(third.root, second.root);
+    assert_eq!(third.stats.hashed, 0);
+}
+
+#[test]
+fn other_exclude_globs_decide_again_what_is_left_out() {
+    let ws = Ws::new();
+    ws.write("d/a.log", b"log\n");
+    ws.write("d/b.txt", b"text\n");
+    wait_out_the_racy_window();
+    let globbed = Options {
+        excludes: vec!["*.log".into()],
+        ..Options::default()
+    };
+    ws.snap(&globbed);
+    let first = ws.snap(&globbed);
+    assert!(ws.entry(&first, b"d/a.log").is_none());
+    let second = ws.snap(&Options::default());
+    assert!(ws.entry(&second, b"d/a.log").is_some());
+    let third = ws.snap(&globbed);
+    assert!(ws.entry(&third, b"d/a.log").is_none());
+    assert_eq!(third.root, first.root);
+}
+
+#[test]
+fn a_directory_whose_mode_changed_is_recorded_with_its_new_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Ws::new();
+    ws.write("d/e/f.txt", b"f\n");
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let first = ws.snap(&Options::default());
+    std::fs::set_permissions(
+        ws.root().join("d/e"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .expect("chmod");
+    let second = ws.snap(&Options::default());
+    assert_ne!(second.root, first.root);
+    let e = ws.entry(&second, b"d/e").expect("d/e");
+    assert_eq!(e.mode & 0o777, 0o700);
+    assert_eq!(second.stats.hashed, 0);
+}
+
+#[test]
+fn a_cached_file_over_a_lowered_size_limit_is_skipped_as_too_large() {
+    let ws = Ws::new();
+    ws.write("d/big.txt", &[b'x'; 100]);
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let snap = ws.snap(&Options {
+        max_file_bytes: 10,
+        ..Options::default()
+    });
+    assert!(ws.entry(&snap, b"d/big.txt").is_none());
+    assert_eq!(snap.skipped.len(), 1);
+    assert_eq!(snap.skipped[0].reason, cairn_store::SkipReason::TooLarge);
+}
+
+#[test]
+fn a_quarantined_blob_is_read_again_though_its_directory_did_not_change() {
+    use cairn_store::pack::{PackIndex, RECORD_HEADER_LEN};
+    use std::os::unix::fs::FileExt;
+    let ws = Ws::new();
+    let content = b"a file long enough to be worth damaging in its pack, for the test\n";
+    ws.write("d/a.txt", content);
+    ws.write("d/b.txt", b"a bystander\n");
+    wait_out_the_racy_window();
+    let first = ws.snap(&Options::default());
+    let id = ws.entry(&first, b"d/a.txt").expect("a").id;
+    // Damage the blob's bytes in its pack; verify quarantines it.
+    let packs = std::fs::read_dir(&ws.store.layout().packs).expect("packs");
+    for p in packs {
+        let p = p.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "pack") {
+            let idx = PackIndex::load(&p.with_extension("idx")).expect("index");
+            if let Some(e) = idx.lookup(&id) {
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&p)
+                    .expect("open pack");
+                let at = e.offset + RECORD_HEADER_LEN as u64 + 2;
+                let mut b = [0u8];
+                f.read_exact_at(&mut b, at).expect("read");
+                f.write_all_at(&[!b[0]], at).expect("write");
+            }
+        }
+    }
+    assert!(!ws.store.verify().expect("verify").is_ok());
+    assert!(ws.store.has_damage());
+    let second = ws.snap(&Options::default());
+    assert_eq!(second.root, first.root);
+    assert_eq!(second.stats.hashed, 1, "the damaged blob is written again");
+    assert_eq!(ws.store.read_object(&id).expect("reads").1, content);
+}
