@@ -658,6 +658,7 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
                 snapshot_id: plan.snapshot_id,
                 target_root: plan.target_root,
                 target_skipped: &target.skipped,
+                target_leaves: target.stats.files + target.stats.symlinks,
                 capture: plan.capture.clone(),
                 current: Current {
                     root: safety.root,

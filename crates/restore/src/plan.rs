@@ -272,6 +272,11 @@ struct Planner<'a> {
     restored: Vec<RelPath>,
     deleted: Vec<RelPath>,
     unchanged: u64,
+    /// Files and links of the target met in the directories the plan went through; the rest
+    /// lie in subtrees identical on both sides, so they are unchanged.
+    visited_leaves: u64,
+    /// Unchanged subtrees, counted only when the manifest's count cannot be used.
+    same_subtrees: Vec<TreeId>,
     kept: Vec<KeptPath>,
     drifted: Vec<RelPath>,
     denied: Vec<(RelPath, String)>,
@@ -364,6 +369,7 @@ impl Planner<'_> {
     fn dir(&mut self, path: &[u8], t: Option<&Tree>, c: Option<&Tree>) -> Result<()> {
         let empty = Tree::default();
         let (te, ce) = (t.unwrap_or(&empty).entries(), c.unwrap_or(&empty).entries());
+        self.visited_leaves += te.iter().filter(|e| e.kind != EntryKind::Dir).count() as u64;
         let (mut i, mut j) = (0, 0);
         while i < te.len() || j < ce.len() {
             let ord = match (te.get(i), ce.get(j)) {
@@ -410,7 +416,7 @@ impl Planner<'_> {
     fn both(&mut self, p: &[u8], x: &TreeEntry, y: &TreeEntry) -> Result<()> {
         if x.kind == EntryKind::Dir && y.kind == EntryKind::Dir {
             if x.id == y.id {
-                self.unchanged += self.count_files(TreeId(y.id))?;
+                self.same_subtrees.push(TreeId(y.id));
             } else {
                 let tx = (self.target_tree)(&TreeId(x.id))?;
                 let ty = (self.current_tree)(&TreeId(y.id))?;
@@ -562,6 +568,8 @@ pub(crate) struct Inputs<'a> {
     pub snapshot_id: SnapshotId,
     pub target_root: TreeId,
     pub target_skipped: &'a [Skipped],
+    /// Files and links the target holds, as its manifest counted them.
+    pub target_leaves: u64,
     pub capture: CaptureSettings,
     pub current: Current<'a>,
     pub target_tree: &'a dyn Fn(&TreeId) -> Result<Tree>,
@@ -594,6 +602,8 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         restored: Vec::new(),
         deleted: Vec::new(),
         unchanged: 0,
+        visited_leaves: 0,
+        same_subtrees: Vec::new(),
         kept: Vec::new(),
         drifted: Vec::new(),
         denied: Vec::new(),
@@ -601,6 +611,16 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
     let t = (inputs.target_tree)(&inputs.target_root)?;
     let c = (inputs.current.trees)(&inputs.current.root)?;
     p.dir(b"", Some(&t), Some(&c))?;
+    // What the identical subtrees hold: the manifest's count less what the walk met, without
+    // reading them; read and counted only when the count cannot be right (a hand-made manifest).
+    match inputs.target_leaves.checked_sub(p.visited_leaves) {
+        Some(rest) if rest > 0 || p.same_subtrees.is_empty() => p.unchanged += rest,
+        _ => {
+            for id in std::mem::take(&mut p.same_subtrees) {
+                p.unchanged += p.count_files(id)?;
+            }
+        }
+    }
     for (path, reason, _) in &inputs.current.kept {
         p.kept.push(KeptPath {
             path: RelPath(path.clone()),
@@ -719,6 +739,7 @@ pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> 
             snapshot_id: *snapshot,
             target_root: manifest.root,
             target_skipped: &manifest.skipped,
+            target_leaves: manifest.stats.files + manifest.stats.symlinks,
             capture: manifest.capture.clone(),
             current: Current {
                 root: scan.root,

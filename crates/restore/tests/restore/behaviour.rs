@@ -495,3 +495,23 @@ fn a_restore_whose_every_change_is_a_skipped_drift_changes_nothing_and_succeeds(
     assert_eq!(report.operations, 0);
     assert_eq!(fx.read("a.txt"), b"someone else's v3");
 }
+
+#[test]
+fn a_plan_counts_the_files_of_untouched_directories_as_unchanged_without_listing_them() {
+    let fx = Fx::new();
+    for i in 0..30 {
+        fx.write(&format!("a/b{}/f{i}.txt", i % 4), format!("{i}").as_bytes());
+    }
+    fx.write("c/link-target.txt", b"t");
+    std::os::unix::fs::symlink("link-target.txt", fx.root().join("c/link")).expect("symlink");
+    fx.write("c/changed.txt", b"before");
+    let snap = fx.snap();
+    fx.write("c/changed.txt", b"after");
+    let plan = fx
+        .ws
+        .plan(&snap.id, &RestoreOptions::default())
+        .expect("plan");
+    assert_eq!(names(&plan.restored), vec!["c/changed.txt"]);
+    // 30 files under a/, the link and its target.
+    assert_eq!(plan.unchanged, 32);
+}
