@@ -547,6 +547,36 @@ enum Check {
 
 /// Applies `plan` (see the module documentation for what the result means).
 pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Report> {
+    run(ws, Start::Planned(plan), options)
+}
+
+/// Where a restore's plan comes from.
+enum Start<'p> {
+    /// A plan made earlier: the safety snapshot is taken now, and the plan checked against it.
+    Planned(&'p Plan),
+    /// No plan yet: the safety snapshot's own walk is what the plan is made from, and the
+    /// snapshot is kept only if the plan changes something.
+    Fresh(SnapshotId),
+}
+
+/// The snapshot options of a safety snapshot before restoring `target`: the target's own
+/// capture settings, so it keeps every path the plan changes or deletes.
+fn safety_options(
+    capture: &cairn_store::CaptureSettings,
+    target: &SnapshotId,
+) -> cairn_snapshot::Options {
+    let mut sopts = cairn_snapshot::Options::from_capture(capture);
+    sopts.label = Some(format!("safety before restoring {}", target.short()));
+    sopts
+        .metadata
+        .insert("cairn".into(), serde_json::json!("safety"));
+    sopts
+        .metadata
+        .insert("restoring".into(), serde_json::json!(target.to_hex()));
+    sopts
+}
+
+fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Report> {
     if let Some(key) = &options.key {
         if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
             if let (State::Done, Some(report)) = (j.state, &j.report) {
@@ -610,70 +640,55 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
     if options.is_cancelled() {
         return Err(Error::Cancelled);
     }
+    let target = match start {
+        Start::Planned(p) => p.snapshot_id,
+        Start::Fresh(id) => id,
+    };
     let _op = ws
         .store()
-        .begin_operation(OperationKind::Restore, &[plan.snapshot_id])?;
-    if plan.is_noop() {
-        let fresh = plan::plan(
-            ws,
-            &plan.snapshot_id,
-            &RestoreOptions {
-                reference: plan.reference,
-                on_drift: options.on_drift,
-                ..RestoreOptions::default()
-            },
-        )?;
-        if !fresh.is_noop() {
-            return Err(changed_since(ws, plan, &fresh));
-        }
-        return Ok(Report::from_plan(plan, false, None, None));
-    }
-    // The safety snapshot: the files as they are, with the snapshot's own capture settings,
-    // so it keeps every path the plan changes or deletes.
-    let mut sopts = cairn_snapshot::Options::from_capture(&plan.capture);
-    sopts.label = Some(format!(
-        "safety before restoring {}",
-        plan.snapshot_id.short()
-    ));
-    sopts
-        .metadata
-        .insert("cairn".into(), serde_json::json!("safety"));
-    sopts.metadata.insert(
-        "restoring".into(),
-        serde_json::json!(plan.snapshot_id.to_hex()),
-    );
-    let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts)?;
-    // Re-check the plan against what the safety snapshot saw.
-    if safety.root != plan.current_root {
-        let store = ws.store();
-        let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-        let reference = match &plan.reference {
-            Some(r) => Some((*r, store.read_manifest(r)?.root)),
-            None => None,
-        };
-        let target = store.read_manifest(&plan.snapshot_id)?;
-        let fresh = plan::compute(
-            ws,
-            Inputs {
-                snapshot_id: plan.snapshot_id,
-                target_root: plan.target_root,
-                target_skipped: &target.skipped,
-                target_leaves: target.stats.files + target.stats.symlinks,
-                capture: plan.capture.clone(),
-                current: Current {
-                    root: safety.root,
-                    trees: &tree,
-                    kept: Current::from_walk(&safety.kept, &safety.skipped),
+        .begin_operation(OperationKind::Restore, &[target])?;
+    let fresh_plan;
+    let (plan, safety) = match start {
+        Start::Planned(plan) => match planned_safety(ws, plan, options)? {
+            Some(safety) => (plan, safety),
+            None => return Ok(Report::from_plan(plan, false, None, None)),
+        },
+        Start::Fresh(id) => {
+            let store = ws.store();
+            let manifest = store.read_manifest(&id)?;
+            let mut sopts = safety_options(&manifest.capture, &id);
+            sopts.cancel = options.cancel.clone();
+            let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts)?;
+            let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+            let reference = match &options.reference {
+                Some(r) => Some((*r, store.read_manifest(r)?.root)),
+                None => None,
+            };
+            fresh_plan = plan::compute(
+                ws,
+                Inputs {
+                    snapshot_id: id,
+                    target_root: manifest.root,
+                    target_skipped: &manifest.skipped,
+                    target_leaves: manifest.stats.files + manifest.stats.symlinks,
+                    capture: manifest.capture.clone(),
+                    current: Current {
+                        root: prepared.root(),
+                        trees: &tree,
+                        kept: Current::from_walk(prepared.kept(), prepared.skipped()),
+                    },
+                    target_tree: &tree,
+                    reference,
+                    on_drift: options.on_drift,
                 },
-                target_tree: &tree,
-                reference,
-                on_drift: options.on_drift,
-            },
-        )?;
-        if fresh.actions != plan.actions {
-            return Err(changed_since(ws, plan, &fresh));
+            )?;
+            if fresh_plan.is_noop() {
+                // Nothing to change: no safety snapshot (the prepared one is dropped).
+                return Ok(Report::from_plan(&fresh_plan, false, None, None));
+            }
+            (&fresh_plan, prepared.commit()?)
         }
-    }
+    };
     if options.is_cancelled() {
         return Err(Error::Cancelled);
     }
@@ -718,6 +733,64 @@ pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Re
     Ok(report)
 }
 
+/// For a plan made earlier: `None` when it changes nothing (checked again against the files as
+/// they are now), else the safety snapshot taken now, after checking the plan still holds.
+fn planned_safety(
+    ws: &Workspace,
+    plan: &Plan,
+    options: &RestoreOptions,
+) -> Result<Option<cairn_snapshot::Snapshot>> {
+    if plan.is_noop() {
+        let fresh = plan::plan(
+            ws,
+            &plan.snapshot_id,
+            &RestoreOptions {
+                reference: plan.reference,
+                on_drift: options.on_drift,
+                ..RestoreOptions::default()
+            },
+        )?;
+        if !fresh.is_noop() {
+            return Err(changed_since(ws, plan, &fresh));
+        }
+        return Ok(None);
+    }
+    let sopts = safety_options(&plan.capture, &plan.snapshot_id);
+    let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts)?;
+    // Re-check the plan against what the safety snapshot saw.
+    if safety.root != plan.current_root {
+        let store = ws.store();
+        let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+        let reference = match &plan.reference {
+            Some(r) => Some((*r, store.read_manifest(r)?.root)),
+            None => None,
+        };
+        let target = store.read_manifest(&plan.snapshot_id)?;
+        let fresh = plan::compute(
+            ws,
+            Inputs {
+                snapshot_id: plan.snapshot_id,
+                target_root: plan.target_root,
+                target_skipped: &target.skipped,
+                target_leaves: target.stats.files + target.stats.symlinks,
+                capture: plan.capture.clone(),
+                current: Current {
+                    root: safety.root,
+                    trees: &tree,
+                    kept: Current::from_walk(&safety.kept, &safety.skipped),
+                },
+                target_tree: &tree,
+                reference,
+                on_drift: options.on_drift,
+            },
+        )?;
+        if fresh.actions != plan.actions {
+            return Err(changed_since(ws, plan, &fresh));
+        }
+    }
+    Ok(Some(safety))
+}
+
 fn changed_since(ws: &Workspace, old: &Plan, new: &Plan) -> Error {
     let mut paths: Vec<RelPath> = new
         .actions
@@ -744,13 +817,17 @@ fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
     }
 }
 
-/// Plans and, unless `options.dry_run`, applies a restore of `snapshot`.
+/// Plans and, unless `options.dry_run`, applies a restore of `snapshot`. Applying walks the
+/// files once: that walk is both what the plan is made from and the safety snapshot, which is
+/// written only when the plan changes something (a restore with nothing to do leaves no
+/// snapshot). [`apply`] of a plan made earlier walks again for its safety snapshot and checks
+/// the plan against it.
 pub fn restore(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
-    let plan = plan::plan(ws, snapshot, options)?;
     if options.dry_run {
+        let plan = plan::plan(ws, snapshot, options)?;
         return Ok(Report::from_plan(&plan, true, None, None));
     }
-    apply(ws, &plan, options)
+    run(ws, Start::Fresh(*snapshot), options)
 }
 
 impl Workspace {

@@ -376,58 +376,142 @@ pub fn snapshot_with_progress(
     options: &Options,
     progress: Option<ProgressFn<'_>>,
 ) -> Result<Snapshot> {
+    prepare_with_progress(store, root, workspace_id, options, progress)?.commit()
+}
+
+/// A snapshot whose walk is done and whose objects are durable in the store, without its
+/// manifest yet: [`Prepared::commit`] writes the manifest and the stat cache; dropping it
+/// leaves no manifest and no stat-cache change (its objects are garbage for the next
+/// collection). A restore plans from one and commits it as its safety snapshot only when the
+/// plan changes something.
+pub struct Prepared<'s> {
+    store: &'s Store,
+    guard: cairn_store::OperationGuard,
+    root: std::path::PathBuf,
+    workspace_id: String,
+    options: Options,
+    started_ns: i64,
+    created_ms: i64,
+    cache: StatCache,
+    out: WalkOutput,
+}
+
+impl std::fmt::Debug for Prepared<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("root", &self.root)
+            .field("tree", &self.out.root)
+            .field("stats", &self.out.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Prepared<'_> {
+    /// The root tree the snapshot will have.
+    pub fn root(&self) -> TreeId {
+        self.out.root
+    }
+
+    /// What it leaves out and why.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.out.skipped
+    }
+
+    /// Entries left in place by excludes.
+    pub fn kept(&self) -> &[Kept] {
+        &self.out.kept
+    }
+
+    /// What the walk cost so far.
+    pub fn stats(&self) -> &Stats {
+        &self.out.stats
+    }
+
+    /// Writes the manifest, then the stat cache, and returns the snapshot.
+    pub fn commit(mut self) -> Result<Snapshot> {
+        let store = self.store;
+        let options = &self.options;
+        let manifest = Manifest {
+            root: self.out.root,
+            label: options.label.clone(),
+            created_ms: self.created_ms,
+            workspace_id: self.workspace_id.clone(),
+            workspace_root: {
+                use std::os::unix::ffi::OsStrExt;
+                self.root.as_os_str().as_bytes().to_vec()
+            },
+            metadata: serde_json::Value::Object(options.metadata.clone()).to_string(),
+            capture: options.capture(),
+            skipped: self.out.skipped.clone(),
+            stats: self.out.stats,
+            protected: options.protect,
+        };
+        let id = store.write_manifest(&self.guard, &manifest)?;
+        // The cache is saved after the manifest: a crash in between only costs re-reading.
+        // From here on the snapshot is taken, so a cache that cannot be saved (a full disk)
+        // does not fail it: the old cache stays, trusted only while its own snapshot exists.
+        if options.use_stat_cache {
+            if let Ok(cache_path) = StatCache::path(store, &self.workspace_id) {
+                save_cache(
+                    store,
+                    &cache_path,
+                    &mut self.cache,
+                    id,
+                    self.started_ns,
+                    options,
+                    &mut self.out,
+                );
+            }
+        }
+        Ok(Snapshot {
+            id,
+            root: self.out.root,
+            stats: manifest.stats,
+            skipped: self.out.skipped,
+            kept: self.out.kept,
+            manifest,
+        })
+    }
+}
+
+/// Walks the workspace and stores its objects, without a manifest yet: see [`Prepared`].
+pub fn prepare<'s>(
+    store: &'s Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+) -> Result<Prepared<'s>> {
+    prepare_with_progress(store, root, workspace_id, options, None)
+}
+
+/// [`prepare`] with a progress callback run on the calling thread.
+pub fn prepare_with_progress<'s>(
+    store: &'s Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<Prepared<'s>> {
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
     let created_ms = cairn_store::fsutil::now_ms();
-    let mut cache = load_cache(store, workspace_id, options)?;
+    let cache = load_cache(store, workspace_id, options)?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
     let writer = store.writer(&guard);
     let mut out = walk(store, root, &cache, options, Sink::Store(&writer), progress)?;
     let written = writer.commit()?;
-    let mut stats = out.stats;
-    stats.stored_bytes = written.stored_bytes;
-    stats.stored_objects = written.objects;
-    let manifest = Manifest {
-        root: out.root,
-        label: options.label.clone(),
-        created_ms,
+    out.stats.stored_bytes = written.stored_bytes;
+    out.stats.stored_objects = written.objects;
+    Ok(Prepared {
+        store,
+        guard,
+        root: root.to_path_buf(),
         workspace_id: workspace_id.to_string(),
-        workspace_root: {
-            use std::os::unix::ffi::OsStrExt;
-            root.as_os_str().as_bytes().to_vec()
-        },
-        metadata: serde_json::Value::Object(options.metadata.clone()).to_string(),
-        capture: options.capture(),
-        skipped: out.skipped.clone(),
-        stats,
-        protected: options.protect,
-    };
-    let id = store.write_manifest(&guard, &manifest)?;
-    // The cache is saved after the manifest: a crash in between only costs re-reading. From
-    // here on the snapshot is taken, so a cache that cannot be saved (a full disk) does not
-    // fail it: the old cache stays, trusted only while its own snapshot exists.
-    if options.use_stat_cache {
-        if let Ok(cache_path) = StatCache::path(store, workspace_id) {
-            save_cache(
-                store,
-                &cache_path,
-                &mut cache,
-                id,
-                started_ns,
-                options,
-                &mut out,
-            );
-        }
-    }
-    let mut manifest = manifest;
-    manifest.stats.duration_ms = stats.duration_ms;
-    Ok(Snapshot {
-        id,
-        root: out.root,
-        stats: manifest.stats,
-        skipped: out.skipped,
-        kept: out.kept,
-        manifest,
+        options: options.clone(),
+        started_ns,
+        created_ms,
+        cache,
+        out,
     })
 }
 
