@@ -230,14 +230,66 @@ pub(crate) fn rmdir(dir: &impl AsFd, name: &[u8]) -> std::io::Result<()> {
 
 /// Creates directory `name` in `dir` with exactly `mode`.
 pub(crate) fn mkdir(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Result<()> {
-    match rustix::fs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700)) {
-        Ok(()) => {}
-        Err(e) => return Err(e.into()),
-    }
+    mkdir_open(dir, name, mode).map(drop)
+}
+
+/// Creates directory `name` in `dir` with `mode` plus owner access (the final mode is set
+/// once the restore has filled it), and returns it open.
+pub(crate) fn mkdir_open(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Result<OwnedFd> {
+    rustix::fs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700))?;
     let fd = rustix::fs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
-    // Keep owner access while the restore fills it; the final mode is set afterwards.
     rustix::fs::fchmod(&fd, Mode::from_raw_mode((mode & 0o7777) | 0o700))?;
+    Ok(fd)
+}
+
+/// Renames `from` in `from_dir` to `to` in `to_dir`, failing with `EEXIST` rather than
+/// replacing anything there.
+pub(crate) fn rename_noreplace(
+    from_dir: &impl AsFd,
+    from: &[u8],
+    to_dir: &impl AsFd,
+    to: &[u8],
+) -> std::io::Result<()> {
+    rustix::fs::renameat_with(
+        from_dir,
+        OsStr::from_bytes(from),
+        to_dir,
+        OsStr::from_bytes(to),
+        rustix::fs::RenameFlags::NOREPLACE,
+    )?;
     Ok(())
+}
+
+/// Removes the directory `name` in `dir` with everything in it, through descriptors and
+/// without following a symlink: only for directories the restore made itself (staging).
+pub(crate) fn remove_tree(dir: &impl AsFd, name: &[u8]) -> std::io::Result<()> {
+    let fd = match rustix::fs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd)? {
+        let entry = entry?;
+        let n = entry.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            names.push((n.to_vec(), entry.file_type()));
+        }
+    }
+    for (n, ft) in names {
+        let is_dir = match ft {
+            rustix::fs::FileType::Unknown => {
+                lstat(&fd, &n)?.is_some_and(|st| file_type(&st) == rustix::fs::FileType::Directory)
+            }
+            ft => ft == rustix::fs::FileType::Directory,
+        };
+        if is_dir {
+            remove_tree(&fd, &n)?;
+        } else {
+            unlink(&fd, &n)?;
+        }
+    }
+    rmdir(dir, name)
 }
 
 /// Creates a symlink `name` in `dir` pointing at `target`.

@@ -515,3 +515,80 @@ fn a_plan_counts_the_files_of_untouched_directories_as_unchanged_without_listing
     // 30 files under a/, the link and its target.
     assert_eq!(plan.unchanged, 32);
 }
+
+#[test]
+fn a_corrupt_object_inside_a_directory_the_restore_makes_leaves_nothing_behind() {
+    let fx = Fx::new();
+    fx.write("new/deeper/a.txt", &vec![b'a'; 3 << 20]);
+    fx.write("new/b.txt", b"small");
+    fx.write("kept.txt", b"kept");
+    let snap = fx.snap();
+    std::fs::remove_dir_all(fx.root().join("new")).expect("rm");
+    let large = fx.ws.store().layout().large.clone();
+    let obj = std::fs::read_dir(&large)
+        .expect("large")
+        .next()
+        .expect("one")
+        .expect("entry")
+        .path();
+    let mut bytes = std::fs::read(&obj).expect("read");
+    let n = bytes.len();
+    bytes[n - 10] ^= 0xff;
+    std::fs::write(&obj, bytes).expect("write");
+    let before = fx.picture();
+    let err = fx
+        .ws
+        .restore(&snap.id, &RestoreOptions::default())
+        .expect_err("io");
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    // No directory made, no staged directory left.
+    assert_eq!(fx.picture(), before);
+    assert!(temp_files(&fx.root()).is_empty());
+    let names: Vec<_> = std::fs::read_dir(fx.root())
+        .expect("root")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("kept.txt")]);
+    assert!(fx.ws.journals().expect("journals").is_empty());
+}
+
+#[test]
+fn a_directory_the_restore_makes_is_put_in_place_whole_with_its_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fx::new();
+    fx.write("new/deeper/a.sh", b"#!/bin/sh\n");
+    fx.write("new/b.txt", b"b");
+    std::fs::set_permissions(
+        fx.root().join("new/deeper/a.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    std::os::unix::fs::symlink("b.txt", fx.root().join("new/link")).expect("symlink");
+    std::fs::set_permissions(
+        fx.root().join("new/deeper"),
+        std::fs::Permissions::from_mode(0o555),
+    )
+    .expect("chmod");
+    let snap = fx.snap();
+    let want = fx.picture();
+    std::fs::set_permissions(
+        fx.root().join("new/deeper"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    std::fs::remove_dir_all(fx.root().join("new")).expect("rm");
+    let report = fx
+        .ws
+        .restore(&snap.id, &RestoreOptions::default())
+        .expect("restore");
+    assert_eq!(fx.picture(), want);
+    assert!(temp_files(&fx.root()).is_empty());
+    // The safety snapshot (which has no `new`) undoes it.
+    fx.ws
+        .restore(
+            &report.safety_snapshot_id.expect("safety"),
+            &RestoreOptions::default(),
+        )
+        .expect("undo");
+    assert!(!fx.root().join("new").exists());
+}
