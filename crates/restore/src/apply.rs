@@ -110,7 +110,15 @@ pub(crate) struct Exec<'a> {
     /// Paths whose creation was already carried out inside those directories (their mode
     /// actions still run, after the rename).
     prestaged: HashSet<Vec<u8>>,
+    /// Directories whose entries the run changed, for a small plan's durability (`None` once
+    /// too many: the whole file system is synced instead).
+    touched: Option<HashSet<Vec<u8>>>,
 }
+
+/// Up to this many actions, a restore makes itself durable file by file (each staged file
+/// synced before its rename, then each directory it changed); above it, one `syncfs`, which
+/// also flushes whatever else is pending on the file system.
+const SYNC_EACH_MAX: usize = 256;
 
 fn temp_prefix(jid: &str) -> Vec<u8> {
     format!(".cairn-tmp-{jid}-").into_bytes()
@@ -136,6 +144,7 @@ impl<'a> Exec<'a> {
             safety_trees: HashMap::new(),
             new_dirs: HashMap::new(),
             prestaged: HashSet::new(),
+            touched: Some(HashSet::new()),
         })
     }
 
@@ -247,6 +256,9 @@ impl<'a> Exec<'a> {
     /// Writes every new content into temporary files beside (or above) its target, verifying
     /// each against its id. Nothing in the workspace changes if this fails.
     pub(crate) fn stage(&mut self, actions: &[&Action]) -> Result<()> {
+        if actions.len() > SYNC_EACH_MAX {
+            self.touched = None;
+        }
         self.stage_new_dirs(actions)?;
         for a in actions {
             let Action::WriteFile {
@@ -272,6 +284,10 @@ impl<'a> Exec<'a> {
             }
             rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
                 .map_err(|e| Error::io("set mode", self.abs(&path.0), e.into()))?;
+            if self.touched.is_some() {
+                file.sync_data()
+                    .map_err(|e| Error::io("sync", self.abs(&path.0), e))?;
+            }
             drop(file);
             self.staged.insert(path.0.clone(), (dir, name));
         }
@@ -324,6 +340,10 @@ impl<'a> Exec<'a> {
         }
         let store = self.ws.store();
         let dirs = &self.dirs;
+        let sync_each = self.touched.is_some();
+        if let Some(t) = &mut self.touched {
+            t.extend(staged.keys().cloned());
+        }
         work.par_iter()
             .map(|(fd, a)| {
                 let (_, name) = a.path().split_last();
@@ -335,7 +355,12 @@ impl<'a> Exec<'a> {
                             .copy_object_to(blob, &mut file)
                             .map_err(|e| stage_error(dirs.abs(&a.path().0), e))?;
                         rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))
+                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))?;
+                        if sync_each {
+                            file.sync_data()
+                                .map_err(|e| Error::io("sync", dirs.abs(&a.path().0), e))?;
+                        }
+                        Ok(())
                     }
                     Action::MakeSymlink { target, .. } => {
                         let bytes = store.read_object(target)?.1;
@@ -560,6 +585,20 @@ impl<'a> Exec<'a> {
         let rel = a.path().clone();
         let (parent, name) = rel.split_last();
         let (parent, name) = (parent.to_vec(), name.to_vec());
+        if let Some(t) = &mut self.touched {
+            if !matches!(a, Action::SetMode { .. }) {
+                t.insert(parent.clone());
+            }
+            if matches!(a, Action::WriteFile { .. }) {
+                // Where it was staged.
+                if let Some((sdir, _)) = self.staged.get(&rel.0) {
+                    t.insert(sdir.clone());
+                }
+            }
+            if t.len() > SYNC_EACH_MAX {
+                self.touched = None;
+            }
+        }
         let abs = self.abs(&rel.0);
         match a {
             Action::RemoveFile { .. } => self
@@ -623,10 +662,20 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// Makes everything durable.
+    /// Makes everything durable: each directory the run changed (staged files were synced
+    /// before their rename), or, for a large plan, the whole file system.
     pub(crate) fn finish(&mut self) -> Result<()> {
-        rustix::fs::syncfs(self.dirs.root_fd())
-            .map_err(|e| Error::io("sync", self.abs(b""), e.into()))
+        let Some(touched) = self.touched.take() else {
+            return rustix::fs::syncfs(self.dirs.root_fd())
+                .map_err(|e| Error::io("sync", self.abs(b""), e.into()));
+        };
+        for rel in touched {
+            // A directory the plan removed is gone; its parent is in the set.
+            if let Ok(fd) = self.dirs.dir(&rel) {
+                rustix::fs::fsync(&*fd).map_err(|e| Error::io("sync", self.abs(&rel), e.into()))?;
+            }
+        }
+        Ok(())
     }
 }
 
