@@ -182,7 +182,7 @@ fn walk(
     progress: Option<ProgressFn<'_>>,
 ) -> Result<WalkOutput> {
     let started = Instant::now();
-    let (root_fd, _root_st) = walk::open_root(root)?;
+    let (root_fd, root_st) = walk::open_root(root)?;
     let store_dir = std::fs::metadata(store.path()).ok().map(|m| {
         use std::os::unix::fs::MetadataExt;
         (m.dev(), m.ino())
@@ -215,7 +215,18 @@ fn walk(
         kept: Default::default(),
         dirs: Default::default(),
     };
-    let run = || walker.walk_dir(&root_fd, b"", &IgnoreChain::root(), cache.root, true);
+    let root_dir = walk::Handle::new(walk::DirAt::Open(root_fd));
+    let root_record = walk::record_of(&root_st);
+    let run = || {
+        walker.walk_dir(
+            &root_dir,
+            b"",
+            &IgnoreChain::root(),
+            cache.root,
+            true,
+            Some(root_record),
+        )
+    };
     let pool = match options.threads {
         Some(n) => Some(
             rayon::ThreadPoolBuilder::new()

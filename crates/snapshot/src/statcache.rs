@@ -103,6 +103,9 @@ pub struct CachedEntry {
 pub struct DirRecord {
     /// The directory's path relative to the root (empty for the root).
     pub path: Vec<u8>,
+    /// The directory's own `lstat` when its entries were listed: while it matches (and is not
+    /// racy), the entries are the ones below and the directory is not listed again.
+    pub stat: Option<StatRecord>,
     /// Its entries, sorted by name.
     pub entries: Vec<CachedEntry>,
 }
@@ -165,7 +168,11 @@ impl StatCacheFile {
             .into_iter()
             .map(|(path, mut entries)| {
                 entries.sort_by(|a, b| a.name.cmp(&b.name));
-                DirRecord { path, entries }
+                DirRecord {
+                    path,
+                    stat: None,
+                    entries,
+                }
             })
             .collect();
         StatCacheFile {

@@ -104,7 +104,7 @@ pub(crate) struct DirOut {
     pub size: u64,
 }
 
-fn record_of(st: &rustix::fs::Stat) -> StatRecord {
+pub(crate) fn record_of(st: &rustix::fs::Stat) -> StatRecord {
     StatRecord {
         dev: st.st_dev,
         ino: st.st_ino,
@@ -162,20 +162,8 @@ fn is_unreadable(e: Errno) -> bool {
 /// Whether an error met while reading means the entry cannot be read (skipped as
 /// `unreadable`) rather than that the snapshot must fail.
 fn is_unreadable_error(e: &Error) -> bool {
-    let source = match e {
-        Error::Io { source, .. } => source,
-        // Only a failure to read the input; a failure to write the store fails the snapshot.
-        Error::Store(cairn_store::Error::Io {
-            action: "read",
-            source,
-            ..
-        }) => source,
-        _ => return false,
-    };
-    source
-        .raw_os_error()
-        .map(|c| is_unreadable(Errno::from_raw_os_error(c)))
-        .unwrap_or(false)
+    // Only a failure to read the input; a failure to write the store fails the snapshot.
+    errno_of(e).is_some_and(is_unreadable)
 }
 
 enum FileRead {
@@ -196,6 +184,105 @@ impl Listing {
         CStr::from_bytes_with_nul(&self.buf[start..self.ends[i]])
             .expect("each name was stored with one NUL at its end")
     }
+}
+
+impl Listing {
+    /// The names the cache recorded for a directory (all of them, excluded ones included).
+    fn of_record(record: &DirRecord) -> Listing {
+        let mut out = Listing {
+            buf: Vec::new(),
+            ends: Vec::with_capacity(record.entries.len()),
+        };
+        for e in &record.entries {
+            out.buf.extend_from_slice(&e.name);
+            out.buf.push(0);
+            out.ends.push(out.buf.len());
+        }
+        out
+    }
+}
+
+/// Where a directory is: open, or beneath an open ancestor by a relative path. A directory
+/// whose listing the stat cache vouches for is not opened unless something in it must be read:
+/// its entries are `lstat`ed by path from the ancestor. Only `lstat`s go by path (an entry is
+/// trusted only if device, inode, size and times all match its record, so a symlink swapped in
+/// on the way can only make a file look changed); every read goes through a descriptor opened
+/// beneath the ancestor without following a symlink.
+pub(crate) enum DirAt<'b> {
+    Open(OwnedFd),
+    Beneath { base: &'b OwnedFd, path: Vec<u8> },
+}
+
+pub(crate) struct Handle<'b> {
+    at: DirAt<'b>,
+    opened: std::sync::OnceLock<OwnedFd>,
+}
+
+impl<'b> Handle<'b> {
+    pub(crate) fn new(at: DirAt<'b>) -> Self {
+        Handle {
+            at,
+            opened: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The directory, opened (once) if it was not.
+    fn fd(&self) -> std::io::Result<&OwnedFd> {
+        match &self.at {
+            DirAt::Open(fd) => Ok(fd),
+            DirAt::Beneath { base, path } => {
+                if let Some(fd) = self.opened.get() {
+                    return Ok(fd);
+                }
+                let fd = cairn_store::fsutil::open_dir_beneath(*base, path)?;
+                Ok(self.opened.get_or_init(|| fd))
+            }
+        }
+    }
+
+    /// `lstat` of the entry `name`.
+    fn stat(&self, name: &CStr) -> std::result::Result<rustix::fs::Stat, Errno> {
+        match (&self.at, self.opened.get()) {
+            (DirAt::Open(fd), _) | (_, Some(fd)) => {
+                rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            }
+            (DirAt::Beneath { base, path }, None) => {
+                let mut p = Vec::with_capacity(path.len() + 1 + name.to_bytes().len());
+                p.extend_from_slice(path);
+                p.push(b'/');
+                p.extend_from_slice(name.to_bytes());
+                rustix::fs::statat(*base, OsStr::from_bytes(&p), AtFlags::SYMLINK_NOFOLLOW)
+            }
+        }
+    }
+
+    /// Where the subdirectory `name` is (not opened).
+    fn child(&self, name: &[u8]) -> DirAt<'_> {
+        match (&self.at, self.opened.get()) {
+            (DirAt::Open(fd), _) | (_, Some(fd)) => DirAt::Beneath {
+                base: fd,
+                path: name.to_vec(),
+            },
+            (DirAt::Beneath { base, path }, None) => DirAt::Beneath {
+                base,
+                path: join(path, name),
+            },
+        }
+    }
+}
+
+/// The `errno` behind an error, if it is one of reading the input.
+fn errno_of(e: &Error) -> Option<Errno> {
+    let source = match e {
+        Error::Io { source, .. } => source,
+        Error::Store(cairn_store::Error::Io {
+            action: "read",
+            source,
+            ..
+        }) => source,
+        _ => return None,
+    };
+    source.raw_os_error().map(Errno::from_raw_os_error)
 }
 
 thread_local! {
@@ -307,26 +394,39 @@ impl Walker<'_> {
         }
     }
 
-    /// Walks the directory open at `fd` (at `rel`, empty for the root) and stores its tree.
+    /// Walks the directory at `dir` (at `rel`, empty for the root) and stores its tree.
     /// `cached_tree` is the tree the cache says it had; `decisions` whether the exclusion
     /// decisions the cache holds for the directories above still stand (same rules, same
-    /// ignore files).
+    /// ignore files); `fresh` the directory's own `lstat` (its listing is taken from the cache
+    /// when that matches the cache's record of it).
     pub(crate) fn walk_dir(
         &self,
-        fd: &OwnedFd,
+        dir: &Handle<'_>,
         rel: &[u8],
         chain: &Arc<IgnoreChain>,
         cached_tree: Option<(TreeId, u64)>,
         decisions: bool,
+        fresh: Option<StatRecord>,
     ) -> Result<DirOut> {
         self.check_stop()?;
         self.counters.dirs.fetch_add(1, Ordering::Relaxed);
-        let listing = list(fd).map_err(|e| Error::io("list", self.abs(rel), e))?;
+        let cached = self.cache.dir(rel);
+        let listing = match (cached, &fresh) {
+            (Some(c), Some(f)) if c.stat.is_some_and(|s| self.cache.trusts(&s, f)) => {
+                Listing::of_record(c)
+            }
+            _ => {
+                let fd = dir
+                    .fd()
+                    .map_err(|e| Error::io("open directory", self.abs(rel), e))?;
+                list(fd).map_err(|e| Error::io("list", self.abs(rel), e))?
+            }
+        };
         // lstat each entry; one that vanished since the listing is left out.
         let mut entries: Vec<(&CStr, rustix::fs::Stat)> = Vec::with_capacity(listing.ends.len());
         for i in 0..listing.ends.len() {
             let name = listing.name(i);
-            match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            match dir.stat(name) {
                 Ok(st) => entries.push((name, st)),
                 Err(Errno::NOENT) => {}
                 Err(e) if is_unreadable(e) => {
@@ -341,12 +441,11 @@ impl Walker<'_> {
                 }
             }
         }
-        let cached = self.cache.dir(rel);
         let decisions = decisions
             && self.same_rules
             && cached.is_some_and(|c| self.ignore_files_unchanged(&entries, c));
         let chain = if self.rules.gitignore {
-            self.ignore_files(fd, rel, &entries, chain)
+            self.ignore_files(dir, rel, &entries, chain)?
         } else {
             chain.clone()
         };
@@ -421,11 +520,11 @@ impl Walker<'_> {
         self.counters.reused.fetch_add(reused, Ordering::Relaxed);
         let worked: Vec<Result<Option<CachedEntry>>> = if work.len() > 1 {
             work.par_iter()
-                .map(|w| self.entry(fd, rel, w, &chain, decisions))
+                .map(|w| self.entry(dir, rel, w, &chain, decisions))
                 .collect()
         } else {
             work.iter()
-                .map(|w| self.entry(fd, rel, w, &chain, decisions))
+                .map(|w| self.entry(dir, rel, w, &chain, decisions))
                 .collect()
         };
         for r in worked {
@@ -468,11 +567,12 @@ impl Walker<'_> {
                 }
             }
         };
-        let new = if cached.is_some_and(|c| c.entries == records) {
+        let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
             NewDir::Same(rel.to_vec())
         } else {
             NewDir::Fresh(DirRecord {
                 path: rel.to_vec(),
+                stat: fresh,
                 entries: records,
             })
         };
@@ -503,11 +603,11 @@ impl Walker<'_> {
 
     fn ignore_files(
         &self,
-        fd: &OwnedFd,
+        dir: &Handle<'_>,
         rel: &[u8],
         entries: &[(&CStr, rustix::fs::Stat)],
         chain: &Arc<IgnoreChain>,
-    ) -> Arc<IgnoreChain> {
+    ) -> Result<Arc<IgnoreChain>> {
         let mut texts = Vec::new();
         for wanted in [&b".cairnignore"[..], &b".gitignore"[..]] {
             let Some((name, st)) = entries.iter().find(|(n, _)| n.to_bytes() == wanted) else {
@@ -519,6 +619,9 @@ impl Walker<'_> {
                 continue;
             }
             let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+            let fd = dir
+                .fd()
+                .map_err(|e| Error::io("open directory", self.abs(rel), e))?;
             if let Ok(f) = rustix::fs::openat(fd, *name, flags, Mode::empty()) {
                 let mut text = Vec::new();
                 let mut file = std::fs::File::from(f);
@@ -532,9 +635,9 @@ impl Walker<'_> {
             }
         }
         if texts.is_empty() {
-            return chain.clone();
+            return Ok(chain.clone());
         }
-        IgnoreChain::child(chain, &self.abs(rel), &texts)
+        Ok(IgnoreChain::child(chain, &self.abs(rel), &texts))
     }
 
     /// Whether a glob or an ignore file leaves out the entry at `rel_path` (the default
@@ -562,7 +665,7 @@ impl Walker<'_> {
     /// is always walked): its record, or `None` when it is skipped or vanished.
     fn entry(
         &self,
-        fd: &OwnedFd,
+        dir: &Handle<'_>,
         rel: &[u8],
         w: &Work<'_>,
         chain: &Arc<IgnoreChain>,
@@ -573,36 +676,60 @@ impl Walker<'_> {
         let st = &w.st;
         let name_b = name.to_bytes();
         let path = join(rel, name_b);
-        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-            rustix::fs::FileType::Directory => {
-                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                let sub = match rustix::fs::openat(fd, name, flags, Mode::empty()) {
-                    Ok(f) => f,
-                    Err(Errno::NOENT) => return Ok(None),
-                    Err(Errno::NOTDIR) | Err(Errno::LOOP) => {
-                        // Replaced by something else since the lstat.
-                        self.skip(path, SkipReason::Changing, true);
-                        return Ok(None);
-                    }
-                    Err(e) if is_unreadable(e) => {
-                        self.skip(path, SkipReason::Unreadable, true);
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(Error::io("open directory", self.abs(&path), e.into())),
-                };
-                let cached_tree = w
-                    .cached
-                    .filter(|c| c.kind == CachedKind::Dir)
-                    .map(|c| (TreeId::from(c.stat.blob), c.stat.size));
-                match self.walk_dir(&sub, &path, chain, cached_tree, decisions) {
-                    Ok(out) => Ok(Some(dir_record(name_b, st.st_mode, out.id, out.size))),
-                    Err(e) if is_unreadable_error(&e) => {
-                        self.skip(path, SkipReason::Unreadable, true);
+        let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        if ft == rustix::fs::FileType::Directory {
+            let cached_tree = w
+                .cached
+                .filter(|c| c.kind == CachedKind::Dir)
+                .map(|c| (TreeId::from(c.stat.blob), c.stat.size));
+            let sub = Handle::new(dir.child(name_b));
+            return match self.walk_dir(
+                &sub,
+                &path,
+                chain,
+                cached_tree,
+                decisions,
+                Some(record_of(st)),
+            ) {
+                Ok(out) => Ok(Some(dir_record(name_b, st.st_mode, out.id, out.size))),
+                // Gone since it was listed.
+                Err(e) if errno_of(&e) == Some(Errno::NOENT) => Ok(None),
+                Err(e)
+                    if matches!(
+                        errno_of(&e),
+                        Some(Errno::NOTDIR | Errno::LOOP | Errno::XDEV)
+                    ) =>
+                {
+                    // Replaced by something else since the lstat.
+                    self.skip(path, SkipReason::Changing, true);
+                    Ok(None)
+                }
+                Err(e) if is_unreadable_error(&e) => {
+                    self.skip(path, SkipReason::Unreadable, true);
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            };
+        }
+        let fd = match dir.fd() {
+            Ok(fd) => fd,
+            Err(e) => {
+                return match Errno::from_io_error(&e) {
+                    // The directory went, or was replaced, since it was listed.
+                    Some(Errno::NOENT) => Ok(None),
+                    Some(Errno::NOTDIR | Errno::LOOP | Errno::XDEV) => {
+                        self.skip(path, SkipReason::Changing, false);
                         Ok(None)
                     }
-                    Err(e) => Err(e),
-                }
+                    Some(e) if is_unreadable(e) => {
+                        self.skip(path, SkipReason::Unreadable, false);
+                        Ok(None)
+                    }
+                    _ => Err(Error::io("open directory", self.abs(rel), e)),
+                };
             }
+        };
+        match ft {
             rustix::fs::FileType::Symlink => {
                 let target = match rustix::fs::readlinkat(fd, name, Vec::new()) {
                     Ok(t) => t.into_bytes(),

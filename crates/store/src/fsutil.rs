@@ -156,3 +156,49 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// Opens the directory `rel` (a relative path of plain components) beneath the open directory
+/// `base` without following any symlink on the way: `openat2` with `RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS` where the kernel has it, else one `O_NOFOLLOW` component at a time. A
+/// symlinked component fails with `ELOOP` (or `ENOTDIR`), an escape with `EXDEV`; an empty,
+/// `.` or `..` component with `EINVAL`.
+pub fn open_dir_beneath(
+    base: &impl rustix::fd::AsFd,
+    rel: &[u8],
+) -> std::io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if rel
+        .split(|&b| b == b'/')
+        .any(|c| c.is_empty() || c == b"." || c == b"..")
+    {
+        return Err(rustix::io::Errno::INVAL.into());
+    }
+    static NO_OPENAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        match rustix::fs::openat2(
+            base,
+            OsStr::from_bytes(rel),
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => return Ok(fd),
+            Err(rustix::io::Errno::NOSYS) | Err(rustix::io::Errno::PERM) => {
+                NO_OPENAT2.store(true, Ordering::Relaxed)
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut cur: Option<rustix::fd::OwnedFd> = None;
+    for comp in rel.split(|&b| b == b'/') {
+        let next = match &cur {
+            Some(fd) => rustix::fs::openat(fd, OsStr::from_bytes(comp), flags, Mode::empty()),
+            None => rustix::fs::openat(base, OsStr::from_bytes(comp), flags, Mode::empty()),
+        }?;
+        cur = Some(next);
+    }
+    cur.ok_or_else(|| rustix::io::Errno::INVAL.into())
+}

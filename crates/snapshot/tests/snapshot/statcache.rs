@@ -268,3 +268,77 @@ fn a_quarantined_blob_is_read_again_though_its_directory_did_not_change() {
     assert_eq!(second.stats.hashed, 1, "the damaged blob is written again");
     assert_eq!(ws.store.read_object(&id).expect("reads").1, content);
 }
+
+/// Two snapshots with the racy window waited out before each: after them, the cache vouches
+/// for every directory's listing.
+fn snap_until_listings_are_trusted(ws: &Ws) -> cairn_snapshot::Snapshot {
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    wait_out_the_racy_window();
+    ws.snap(&Options::default())
+}
+
+#[test]
+fn entries_added_and_removed_under_a_directory_the_cache_vouches_for_are_seen() {
+    let ws = Ws::new();
+    ws.write("a/b/one.txt", b"1");
+    ws.write("a/b/two.txt", b"2");
+    ws.write("a/c/three.txt", b"3");
+    let base = snap_until_listings_are_trusted(&ws);
+    assert_eq!(base.stats.hashed, 0);
+    ws.write("a/b/new.txt", b"new");
+    std::fs::remove_file(ws.root().join("a/c/three.txt")).expect("rm");
+    std::fs::create_dir(ws.root().join("a/d")).expect("mkdir");
+    let snap = ws.snap(&Options::default());
+    assert_eq!(
+        ws.paths(&snap),
+        vec![
+            "a/",
+            "a/b/",
+            "a/b/new.txt",
+            "a/b/one.txt",
+            "a/b/two.txt",
+            "a/c/",
+            "a/d/"
+        ]
+    );
+    assert_eq!(snap.stats.hashed, 1);
+}
+
+#[test]
+fn a_directory_the_cache_vouches_for_replaced_by_a_symlink_to_outside_is_recorded_as_a_link() {
+    let ws = Ws::new();
+    ws.write("d/secret.txt", b"inside");
+    let outside = ws.dir.path().join("outside");
+    std::fs::create_dir(&outside).expect("outside");
+    std::fs::write(outside.join("secret.txt"), b"outside content").expect("write");
+    snap_until_listings_are_trusted(&ws);
+    std::fs::rename(ws.root().join("d"), ws.dir.path().join("moved")).expect("mv");
+    std::os::unix::fs::symlink(&outside, ws.root().join("d")).expect("symlink");
+    let snap = ws.snap(&Options::default());
+    let d = ws.entry(&snap, b"d").expect("d");
+    assert_eq!(d.kind, cairn_store::EntryKind::Symlink);
+    assert!(ws.entry(&snap, b"d/secret.txt").is_none());
+    // Nothing from outside went into the store.
+    let outside_id = ObjectId::of(b"outside content");
+    assert!(!ws.store.contains(&outside_id));
+}
+
+#[test]
+fn a_file_changed_under_a_directory_the_cache_vouches_for_is_read_again() {
+    let ws = Ws::new();
+    ws.write("x/y/z/file.txt", b"before");
+    let base = snap_until_listings_are_trusted(&ws);
+    // Same size, so only the times tell.
+    ws.write("x/y/z/file.txt", b"after!");
+    let snap = ws.snap(&Options::default());
+    assert_eq!(snap.stats.hashed, 1);
+    assert_ne!(snap.root, base.root);
+    assert_eq!(
+        crate::fixtures::blob(
+            &ws.store,
+            &ws.entry(&snap, b"x/y/z/file.txt").expect("file")
+        ),
+        b"after!"
+    );
+}
