@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -25,7 +25,6 @@ pub(crate) struct Dirs {
     root: PathBuf,
     root_fd: Arc<OwnedFd>,
     cache: HashMap<Vec<u8>, Arc<OwnedFd>>,
-    openat2: bool,
 }
 
 impl Dirs {
@@ -40,7 +39,6 @@ impl Dirs {
             root: root.to_path_buf(),
             root_fd: Arc::new(fd),
             cache: HashMap::new(),
-            openat2: true,
         })
     }
 
@@ -56,7 +54,8 @@ impl Dirs {
     }
 
     /// The directory at `rel` (empty: the root), opened beneath the root without following
-    /// any symlink.
+    /// any symlink (from the deepest ancestor already open; see
+    /// [`cairn_store::fsutil::open_dir_beneath`]).
     pub(crate) fn dir(&mut self, rel: &[u8]) -> Result<Arc<OwnedFd>> {
         if rel.is_empty() {
             return Ok(self.root_fd.clone());
@@ -64,64 +63,29 @@ impl Dirs {
         if let Some(fd) = self.cache.get(rel) {
             return Ok(fd.clone());
         }
-        let fd = if self.openat2 {
-            match rustix::fs::openat2(
-                &*self.root_fd,
-                OsStr::from_bytes(rel),
-                DIR_FLAGS,
-                Mode::empty(),
-                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-            ) {
-                Ok(fd) => fd,
-                Err(Errno::NOSYS) | Err(Errno::PERM) => {
-                    self.openat2 = false;
-                    self.walk(rel)?
-                }
-                // With RESOLVE_NO_SYMLINKS a symlinked component gives ELOOP; with BENEATH an
-                // escape gives EXDEV. Both are refusals.
-                Err(e) => return Err(Error::io("open directory", self.abs(rel), e.into())),
+        let mut base: Arc<OwnedFd> = self.root_fd.clone();
+        let mut rest = rel;
+        for (i, _) in rel.iter().enumerate().filter(|(_, &b)| b == b'/').rev() {
+            if let Some(fd) = self.cache.get(&rel[..i]) {
+                base = fd.clone();
+                rest = &rel[i + 1..];
+                break;
             }
-        } else {
-            self.walk(rel)?
+        }
+        let fd = match cairn_store::fsutil::open_dir_beneath(&*base, rest) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(Errno::INVAL.raw_os_error()) => {
+                return Err(Error::InvalidArgument(format!(
+                    "refusing the path {:?}: an empty, `.` or `..` component",
+                    String::from_utf8_lossy(rel)
+                )))
+            }
+            // A symlinked component gives ELOOP (or ENOTDIR); an escape EXDEV: refusals.
+            Err(e) => return Err(Error::io("open directory", self.abs(rel), e)),
         };
         let fd = Arc::new(fd);
         self.cache.insert(rel.to_vec(), fd.clone());
         Ok(fd)
-    }
-
-    /// Component-by-component resolution with `O_NOFOLLOW`.
-    fn walk(&mut self, rel: &[u8]) -> Result<OwnedFd> {
-        let mut cur: Arc<OwnedFd> = self.root_fd.clone();
-        let mut done = 0usize;
-        // Start from the deepest cached ancestor.
-        for (i, _) in rel.iter().enumerate().filter(|(_, &b)| b == b'/').rev() {
-            if let Some(fd) = self.cache.get(&rel[..i]) {
-                cur = fd.clone();
-                done = i + 1;
-                break;
-            }
-        }
-        let mut last: Option<OwnedFd> = None;
-        for comp in rel[done..].split(|&b| b == b'/') {
-            if comp.is_empty() || comp == b"." || comp == b".." {
-                return Err(Error::InvalidArgument(format!(
-                    "refusing the path component {:?} in {:?}",
-                    String::from_utf8_lossy(comp),
-                    String::from_utf8_lossy(rel)
-                )));
-            }
-            let base: &OwnedFd = match &last {
-                Some(fd) => fd,
-                None => &cur,
-            };
-            let next = rustix::fs::openat(base, OsStr::from_bytes(comp), DIR_FLAGS, Mode::empty())
-                .map_err(|e| Error::io("open directory", self.abs(rel), e.into()))?;
-            last = Some(next);
-        }
-        match last {
-            Some(fd) => Ok(fd),
-            None => rustix::io::dup(&*cur).map_err(|e| Error::io("dup", self.abs(rel), e.into())),
-        }
     }
 
     /// Forgets cached descriptors at and under `rel` (after it was removed or replaced).
