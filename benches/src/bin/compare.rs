@@ -513,6 +513,10 @@ fn run_contender(
     if let Some(prepare) = c.prepare.as_mut() {
         prepare(ctx).map_err(|e| format!("preparing: {e}"))?;
     }
+    // Let the fresh copy's timestamps age past the racy window (2 s for Cairn's stat cache,
+    // about as long for git's index), untimed: the scenarios model a workspace whose files
+    // were not all written a moment ago, and no contender pays for a copy it did not make.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
     let mut last_snapshot: Option<Scenario> = None;
     for s in Scenario::ALL {
         if let Some(edits) = s.edits(seed) {

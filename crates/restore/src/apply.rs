@@ -259,7 +259,7 @@ impl<'a> Exec<'a> {
         if actions.len() > SYNC_EACH_MAX {
             self.touched = None;
         }
-        self.stage_new_dirs(actions)?;
+        let mut to_sync = self.stage_new_dirs(actions)?;
         for a in actions {
             let Action::WriteFile {
                 path, blob, mode, ..
@@ -285,20 +285,24 @@ impl<'a> Exec<'a> {
             rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
                 .map_err(|e| Error::io("set mode", self.abs(&path.0), e.into()))?;
             if self.touched.is_some() {
-                file.sync_data()
-                    .map_err(|e| Error::io("sync", self.abs(&path.0), e))?;
+                to_sync.push((file, path.0.clone()));
             }
-            drop(file);
             self.staged.insert(path.0.clone(), (dir, name));
         }
-        Ok(())
+        sync_together(
+            to_sync
+                .into_iter()
+                .map(|(f, p)| (f, self.abs(&p)))
+                .collect(),
+        )
     }
 
     /// Builds each directory the plan makes where nothing stands, with everything the plan
     /// puts inside it, under a temporary name beside its place (files written in parallel): at
     /// run time one rename puts the whole directory in place, instead of one rename per file.
     /// Nothing in the workspace changes.
-    fn stage_new_dirs(&mut self, actions: &[&Action]) -> Result<()> {
+    /// Returns the staged files to sync (for a small plan).
+    fn stage_new_dirs(&mut self, actions: &[&Action]) -> Result<Vec<(std::fs::File, Vec<u8>)>> {
         let mut staged: HashMap<Vec<u8>, Arc<OwnedFd>> = HashMap::new();
         let mut work: Vec<(Arc<OwnedFd>, &Action)> = Vec::new();
         for a in actions {
@@ -344,7 +348,8 @@ impl<'a> Exec<'a> {
         if let Some(t) = &mut self.touched {
             t.extend(staged.keys().cloned());
         }
-        work.par_iter()
+        let written = work
+            .par_iter()
             .map(|(fd, a)| {
                 let (_, name) = a.path().split_last();
                 match a {
@@ -356,22 +361,19 @@ impl<'a> Exec<'a> {
                             .map_err(|e| stage_error(dirs.abs(&a.path().0), e))?;
                         rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
                             .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))?;
-                        if sync_each {
-                            file.sync_data()
-                                .map_err(|e| Error::io("sync", dirs.abs(&a.path().0), e))?;
-                        }
-                        Ok(())
+                        Ok(sync_each.then(|| (file, a.path().0.clone())))
                     }
                     Action::MakeSymlink { target, .. } => {
                         let bytes = store.read_object(target)?.1;
                         safe::symlink(&bytes, &**fd, name)
-                            .map_err(|e| Error::io("make symlink", dirs.abs(&a.path().0), e))
+                            .map_err(|e| Error::io("make symlink", dirs.abs(&a.path().0), e))?;
+                        Ok(None)
                     }
-                    _ => Ok(()),
+                    _ => Ok(None),
                 }
             })
-            .collect::<Result<Vec<()>>>()?;
-        Ok(())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(written.into_iter().flatten().collect())
     }
 
     /// Removes staged files (after a failure before any change).
@@ -669,13 +671,43 @@ impl<'a> Exec<'a> {
             return rustix::fs::syncfs(self.dirs.root_fd())
                 .map_err(|e| Error::io("sync", self.abs(b""), e.into()));
         };
+        let mut dirs = Vec::new();
         for rel in touched {
             // A directory the plan removed is gone; its parent is in the set.
             if let Ok(fd) = self.dirs.dir(&rel) {
-                rustix::fs::fsync(&*fd).map_err(|e| Error::io("sync", self.abs(&rel), e.into()))?;
+                if let Ok(dup) = fd.try_clone() {
+                    dirs.push((std::fs::File::from(dup), self.abs(&rel)));
+                }
             }
         }
-        Ok(())
+        sync_together(dirs)
+    }
+}
+
+/// Syncs `files` (data and what names them) from several threads at once, so that the file
+/// system commits them together instead of one journal commit after another.
+fn sync_together(files: Vec<(std::fs::File, std::path::PathBuf)>) -> Result<()> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let threads = files.len().min(16);
+    let queue = parking_lot::Mutex::new(files.into_iter());
+    let failed: parking_lot::Mutex<Option<Error>> = parking_lot::Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some((f, path)) = queue.lock().next() else {
+                    return;
+                };
+                if let Err(e) = f.sync_all() {
+                    failed.lock().get_or_insert(Error::io("sync", path, e));
+                }
+            });
+        }
+    });
+    match failed.into_inner() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
