@@ -74,7 +74,7 @@ pub fn copy_snapshot(src: &Store, id: &SnapshotId, dst: &Store) -> Result<CopyRe
         }
     }
     writer.commit()?;
-    dst.write_manifest_bytes(id, &bytes)?;
+    dst.write_manifest_bytes(&dst_op, id, &bytes)?;
     Ok(report)
 }
 

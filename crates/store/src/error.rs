@@ -188,6 +188,26 @@ pub enum Error {
     /// The operation was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// A remote object store failed a request or refused it.
+    #[error("{action} on {location}: {detail}")]
+    Remote {
+        /// What the store was doing ("upload pack", "list packs/").
+        action: String,
+        /// The remote (`s3://bucket/prefix`), never with credentials.
+        location: String,
+        /// What went wrong, and what to do.
+        detail: String,
+        /// `NOT_FOUND`, `DENIED` (credentials, access) or `IO` (unreachable, timed out).
+        kind: ErrorKind,
+    },
+    /// The request cannot be done on this store.
+    #[error("{what} is not supported: {detail}")]
+    Unsupported {
+        /// What was asked.
+        what: String,
+        /// Why, and what to do instead.
+        detail: String,
+    },
 }
 
 fn path_suffix(path: &Option<PathBuf>) -> String {
@@ -245,6 +265,8 @@ impl Classify for Error {
             Error::Denied { .. } => ErrorKind::Denied,
             Error::UnsupportedVersion { .. } => ErrorKind::Unsupported,
             Error::Cancelled => ErrorKind::Cancelled,
+            Error::Remote { kind, .. } => *kind,
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
         }
     }
 

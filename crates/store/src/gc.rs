@@ -211,12 +211,28 @@ fn age(path: &std::path::Path) -> Option<Duration> {
     )
 }
 
+/// A store that mirrors a remote is a cache of it: what may be removed is decided by the
+/// remote's collector ([`crate::remote::collect`]), which sees every machine's manifests.
+fn refuse_remote(store: &Store) -> Result<()> {
+    match store.remote() {
+        Some(r) => Err(Error::Unsupported {
+            what: format!("a local collection of {}", store.path().display()),
+            detail: format!(
+                "it caches the remote {}; collect the remote with `cairn_store::remote::collect` instead",
+                r.location()
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Plans a collection without changing anything: the dry run.
 pub fn plan(store: &Store, options: &GcOptions) -> Result<GcPlan> {
     plan_with_reach(store, options).map(|(plan, _)| plan)
 }
 
 fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSet<ObjectId>)> {
+    refuse_remote(store)?;
     store.check_layout()?;
     store.refresh()?;
     let reach = mark(store)?;
@@ -363,6 +379,7 @@ fn remove_own_file(path: &std::path::Path) -> Result<u64> {
 /// Collects garbage: takes the collection lock, defers while any operation marker is held,
 /// otherwise plans under the lock and carries the plan out.
 pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
+    refuse_remote(store)?;
     // Before locking: `locks/` swapped for a symlink would make us lock, and remove stale
     // markers, outside the store.
     store.check_layout()?;

@@ -36,6 +36,7 @@ pub mod lock;
 pub mod manifest;
 pub mod pack;
 pub mod relpath;
+pub mod remote;
 pub mod retain;
 mod store;
 pub mod tree;
@@ -48,6 +49,9 @@ pub use lock::{MarkerInfo, OperationGuard, OperationKind};
 pub use manifest::{CaptureSettings, Manifest, SkipReason, Skipped, Stats};
 pub use pack::ObjectKind;
 pub use relpath::RelPath;
+pub use remote::{
+    Remote, RemoteConfig, RemoteGcOptions, RemoteGcReport, RemoteObject, RemoteStats,
+};
 pub use store::{
     check_workspace_id, BrokenIndex, Compression, Layout, ObjectWriter, PutOutcome, SnapshotEntry,
     SnapshotList, Store, StoreOptions, WriteStats,

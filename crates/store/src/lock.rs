@@ -45,6 +45,9 @@ pub struct MarkerInfo {
 /// A held operation marker; dropping it removes the marker and releases its lock.
 #[derive(Debug)]
 pub struct OperationGuard {
+    /// The operation's lease on the remote, when the store has one (released after the
+    /// marker).
+    pub(crate) lease: Option<crate::remote::Lease>,
     file: Option<File>,
     path: PathBuf,
     info: MarkerInfo,
@@ -105,6 +108,7 @@ pub(crate) fn begin(
     drop(gc);
     match result {
         Ok(path) => Ok(OperationGuard {
+            lease: None,
             file: Some(f),
             path,
             info,

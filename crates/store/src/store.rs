@@ -55,6 +55,9 @@ pub struct StoreOptions {
     pub inline_max_bytes: u64,
     /// Create the store if it does not exist.
     pub create: bool,
+    /// A remote object store to mirror into: the store becomes its local cache (see
+    /// [`crate::remote`]). `None` (the default): a local store.
+    pub remote: Option<crate::remote::RemoteConfig>,
 }
 
 impl Default for StoreOptions {
@@ -64,6 +67,7 @@ impl Default for StoreOptions {
             pack_target_bytes: 256 << 20,
             inline_max_bytes: 1 << 20,
             create: true,
+            remote: None,
         }
     }
 }
@@ -146,6 +150,16 @@ pub(crate) struct LoadedPack {
 }
 
 impl LoadedPack {
+    /// Pack `id` of `dir` (`objects/packs/`), with its index.
+    fn new(id: ObjectId, dir: &Path, index: PackIndex) -> Arc<LoadedPack> {
+        Arc::new(LoadedPack {
+            id,
+            path: dir.join(format!("{}.pack", id.to_hex())),
+            index,
+            file: Mutex::new(None),
+        })
+    }
+
     pub(crate) fn file(&self) -> Result<Arc<File>> {
         let mut g = self.file.lock();
         if let Some(f) = g.as_ref() {
@@ -192,6 +206,7 @@ struct Inner {
     options: StoreOptions,
     packs: RwLock<PackSet>,
     quarantine: RwLock<HashSet<ObjectId>>,
+    mirror: Option<crate::remote::Mirror>,
 }
 
 /// A content-addressed store. Cheap to clone; safe to share between threads; several
@@ -227,15 +242,22 @@ impl Store {
                 path: Some(root.to_path_buf()),
             });
         }
+        for d in layout.dirs() {
+            fsutil::ensure_dir(d)?;
+        }
+        let mirror = match &options.remote {
+            Some(config) => Some(crate::remote::Mirror::new(config.clone(), root)?),
+            None => None,
+        };
         let store = Store {
             inner: Arc::new(Inner {
                 layout,
                 options,
                 packs: RwLock::new(PackSet::default()),
                 quarantine: RwLock::new(HashSet::new()),
+                mirror,
             }),
         };
-        store.check_layout()?;
         store.refresh()?;
         Ok(store)
     }
@@ -268,7 +290,14 @@ impl Store {
     /// Loads the indexes of packs other processes wrote since the last look, forgets packs
     /// that a collection removed, and re-reads the quarantine list (another process's verify may
     /// have added to it: a writer must not deduplicate against a copy it found corrupt).
+    ///
+    /// With a remote, the remote's pack indexes, large objects and deletion candidates are
+    /// listed first (new indexes are downloaded; packs are downloaded when read).
     pub fn refresh(&self) -> Result<()> {
+        let remote_packs = match &self.inner.mirror {
+            Some(m) => m.sync(&self.inner.layout.tmp)?,
+            None => Vec::new(),
+        };
         let dir = &self.inner.layout.packs;
         let mut present = HashSet::new();
         let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
@@ -285,8 +314,27 @@ impl Store {
             present.insert(id);
         }
         let mut set = self.inner.packs.write();
-        set.packs.retain(|id, _| present.contains(id));
+        let remote_only: Vec<(ObjectId, PathBuf)> = remote_packs
+            .into_iter()
+            .filter(|(id, _)| !present.contains(id))
+            .collect();
+        set.packs
+            .retain(|id, _| present.contains(id) || remote_only.iter().any(|(r, _)| r == id));
         set.broken.clear();
+        for (id, idx_path) in remote_only {
+            if set.packs.contains_key(&id) {
+                continue;
+            }
+            match crate::remote::load_index(&idx_path) {
+                Ok(index) => {
+                    set.packs.insert(id, LoadedPack::new(id, dir, index));
+                }
+                Err(e) => set.broken.push(BrokenIndex {
+                    path: idx_path,
+                    error: e.to_string(),
+                }),
+            }
+        }
         for id in present {
             if set.packs.contains_key(&id) {
                 continue;
@@ -306,15 +354,7 @@ impl Store {
             }
             match PackIndex::load(&idx_path) {
                 Ok(index) => {
-                    set.packs.insert(
-                        id,
-                        Arc::new(LoadedPack {
-                            id,
-                            path: dir.join(format!("{}.pack", id.to_hex())),
-                            index,
-                            file: Mutex::new(None),
-                        }),
-                    );
+                    set.packs.insert(id, LoadedPack::new(id, dir, index));
                 }
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => set.broken.push(BrokenIndex {
@@ -423,8 +463,72 @@ impl Store {
         out
     }
 
-    /// Whether the store holds `id` (in a loaded pack or as a large object).
+    /// The mirror of the remote, when the store has one.
+    pub(crate) fn mirror(&self) -> Option<&crate::remote::Mirror> {
+        self.inner.mirror.as_ref()
+    }
+
+    /// Whether a writer may name `id` without storing it again: present and not quarantined,
+    /// and with a remote, held by the remote and not marked for deletion by its collector.
+    pub(crate) fn reusable(&self, id: &ObjectId) -> bool {
+        if self.is_quarantined(id) {
+            return false;
+        }
+        match &self.inner.mirror {
+            Some(m) => m.reusable(self, id),
+            None => self.contains(id),
+        }
+    }
+
+    /// Downloads the pack of `loc` when it is only on the remote.
+    fn ensure_local(&self, loc: &Location) -> Result<()> {
+        match loc {
+            Location::Pack(p, _) => self.ensure_pack_local(p),
+            Location::Large(_) => Ok(()),
+        }
+    }
+
+    /// Downloads pack `p` when it is only on the remote.
+    pub(crate) fn ensure_pack_local(&self, p: &LoadedPack) -> Result<()> {
+        let Some(m) = &self.inner.mirror else {
+            return Ok(());
+        };
+        if p.file.lock().is_some() || std::fs::symlink_metadata(&p.path).is_ok() {
+            return Ok(());
+        }
+        m.fetch_pack(&p.id, &self.inner.layout.packs, &self.inner.layout.tmp)
+    }
+
+    /// Downloads large object `id` when only the remote holds it; true when it did.
+    fn fetch_large(&self, id: &ObjectId) -> Result<bool> {
+        match &self.inner.mirror {
+            Some(m) if m.has_large(id) => {
+                let dest = self.inner.layout.large_path(id);
+                if std::fs::symlink_metadata(&dest).is_ok() {
+                    return Ok(false);
+                }
+                m.fetch_large(id, &dest, &self.inner.layout.tmp)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Downloads every large object the remote holds and this cache lacks.
+    pub(crate) fn fetch_remote_large(&self) -> Result<()> {
+        if let Some(m) = &self.inner.mirror {
+            for id in m.large_ids() {
+                self.fetch_large(&id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the store holds `id` (in a loaded pack or as a large object; with a remote, in
+    /// the remote as well).
     pub fn contains(&self, id: &ObjectId) -> bool {
+        if self.inner.mirror.as_ref().is_some_and(|m| m.has_large(id)) {
+            return true;
+        }
         if self
             .inner
             .packs
@@ -442,6 +546,7 @@ impl Store {
 
     /// The raw length of object `id` as recorded when it was stored, if present.
     pub fn object_size(&self, id: &ObjectId) -> Option<u64> {
+        let _ = self.fetch_large(id);
         for p in self.inner.packs.read().packs.values() {
             if let Some(e) = p.index.lookup(id) {
                 return Some(e.raw_len);
@@ -504,6 +609,9 @@ impl Store {
             self.refresh()?;
             locs = self.locations(id);
         }
+        if locs.is_empty() && self.fetch_large(id)? {
+            locs = self.locations(id);
+        }
         if locs.is_empty() {
             // A pack index that cannot be read may well hold it: the store is damaged, which
             // is CORRUPT (and what `verify` reports), not a name that does not exist.
@@ -521,6 +629,10 @@ impl Store {
         }
         let mut last_err = None;
         for loc in &locs {
+            if let Err(e) = self.ensure_local(loc) {
+                last_err = Some(e);
+                continue;
+            }
             match f(loc) {
                 Ok(v) => return Ok(v),
                 Err(e) => last_err = Some(e),
@@ -532,6 +644,10 @@ impl Store {
         if last_err.as_ref().is_some_and(|e| e.is_not_found()) {
             self.refresh()?;
             for loc in &self.locations(id) {
+                if let Err(e) = self.ensure_local(loc) {
+                    last_err = Some(e);
+                    continue;
+                }
                 match f(loc) {
                     Ok(v) => return Ok(v),
                     Err(e) => last_err = Some(e),
@@ -563,7 +679,11 @@ impl Store {
         kind: OperationKind,
         pins: &[SnapshotId],
     ) -> Result<OperationGuard> {
-        lock::begin(&self.inner.layout.locks, &self.inner.layout.tmp, kind, pins)
+        let mut guard = lock::begin(&self.inner.layout.locks, &self.inner.layout.tmp, kind, pins)?;
+        if let Some(m) = &self.inner.mirror {
+            guard.lease = Some(m.lease(kind, pins)?);
+        }
+        Ok(guard)
     }
 
     /// The operation markers held by live processes (stale ones are removed).
@@ -586,10 +706,18 @@ impl Store {
 
     /// Writes a manifest once every object it names is durable, and returns the snapshot id.
     /// Refuses (`CORRUPT`) a manifest whose root tree the store does not hold.
-    pub fn write_manifest(&self, _guard: &OperationGuard, m: &Manifest) -> Result<SnapshotId> {
-        if !self.contains(&m.root.0) {
+    ///
+    /// With a remote, the root tree must be on the remote (a writer's `commit` uploads what it
+    /// wrote), the operation's lease must still hold, and the manifest is uploaded before it is
+    /// written locally.
+    pub fn write_manifest(&self, guard: &OperationGuard, m: &Manifest) -> Result<SnapshotId> {
+        let present = |s: &Store| match &s.inner.mirror {
+            Some(_) => s.reusable(&m.root.0),
+            None => s.contains(&m.root.0),
+        };
+        if !present(self) {
             self.refresh()?;
-            if !self.contains(&m.root.0) {
+            if !present(self) {
                 return Err(Error::corrupt(
                     format!("manifest for tree {}", m.root.short()),
                     self.path(),
@@ -599,11 +727,22 @@ impl Store {
         }
         let bytes = m.encode()?;
         let id = Manifest::id_of(&bytes);
-        self.write_manifest_bytes(&id, &bytes)?;
+        self.write_manifest_bytes(guard, &id, &bytes)?;
         Ok(id)
     }
 
-    pub(crate) fn write_manifest_bytes(&self, id: &SnapshotId, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn write_manifest_bytes(
+        &self,
+        guard: &OperationGuard,
+        id: &SnapshotId,
+        bytes: &[u8],
+    ) -> Result<()> {
+        if let Some(m) = &self.inner.mirror {
+            if let Some(lease) = &guard.lease {
+                lease.check(m.config.lease_ttl / 6)?;
+            }
+            m.upload_manifest(id, bytes)?;
+        }
         let path = self.inner.layout.manifest_path(id);
         fsutil::write_atomic(&self.inner.layout.tmp, &path, bytes)
     }
@@ -621,10 +760,16 @@ impl Store {
                 ))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(m) = &self.inner.mirror {
+                    if let Some(bytes) = m.fetch_manifest(id)? {
+                        fsutil::write_atomic(&self.inner.layout.tmp, &path, &bytes)?;
+                        return Ok(bytes);
+                    }
+                }
                 return Err(Error::NotFound {
                     what: format!("snapshot {}", id.short()),
                     path: Some(path),
-                })
+                });
             }
             Err(e) => return Err(Error::io("inspect", &path, e)),
         }
@@ -638,16 +783,21 @@ impl Store {
     }
 
     /// Whether a snapshot's manifest exists.
+    /// With a remote, a manifest only the remote holds is downloaded.
     pub fn has_snapshot(&self, id: &SnapshotId) -> bool {
-        std::fs::symlink_metadata(self.inner.layout.manifest_path(id))
+        let local = std::fs::symlink_metadata(self.inner.layout.manifest_path(id))
             .map(|m| m.is_file())
-            .unwrap_or(false)
+            .unwrap_or(false);
+        local || (self.inner.mirror.is_some() && self.read_manifest_bytes(id).is_ok())
     }
 
-    /// The ids of every manifest file, in no order.
+    /// The ids of every manifest file, in no order; with a remote, the remote's too.
     pub fn snapshot_ids(&self) -> Result<Vec<SnapshotId>> {
         let dir = &self.inner.layout.snapshots;
-        let mut out = Vec::new();
+        let mut out = match &self.inner.mirror {
+            Some(m) => m.manifest_ids()?,
+            None => Vec::new(),
+        };
         let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
         for entry in rd {
             let entry = entry.map_err(|e| Error::io("list", dir, e))?;
@@ -655,6 +805,8 @@ impl Store {
                 out.push(id);
             }
         }
+        out.sort();
+        out.dedup();
         Ok(out)
     }
 
@@ -701,6 +853,9 @@ impl Store {
 
     /// Removes a manifest file. Objects stay until a collection.
     pub(crate) fn remove_manifest(&self, id: &SnapshotId) -> Result<()> {
+        if let Some(m) = &self.inner.mirror {
+            m.delete_manifest(id)?;
+        }
         let path = self.inner.layout.manifest_path(id);
         fsutil::remove_if_exists(&path)?;
         fsutil::sync_dir(&self.inner.layout.snapshots)
@@ -922,13 +1077,12 @@ impl ObjectWriter<'_> {
     /// Whether `id` is available to reference: written by this writer, or present in the store
     /// and not quarantined.
     pub fn contains(&self, id: &ObjectId) -> bool {
-        self.written.lock().contains(id)
-            || (self.store.contains(id) && !self.store.is_quarantined(id))
+        self.written.lock().contains(id) || self.store.reusable(id)
     }
 
     /// Claims `id` for writing; false when it is already present or being written.
     fn claim(&self, id: &ObjectId) -> bool {
-        if self.store.contains(id) && !self.store.is_quarantined(id) {
+        if self.store.reusable(id) {
             return false;
         }
         self.written.lock().insert(*id)
@@ -1010,6 +1164,9 @@ impl ObjectWriter<'_> {
         }
         let layout = &self.store.inner.layout;
         let (id, path, index) = pw.finish(&layout.tmp, &layout.packs)?;
+        if let Some(m) = &self.store.inner.mirror {
+            m.upload_pack(&id, &path)?;
+        }
         self.store.inner.packs.write().packs.insert(
             id,
             Arc::new(LoadedPack {
@@ -1133,6 +1290,12 @@ impl ObjectWriter<'_> {
         })?;
         std::mem::forget(guard);
         fsutil::sync_dir(&layout.large)?;
+        if let Some(m) = &self.store.inner.mirror {
+            if let Err(e) = m.upload_large(&id, &dest) {
+                self.written.lock().remove(&id);
+                return Err(e);
+            }
+        }
         self.stats.objects.fetch_add(1, Ordering::Relaxed);
         self.stats.large_objects.fetch_add(1, Ordering::Relaxed);
         self.stats.raw_bytes.fetch_add(n, Ordering::Relaxed);

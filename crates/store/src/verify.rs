@@ -77,6 +77,8 @@ pub fn verify(store: &Store) -> Result<VerifyReport> {
     let mut good: HashSet<ObjectId> = HashSet::new();
     let mut bad: HashMap<ObjectId, ()> = HashMap::new();
     for p in store.packs() {
+        // With a remote, a pack only the remote holds is downloaded to be checked.
+        store.ensure_pack_local(&p)?;
         for e in p.index.entries() {
             report.copies_checked += 1;
             match p.read(&e) {
@@ -95,6 +97,8 @@ pub fn verify(store: &Store) -> Result<VerifyReport> {
             }
         }
     }
+    // With a remote, large objects only the remote holds are downloaded to be checked.
+    store.fetch_remote_large()?;
     let large_dir = &store.layout().large;
     for entry in std::fs::read_dir(large_dir).map_err(|e| Error::io("list", large_dir, e))? {
         let entry = entry.map_err(|e| Error::io("list", large_dir, e))?;
