@@ -249,6 +249,9 @@ impl ObjectStoreRemote {
             object_store::Error::NotFound { .. } => ErrorKind::NotFound,
             object_store::Error::PermissionDenied { .. }
             | object_store::Error::Unauthenticated { .. } => ErrorKind::Denied,
+            // S3 clients report a refused signature or key as a generic error carrying the
+            // HTTP status (the retry error that holds it is private to object_store).
+            _ if denied_status(&e) => ErrorKind::Denied,
             _ => ErrorKind::Io,
         };
         let hint = match kind {
@@ -268,6 +271,17 @@ impl ObjectStoreRemote {
         counter.fetch_add(1, Ordering::Relaxed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Whether the error (or one of its sources) is an HTTP 401 or 403 answer.
+fn denied_status(e: &object_store::Error) -> bool {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text.contains("403 Forbidden") || text.contains("401 Unauthorized")
 }
 
 fn is_not_found(e: &object_store::Error) -> bool {

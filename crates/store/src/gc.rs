@@ -115,7 +115,8 @@ pub struct GcPlan {
 /// What a collection did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GcReport {
-    /// True when the sweep was deferred because an operation marker was held.
+    /// True when the sweep was deferred: an operation marker was held, or the store caches a
+    /// remote whose own collector decides (`remote::collect`).
     pub deferred: bool,
     /// The plan it carried out (empty when deferred).
     pub plan: GcPlan,

@@ -879,6 +879,25 @@ impl Store {
     }
 }
 
+/// Whether a live lease on the remote of `store` (of any machine) pins snapshot `id`.
+pub(crate) fn pinned_by_lease(store: &Store, id: &SnapshotId) -> Result<bool> {
+    let Some(m) = store.mirror() else {
+        return Ok(false);
+    };
+    let remote = m.remote();
+    let now = fsutil::now_ms();
+    for o in remote.list("leases/")? {
+        if let Some((bytes, _)) = remote.get(&o.key)? {
+            if let Ok(l) = serde_json::from_slice::<LeaseInfo>(&bytes) {
+                if l.expires_ms > now && l.pins.contains(id) {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Loads the pack index at `path`.
 pub(crate) fn load_index(path: &Path) -> Result<PackIndex> {
     PackIndex::load(path)

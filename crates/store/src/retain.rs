@@ -180,7 +180,7 @@ pub fn prune(store: &Store, retention: &Retention, gc: &GcOptions) -> Result<Pru
         store.remove_manifest(id)?;
     }
     let kept = store.snapshot_ids()?.len();
-    let gc = crate::gc::sweep(store, gc)?;
+    let gc = collect_after_delete(store, gc)?;
     Ok(PruneReport {
         deleted: drop,
         kept,
@@ -198,7 +198,8 @@ pub fn delete_snapshot(store: &Store, id: &SnapshotId, gc: &GcOptions) -> Result
     let pinned = store
         .live_operations()?
         .into_iter()
-        .any(|m| m.pins.contains(id));
+        .any(|m| m.pins.contains(id))
+        || crate::remote::pinned_by_lease(store, id)?;
     if pinned {
         return Err(crate::error::Error::Busy {
             what: format!("snapshot {}", id.short()),
@@ -207,12 +208,25 @@ pub fn delete_snapshot(store: &Store, id: &SnapshotId, gc: &GcOptions) -> Result
     }
     store.remove_manifest(id)?;
     let kept = store.snapshot_ids()?.len();
-    let gc = crate::gc::sweep(store, gc)?;
+    let gc = collect_after_delete(store, gc)?;
     Ok(PruneReport {
         deleted: vec![*id],
         kept,
         gc,
     })
+}
+
+/// The local collection after manifests were deleted. A store that caches a remote leaves its
+/// objects to the remote's collector ([`crate::remote::collect`], which sees every machine's
+/// manifests): the report says `deferred: true`.
+fn collect_after_delete(store: &Store, gc: &GcOptions) -> Result<crate::gc::GcReport> {
+    if store.remote().is_some() {
+        return Ok(crate::gc::GcReport {
+            deferred: true,
+            ..Default::default()
+        });
+    }
+    crate::gc::sweep(store, gc)
 }
 
 impl Store {

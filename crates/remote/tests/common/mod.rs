@@ -96,3 +96,16 @@ pub fn assert_same_tree(a: &Path, b: &Path) {
     }
     assert!(!ta.is_empty(), "the trees compared are not empty");
 }
+
+/// `n` incompressible bytes (xorshift64 from `seed`).
+pub fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

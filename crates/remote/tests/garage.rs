@@ -1,0 +1,410 @@
+//! The remote store against a real 3-node Garage cluster (`replication_factor = 3`) on
+//! loopback ports. Run by `scripts/test-garage` (the cluster needs the garage binary that
+//! `scripts/garage install` builds): `cargo test -p cairn-remote --test garage -- --ignored`.
+
+mod common;
+
+#[path = "common/garage.rs"]
+mod garage;
+
+use cairn_rewind::{
+    AppendOptions, CheckpointRequest, Checkpoints, FileOutcome, FilePlan, Files, FilesError,
+    ForkOptions, NewEntry, RewindOptions, RunOptions, Threads, ThreadsOptions,
+};
+use cairn_store::{Classify, ErrorKind, SnapshotId, Store};
+use common::*;
+use garage::Garage;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn copy_tree(from: &Path, to: &Path) {
+    for (rel, content) in tree_of(from) {
+        match content {
+            None => std::fs::create_dir_all(to.join(rel)).expect("dir"),
+            Some(bytes) => {
+                let p = to.join(rel);
+                std::fs::create_dir_all(p.parent().expect("parent")).expect("dir");
+                std::fs::write(p, bytes).expect("write");
+            }
+        }
+    }
+    std::fs::create_dir_all(to).expect("root");
+}
+
+/// Machine A's workspace as machine B sees it: its id and recorded root (which need not exist
+/// on B) and the remote store they share, through B's cache. It serves the thread's checkpoints
+/// to a fork; it cannot snapshot or restore A's files (they are on A).
+struct Elsewhere {
+    id: String,
+    root: PathBuf,
+    store: Store,
+}
+
+impl Elsewhere {
+    fn refuse(&self) -> FilesError {
+        FilesError::new(cairn_store::Error::Unsupported {
+            what: format!("changing the files of workspace {}", self.id),
+            detail: "they are on another machine".into(),
+        })
+    }
+}
+
+impl Files for Elsewhere {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn root(&self) -> &Path {
+        &self.root
+    }
+    fn store(&self) -> Option<&Store> {
+        Some(&self.store)
+    }
+    fn checkpoint(&self, _: &CheckpointRequest) -> Result<SnapshotId, FilesError> {
+        Err(self.refuse())
+    }
+    fn keeps(&self, snapshot: &SnapshotId) -> Result<bool, FilesError> {
+        Ok(self.store.has_snapshot(snapshot))
+    }
+    fn plan(&self, _: &SnapshotId) -> Result<FilePlan, FilesError> {
+        Err(self.refuse())
+    }
+    fn apply(&self, _: &FilePlan, _: &str) -> Result<FileOutcome, FilesError> {
+        Err(self.refuse())
+    }
+    fn finished(&self, _: &str, _: &SnapshotId) -> Result<Option<FileOutcome>, FilesError> {
+        Err(self.refuse())
+    }
+}
+
+fn remote_options(g: &Garage, url: &str) -> cairn_store::StoreOptions {
+    let mut o = cairn_remote::store_options(url, &g.options()).expect("store options");
+    o.inline_max_bytes = 64 << 10;
+    o
+}
+
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn a_thread_forked_with_its_files_onto_another_machine_rewinds_there_byte_for_byte() {
+    let g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("fleet");
+    let db = dir.path().join("threads.db");
+    // Machine A: its workspace, its cache of the remote, the shared thread database.
+    let ws_a = Arc::new(workspace(
+        &dir.path().join("a/project"),
+        &dir.path().join("a/cache"),
+        "project",
+        remote_options(&g, &url),
+    ));
+    let threads_a = Threads::open(&db, ThreadsOptions::default()).expect("threads on A");
+    let thread = threads_a
+        .create_thread(Some("chat".into()), serde_json::json!({}))
+        .expect("thread")
+        .id;
+    let run = threads_a
+        .begin_run(
+            &thread,
+            RunOptions {
+                workspace: Some(ws_a.clone()),
+                checkpoints: Some(Checkpoints::default()),
+                ..Default::default()
+            },
+        )
+        .expect("run");
+    let say = |e: NewEntry| {
+        threads_a
+            .append(
+                &thread,
+                e,
+                &AppendOptions {
+                    run: Some(run.clone()),
+                    ..Default::default()
+                },
+            )
+            .expect("append")
+    };
+    populate(ws_a.root(), 80);
+    let at_u1 = dir.path().join("expected-u1");
+    copy_tree(ws_a.root(), &at_u1);
+    let u1 = say(NewEntry::user("first"));
+    edit(ws_a.root(), 10, 1);
+    std::fs::write(ws_a.root().join("new.txt"), b"made in turn one").expect("write");
+    let a1 = say(NewEntry::assistant("done")).entry.id;
+    let at_a1 = dir.path().join("expected-a1");
+    copy_tree(ws_a.root(), &at_a1);
+    say(NewEntry::user("second"));
+    edit(ws_a.root(), 20, 2);
+    say(NewEntry::assistant("done again"));
+    threads_a.end_run(&run).expect("end run");
+
+    // Machine B: shares only the remote (through its own cache) and the thread database.
+    let ws_b = Arc::new(workspace(
+        &dir.path().join("b/project"),
+        &dir.path().join("b/cache"),
+        "project-b",
+        remote_options(&g, &url),
+    ));
+    let threads_b = Threads::open(&db, ThreadsOptions::default()).expect("threads on B");
+    let a_seen_from_b: Arc<dyn Files> = Arc::new(Elsewhere {
+        id: "project".into(),
+        root: ws_a.root().to_path_buf(),
+        store: ws_b.store().clone(),
+    });
+    let fork = threads_b
+        .fork(
+            &thread,
+            &a1,
+            &ForkOptions {
+                files: true,
+                workspace: Some(ws_b.clone()),
+                source: Some(a_seen_from_b),
+                new_thread_id: Some("chat-b".into()),
+                ..Default::default()
+            },
+        )
+        .expect("fork onto B");
+    assert_same_tree(&at_a1, ws_b.root());
+    std::fs::write(ws_b.root().join("new.txt"), b"B's own work").expect("write");
+    threads_b
+        .rewind(
+            &fork.thread_id,
+            &u1.entry.id,
+            &RewindOptions {
+                files: Some(true),
+                workspace: Some(ws_b.clone()),
+                ..Default::default()
+            },
+        )
+        .expect("rewind on B");
+    assert_same_tree(&at_u1, ws_b.root());
+    // B's cache holds only what it needed, fetched from Garage.
+    assert!(ws_b.store().remote().is_some());
+}
+
+/// Runs the `fleet_agent` example (built by `cargo test`) with the cluster's credentials.
+fn agent(g: &Garage, args: &[&str]) -> std::process::Child {
+    let exe = std::env::current_exe().expect("test binary");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("examples/fleet_agent");
+    assert!(bin.exists(), "{} is built by cargo test", bin.display());
+    Command::new(bin)
+        .args(args)
+        .env("AWS_ENDPOINT", &g.endpoint)
+        .env("AWS_ACCESS_KEY_ID", &g.key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &g.secret)
+        .env("AWS_REGION", "garage")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start fleet_agent")
+}
+
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn two_processes_snapshot_into_one_bucket_while_a_third_collects_and_every_snapshot_verifies() {
+    let g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("busy");
+    let d = |p: &str| dir.path().join(p).display().to_string();
+    let collector = agent(&g, &["collect", &url, &d("gc-cache"), "12", "300"]);
+    let one = agent(&g, &["snapshot", &url, &d("c1"), &d("w1"), "15"]);
+    let two = agent(&g, &["snapshot", &url, &d("c2"), &d("w2"), "15"]);
+    let mut kept = Vec::new();
+    for child in [one, two] {
+        let out = child.wait_with_output().expect("agent");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "agent failed: {}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deleted: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("deleted "))
+            .collect();
+        let taken: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("snapshot "))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(taken.len(), 15, "{text}");
+        kept.extend(taken.into_iter().filter(|s| !deleted.contains(&s.as_str())));
+    }
+    let out = collector.wait_with_output().expect("collector");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "collector failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("collect "))
+        .map(|j| serde_json::from_str(j).expect("report"))
+        .collect();
+    assert!(runs.len() > 3, "{text}");
+    let deleted: u64 = runs
+        .iter()
+        .map(|r| {
+            r["packs_deleted"].as_u64().unwrap_or(0) + r["large_deleted"].as_u64().unwrap_or(0)
+        })
+        .sum();
+    // Once the snapshotting is over, collections with a grace period elapsed finish the job.
+    let store = Store::open(d("check"), remote_options(&g, &url)).expect("open");
+    std::thread::sleep(Duration::from_millis(400));
+    let gc = cairn_store::RemoteGcOptions {
+        grace: Duration::from_millis(300),
+        clock_skew: Duration::ZERO,
+        dry_run: false,
+    };
+    let mut after = 0;
+    for _ in 0..2 {
+        let r = store.collect_remote(&gc).expect("collect");
+        after += r.packs_deleted + r.large_deleted;
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    eprintln!(
+        "collector: {} runs, {deleted} packs or large objects deleted while the agents ran, {after} after",
+        runs.len()
+    );
+    assert!(
+        deleted as usize + after > 0,
+        "the collector deleted garbage: {text}"
+    );
+    // Every snapshot left verifies from a cache that has nothing of its own.
+    assert_eq!(kept.len(), 4);
+    let report = cairn_store::verify::verify(&store).expect("verify");
+    assert!(report.is_ok(), "{report:?}");
+    let ids: Vec<String> = report.snapshots.iter().map(|s| s.id.to_hex()).collect();
+    for k in &kept {
+        assert!(
+            ids.contains(k),
+            "snapshot {k} is there and verified: {ids:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn a_snapshot_during_which_a_garage_node_stops_completes_or_fails_cleanly_and_a_retry_succeeds() {
+    let mut g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("faulty");
+    let mut opts = remote_options(&g, &url);
+    // Many small packs, so the node stops in the middle of the uploads.
+    opts.pack_target_bytes = 256 << 10;
+    let ws = workspace(&dir.path().join("w"), &dir.path().join("cache"), "w", opts);
+    // Incompressible content, 8 MB in 400 files: some 32 packs to upload.
+    for i in 0..400 {
+        let body = noise(20_000, i + 1);
+        std::fs::write(ws.root().join(format!("f{i}.bin")), body).expect("write");
+    }
+    let remote = ws.store().remote().expect("remote").clone();
+    let puts_before = remote.stats().puts;
+    let started = Instant::now();
+    let first = std::thread::scope(|s| {
+        let snap = s.spawn(|| ws.snapshot(&ws.snapshot_options()));
+        // Stop the node once the snapshot has uploaded its first packs (the lease, then
+        // pack and index pairs), while it still has more to upload.
+        while remote.stats().puts < puts_before + 5 && !snap.is_finished() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!snap.is_finished(), "the node stops during the snapshot");
+        g.kill_node(2);
+        eprintln!(
+            "node 2 stopped after {} uploads of the snapshot",
+            remote.stats().puts - puts_before
+        );
+        snap.join().expect("snapshot thread")
+    });
+    let elapsed = started.elapsed();
+    match &first {
+        Ok(s) => eprintln!("the snapshot completed with a node down: {}", s.id),
+        Err(e) => {
+            eprintln!("the snapshot failed: {e}");
+            assert!(
+                matches!(e.kind(), ErrorKind::Io | ErrorKind::Busy),
+                "a clean failure: {e}"
+            );
+        }
+    }
+    assert!(elapsed < Duration::from_secs(120));
+    // Retried, with the node still down (2 of 3 replicas make a quorum), then with it back.
+    let second = ws
+        .snapshot(&ws.snapshot_options())
+        .expect("retry with a node down");
+    g.start_node(2);
+    let check = Store::open(dir.path().join("check"), remote_options(&g, &url)).expect("open");
+    let report = cairn_store::verify::verify(&check).expect("verify");
+    assert!(report.is_ok(), "{report:?}");
+    assert!(check.has_snapshot(&second.id));
+    if let Ok(s) = first {
+        assert!(check.has_snapshot(&s.id));
+    }
+    let back = dir.path().join("back");
+    let restored = workspace(
+        &back,
+        &dir.path().join("cache-back"),
+        "back",
+        remote_options(&g, &url),
+    );
+    restored
+        .restore(&second.id, &Default::default())
+        .expect("restore");
+    assert_same_tree(ws.root(), &back);
+}
+
+/// Opens the store at `url` with `options`, which must fail within ten seconds.
+fn refused_quickly(
+    url: &str,
+    cache: &Path,
+    options: &cairn_remote::RemoteOptions,
+) -> cairn_store::Error {
+    let started = Instant::now();
+    let e = cairn_remote::open(url, cache, options).expect_err("refused");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "{e} took {took:?}");
+    e
+}
+
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn a_bad_endpoint_or_bad_credentials_give_a_clear_error_in_under_ten_seconds() {
+    let g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("x");
+    // Nothing listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let mut bad_endpoint = g.options();
+    bad_endpoint.endpoint = Some(format!("http://127.0.0.1:{port}"));
+    let e = refused_quickly(&url, &dir.path().join("c1"), &bad_endpoint);
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("s3://cairn/x") && msg.contains("endpoint"),
+        "{msg}"
+    );
+
+    let mut bad_secret = g.options();
+    bad_secret.secret_access_key = Some("0".repeat(64));
+    let e = refused_quickly(&url, &dir.path().join("c2"), &bad_secret);
+    assert_eq!(e.kind(), ErrorKind::Denied, "{e}");
+    assert!(e.to_string().contains("secret"), "{e}");
+
+    let mut bad_key = g.options();
+    bad_key.access_key_id = Some("GK0000000000000000000000".into());
+    let e = refused_quickly(&url, &dir.path().join("c3"), &bad_key);
+    assert_eq!(e.kind(), ErrorKind::Denied, "{e}");
+
+    // The good ones work, so the failures above are the endpoint's and the credentials'.
+    cairn_remote::open(&url, dir.path().join("c4"), &g.options()).expect("good options");
+}
