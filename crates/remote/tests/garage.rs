@@ -408,3 +408,129 @@ fn a_bad_endpoint_or_bad_credentials_give_a_clear_error_in_under_ten_seconds() {
     // The good ones work, so the failures above are the endpoint's and the credentials'.
     cairn_remote::open(&url, dir.path().join("c4"), &g.options()).expect("good options");
 }
+
+/// Of the packs in `of`, those whose `.pack` file is in a cache (fetched from the remote).
+fn cached_packs(cache: &Path, of: &[String]) -> usize {
+    std::fs::read_dir(cache.join("objects/packs"))
+        .expect("packs")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            of.contains(&format!("packs/{name}"))
+        })
+        .count()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The figures of `docs/PERFORMANCE.md` ("Remote store"): `scripts/test-garage --release
+/// measured -- --nocapture` prints them.
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetches_only_the_packs_it_needs_measured(
+) {
+    let g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("bench");
+    // Default store options: blobs up to 1 MiB go into packs.
+    let ws = workspace(
+        &dir.path().join("agent"),
+        &dir.path().join("cache"),
+        "agent",
+        cairn_remote::store_options(&url, &g.options()).expect("options"),
+    );
+    populate(ws.root(), 2000);
+    // Files written less than 2 s before a snapshot are re-read by the next one (the racy rule):
+    // let the clock move on, so the stat cache is warm from the second snapshot on.
+    std::thread::sleep(Duration::from_millis(2100));
+    let remote = ws.store().remote().expect("remote").clone();
+    let s0 = remote.stats();
+    let t = Instant::now();
+    let first = ws.snapshot(&ws.snapshot_options()).expect("first snapshot");
+    let first_ms = ms(t.elapsed());
+    let d0 = remote.stats().since(&s0);
+    println!(
+        "first snapshot: {} files, {:.0} ms, {} requests ({} PUT, {} GET, {} LIST, {} DELETE), {} bytes sent, {} received",
+        first.stats.files, first_ms, d0.requests, d0.puts, d0.gets, d0.lists, d0.deletes, d0.bytes_sent, d0.bytes_received
+    );
+    let rounds = 20;
+    let mut times = Vec::new();
+    let mut per = Vec::new();
+    let mut last = first.id;
+    for round in 1..=rounds {
+        edit(ws.root(), 10, round);
+        let before = remote.stats();
+        let packs_before = remote.list("packs/").expect("list").len();
+        let t = Instant::now();
+        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        times.push(ms(t.elapsed()));
+        let d = remote.stats().since(&before);
+        assert_eq!(
+            remote.list("packs/").expect("list").len(),
+            packs_before + 2,
+            "one new pack and its index"
+        );
+        assert_eq!(d.puts, 4, "lease, pack, index, manifest: {d:?}");
+        assert_eq!(snap.stats.hashed, 10, "the stat cache is warm");
+        per.push(d);
+        last = snap.id;
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    let avg = |f: fn(&cairn_store::RemoteStats) -> u64| {
+        per.iter().map(f).sum::<u64>() as f64 / per.len() as f64
+    };
+    println!(
+        "per-message snapshot (10 of 2001 files changed), {rounds} rounds: median {median:.1} ms (min {:.1}, max {:.1}); per snapshot {:.1} requests ({:.1} PUT, {:.1} GET, {:.1} LIST, {:.1} DELETE), {:.0} bytes sent, {:.0} received",
+        times[0],
+        times[times.len() - 1],
+        avg(|d| d.requests),
+        avg(|d| d.puts),
+        avg(|d| d.gets),
+        avg(|d| d.lists),
+        avg(|d| d.deletes),
+        avg(|d| d.bytes_sent),
+        avg(|d| d.bytes_received),
+    );
+
+    // Restores on machines that share only the remote.
+    let snapshot_packs: Vec<String> = remote
+        .list("packs/")
+        .expect("list")
+        .into_iter()
+        .map(|o| o.key)
+        .filter(|k| k.ends_with(".pack"))
+        .collect();
+    for (name, snap, expect_packs) in [("first", first.id, 1), ("latest", last, 0)] {
+        let cache = dir.path().join(format!("cache-{name}"));
+        let opts = cairn_remote::store_options(&url, &g.options()).expect("options");
+        let r = opts.remote.as_ref().expect("remote").remote.clone();
+        let s = r.stats();
+        let t = Instant::now();
+        let other = workspace(
+            &dir.path().join(format!("restore-{name}")),
+            &cache,
+            "other",
+            opts,
+        );
+        other.restore(&snap, &Default::default()).expect("restore");
+        let took = ms(t.elapsed());
+        let d = r.stats().since(&s);
+        let packs = cached_packs(&cache, &snapshot_packs);
+        if expect_packs > 0 {
+            assert_eq!(
+                packs, expect_packs,
+                "only the pack the first snapshot lies in"
+            );
+        }
+        println!(
+            "restore of the {name} snapshot on a new machine (open included): {took:.0} ms, {packs} packs of {} fetched, {} requests ({} PUT, {} GET, {} LIST, {} DELETE), {} bytes sent, {} received",
+            rounds + 1,
+            d.requests, d.puts, d.gets, d.lists, d.deletes, d.bytes_sent, d.bytes_received
+        );
+    }
+    let fresh = dir.path().join("restore-latest");
+    assert_same_tree(ws.root(), &fresh);
+}
