@@ -99,6 +99,17 @@ struct Counters {
     deletes: AtomicU64,
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
+    busy_us: AtomicU64,
+}
+
+/// Adds the time it lived to `busy_us` when dropped.
+struct Busy<'a>(&'a AtomicU64, std::time::Instant);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0
+            .fetch_add(self.1.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
 }
 
 /// A [`Remote`] over any [`ObjectStore`], with a private runtime and request counters.
@@ -267,6 +278,10 @@ impl ObjectStoreRemote {
         }
     }
 
+    fn busy(&self) -> Busy<'_> {
+        Busy(&self.counters.busy_us, std::time::Instant::now())
+    }
+
     fn count(&self, counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -294,6 +309,7 @@ impl Remote for ObjectStoreRemote {
     }
 
     fn put(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        let _busy = self.busy();
         let n = bytes.len() as u64;
         self.count(&self.counters.puts);
         let path = self.path(key);
@@ -317,6 +333,7 @@ impl Remote for ObjectStoreRemote {
             return self.put(key, buf);
         }
         let dest = self.path(key);
+        let _busy = self.busy();
         self.count(&self.counters.puts);
         let upload = self
             .runtime
@@ -357,6 +374,7 @@ impl Remote for ObjectStoreRemote {
     }
 
     fn get(&self, key: &str) -> Result<Option<(Vec<u8>, i64)>> {
+        let _busy = self.busy();
         self.count(&self.counters.gets);
         let path = self.path(key);
         let result = self.runtime.block_on(async {
@@ -378,6 +396,7 @@ impl Remote for ObjectStoreRemote {
     }
 
     fn get_to_file(&self, key: &str, dest: &Path) -> Result<bool> {
+        let _busy = self.busy();
         self.count(&self.counters.gets);
         let path = self.path(key);
         let mut file = cairn_store::fsutil::create_new_file(dest)?;
@@ -412,6 +431,7 @@ impl Remote for ObjectStoreRemote {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<RemoteObject>> {
+        let _busy = self.busy();
         let path = self.path(prefix);
         let result = self.runtime.block_on(async {
             let mut stream = self.store.list(Some(&path));
@@ -437,6 +457,7 @@ impl Remote for ObjectStoreRemote {
     }
 
     fn delete(&self, key: &str) -> Result<()> {
+        let _busy = self.busy();
         self.count(&self.counters.deletes);
         let path = self.path(key);
         match self.runtime.block_on(self.store.delete(&path)) {
@@ -456,6 +477,7 @@ impl Remote for ObjectStoreRemote {
             deletes: c.deletes.load(Ordering::Relaxed),
             bytes_sent: c.bytes_sent.load(Ordering::Relaxed),
             bytes_received: c.bytes_received.load(Ordering::Relaxed),
+            busy_us: c.busy_us.load(Ordering::Relaxed),
         }
     }
 }

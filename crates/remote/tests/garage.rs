@@ -483,7 +483,7 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
         per.iter().map(f).sum::<u64>() as f64 / per.len() as f64
     };
     println!(
-        "per-message snapshot (10 of 2001 files changed), {rounds} rounds: median {median:.1} ms (min {:.1}, max {:.1}); per snapshot {:.1} requests ({:.1} PUT, {:.1} GET, {:.1} LIST, {:.1} DELETE), {:.0} bytes sent, {:.0} received",
+        "per-message snapshot (10 of 2001 files changed), {rounds} rounds: median {median:.1} ms (min {:.1}, max {:.1}); per snapshot {:.1} requests ({:.1} PUT, {:.1} GET, {:.1} LIST, {:.1} DELETE) waited on for {:.1} ms, {:.0} bytes sent, {:.0} received",
         times[0],
         times[times.len() - 1],
         avg(|d| d.requests),
@@ -491,6 +491,7 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
         avg(|d| d.gets),
         avg(|d| d.lists),
         avg(|d| d.deletes),
+        avg(|d| d.busy_us) / 1000.0,
         avg(|d| d.bytes_sent),
         avg(|d| d.bytes_received),
     );
@@ -526,9 +527,9 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
             );
         }
         println!(
-            "restore of the {name} snapshot on a new machine (open included): {took:.0} ms, {packs} packs of {} fetched, {} requests ({} PUT, {} GET, {} LIST, {} DELETE), {} bytes sent, {} received",
+            "restore of the {name} snapshot on a new machine (open included): {took:.0} ms, {packs} packs of {} fetched, {} requests ({} PUT, {} GET, {} LIST, {} DELETE) waited on for {} ms, {} bytes sent, {} received",
             rounds + 1,
-            d.requests, d.puts, d.gets, d.lists, d.deletes, d.bytes_sent, d.bytes_received
+            d.requests, d.puts, d.gets, d.lists, d.deletes, d.busy_us / 1000, d.bytes_sent, d.bytes_received
         );
     }
     let fresh = dir.path().join("restore-latest");

@@ -66,6 +66,8 @@ pub struct RemoteStats {
     pub bytes_sent: u64,
     /// Bytes downloaded (bodies only).
     pub bytes_received: u64,
+    /// Time spent waiting for the remote, in microseconds (summed over threads).
+    pub busy_us: u64,
 }
 
 impl RemoteStats {
@@ -79,6 +81,7 @@ impl RemoteStats {
             deletes: self.deletes.saturating_sub(earlier.deletes),
             bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
             bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+            busy_us: self.busy_us.saturating_sub(earlier.busy_us),
         }
     }
 }
