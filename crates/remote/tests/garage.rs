@@ -461,8 +461,8 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
     let mut last = first.id;
     for round in 1..=rounds {
         edit(ws.root(), 10, round);
-        let before = remote.stats();
         let packs_before = remote.list("packs/").expect("list").len();
+        let before = remote.stats();
         let t = Instant::now();
         let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
         times.push(ms(t.elapsed()));
@@ -473,6 +473,10 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
             "one new pack and its index"
         );
         assert_eq!(d.puts, 4, "lease, pack, index, manifest: {d:?}");
+        assert_eq!(
+            d.requests, 8,
+            "and the lease's deletion, the refresh's 3: {d:?}"
+        );
         assert_eq!(snap.stats.hashed, 10, "the stat cache is warm");
         per.push(d);
         last = snap.id;

@@ -195,6 +195,11 @@ fn remote_err(remote: &dyn Remote, action: &str, detail: impl Into<String>) -> E
     }
 }
 
+/// The result of a request made on a thread of its own.
+fn joined<T>(remote: &dyn Remote, r: std::thread::Result<Result<T>>) -> Result<T> {
+    r.unwrap_or_else(|_| Err(remote_err(remote, "refresh", "a request thread panicked")))
+}
+
 fn pack_key(id: &ObjectId, ext: &str) -> String {
     format!("packs/{}.{ext}", id.to_hex())
 }
@@ -234,7 +239,18 @@ impl Mirror {
     /// this cache lacks and forgets those of packs the remote no longer has. Returns the packs
     /// the remote holds with the path of their cached index.
     pub(crate) fn sync(&self, tmp: &Path) -> Result<Vec<(ObjectId, PathBuf)>> {
-        let listed = self.remote().list("packs/")?;
+        // Three independent requests, made at once: a refresh costs one round trip.
+        let (listed, listed_large, candidates) = std::thread::scope(|s| {
+            let large = s.spawn(|| self.remote().list("large/"));
+            let candidates = s.spawn(|| read_candidates(self.remote()));
+            let packs = self.remote().list("packs/");
+            (
+                packs,
+                joined(self.remote(), large.join()),
+                joined(self.remote(), candidates.join()),
+            )
+        });
+        let (listed, listed_large, candidates) = (listed?, listed_large?, candidates?.0);
         let mut packs = HashSet::new();
         for o in &listed {
             if let Some(id) = id_in(&o.key, "packs/", ".idx") {
@@ -242,12 +258,11 @@ impl Mirror {
             }
         }
         let mut large = HashSet::new();
-        for o in self.remote().list("large/")? {
+        for o in listed_large {
             if let Some(id) = id_in(&o.key, "large/", "") {
                 large.insert(id);
             }
         }
-        let candidates = read_candidates(self.remote())?.0;
         let mut doomed_packs = HashSet::new();
         let mut doomed_large = HashSet::new();
         for c in &candidates.candidates {
@@ -257,21 +272,42 @@ impl Mirror {
                 doomed_large.insert(id);
             }
         }
-        // Indexes: download the missing ones, drop those of packs gone from the remote.
-        let mut out = Vec::new();
-        for id in &packs {
-            let path = self.idx_dir.join(format!("{}.idx", id.to_hex()));
-            if std::fs::symlink_metadata(&path).is_err() {
-                let tmp_path = fsutil::temp_name(tmp, "idx");
-                if !self.remote().get_to_file(&pack_key(id, "idx"), &tmp_path)? {
-                    // Deleted between the listing and now: the pack is going.
-                    continue;
-                }
+        // Indexes: download the missing ones (eight at a time), drop those of packs gone from
+        // the remote.
+        let path_of = |id: &ObjectId| self.idx_dir.join(format!("{}.idx", id.to_hex()));
+        let missing: Vec<ObjectId> = packs
+            .iter()
+            .filter(|id| std::fs::symlink_metadata(path_of(id)).is_err())
+            .copied()
+            .collect();
+        let fetch = |id: &ObjectId| -> Result<()> {
+            let path = path_of(id);
+            let tmp_path = fsutil::temp_name(tmp, "idx");
+            // A pack deleted between the listing and now is going: it is left out below.
+            if self.remote().get_to_file(&pack_key(id, "idx"), &tmp_path)? {
                 std::fs::rename(&tmp_path, &path)
                     .map_err(|e| Error::io("rename pack index into place", &path, e))?;
             }
-            out.push((*id, path));
-        }
+            Ok(())
+        };
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..missing.len().min(8))
+                .map(|w| {
+                    let (missing, fetch) = (&missing, &fetch);
+                    s.spawn(move || -> Result<()> {
+                        missing.iter().skip(w).step_by(8).try_for_each(fetch)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|t| joined(self.remote(), t.join()))
+        })?;
+        let out: Vec<(ObjectId, PathBuf)> = packs
+            .iter()
+            .map(|id| (*id, path_of(id)))
+            .filter(|(_, p)| std::fs::symlink_metadata(p).is_ok())
+            .collect();
         if let Ok(rd) = std::fs::read_dir(&self.idx_dir) {
             for entry in rd.flatten() {
                 let name = entry.file_name();
