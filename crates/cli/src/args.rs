@@ -34,6 +34,10 @@ pub struct Cli {
     /// The store directory (default: DIR/.cairn).
     #[arg(long, value_name = "DIR", global = true)]
     pub store: Option<PathBuf>,
+    /// The thread database: a file, or a PostgreSQL URL (`postgres://user:password@host/db`)
+    /// that several machines share (default: $CAIRN_THREADS_DB, else STORE/threads.db).
+    #[arg(long, value_name = "PATH_OR_URL", global = true)]
+    pub threads_db: Option<String>,
     /// Print one JSON document on stdout instead of text for people.
     #[arg(long, global = true)]
     pub json: bool,

@@ -13,6 +13,9 @@ use std::time::Duration;
 /// of the prompt use it; it never confirms anything by itself).
 pub const FORCE_PROMPT_ENV: &str = "CAIRN_FORCE_PROMPT";
 
+/// The environment variable naming the thread database when `--threads-db` does not.
+pub const THREADS_DB_ENV: &str = "CAIRN_THREADS_DB";
+
 /// The context of one invocation.
 #[derive(Debug, Clone)]
 pub struct Ctx {
@@ -20,6 +23,9 @@ pub struct Ctx {
     pub root: PathBuf,
     /// The store directory as given (`--store`), relative paths taken from the root.
     pub store: Option<PathBuf>,
+    /// The thread database as given (`--threads-db`, else `$CAIRN_THREADS_DB`): a path
+    /// (relative ones taken from the root) or a PostgreSQL URL.
+    pub threads_db: Option<String>,
     /// Print one JSON document.
     pub json: bool,
     /// Questions can be asked (stdin and stderr are terminals).
@@ -42,7 +48,20 @@ impl Ctx {
             progress: stderr_tty && !json,
             root,
             store,
+            threads_db: None,
             json,
+        }
+    }
+
+    /// The thread database: `--threads-db` (or `$CAIRN_THREADS_DB`), else
+    /// `<store>/threads.db`.
+    pub fn threads_db(&self) -> PathBuf {
+        match &self.threads_db {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                PathBuf::from(url)
+            }
+            Some(path) => self.root.join(path),
+            None => self.store_path().join(cairn_rewind::DB_FILE),
         }
     }
 

@@ -103,6 +103,7 @@ impl Demo {
             .arg(&self.project)
             .args(args)
             .env_remove(crate::ctx::FORCE_PROMPT_ENV)
+            .env_remove(crate::ctx::THREADS_DB_ENV)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| {

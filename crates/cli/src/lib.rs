@@ -78,7 +78,12 @@ fn clap_error(e: clap::Error) -> i32 {
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
-    let ctx = Ctx::new(cli.dir, cli.store, cli.json);
+    let mut ctx = Ctx::new(cli.dir, cli.store, cli.json);
+    ctx.threads_db = cli.threads_db.or_else(|| {
+        std::env::var(ctx::THREADS_DB_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+    });
     match cli.command {
         Command::Snapshot(a) => files::snapshot(&ctx, &a),
         Command::List => files::list(&ctx),

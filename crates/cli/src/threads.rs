@@ -22,8 +22,9 @@ struct Opened {
     threads: Threads,
 }
 
-/// Opens the workspace (`create`: making its store) and `<store>/threads.db`, with checkpoints
-/// before user messages, finishing rewinds a crash interrupted.
+/// Opens the workspace (`create`: making its store) and the thread database (`<store>/threads.db`
+/// unless `--threads-db` names another file or a PostgreSQL URL), with checkpoints before user
+/// messages, finishing rewinds a crash interrupted.
 fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
     let ws = Arc::new(ctx.open_workspace(create)?);
     let options = ThreadsOptions {
@@ -31,7 +32,7 @@ fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
         workspaces: vec![ws.clone() as Arc<dyn Files>],
         ..ThreadsOptions::default()
     };
-    let threads = Threads::open_in_store(ctx.store_path(), options)?;
+    let threads = Threads::open(ctx.threads_db(), options)?;
     Ok(Opened { ws, threads })
 }
 

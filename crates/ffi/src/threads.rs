@@ -83,8 +83,9 @@ struct OpenJson {
     busy_timeout_ms: Option<u64>,
 }
 
-/// Opens the thread database at `path` (created if needed). With an empty path and a
-/// workspace, the database is `<store>/threads.db` of that workspace. `workspace` (may be
+/// Opens the thread database at `path` (created if needed): an SQLite file, or a PostgreSQL
+/// database when `path` is a `postgres://` or `postgresql://` URL (shared by several machines).
+/// With an empty path and a workspace, the database is `<store>/threads.db` of that workspace. `workspace` (may be
 /// NULL) is the default workspace for checkpoints, rewinds and forks, and is used to finish a
 /// rewind a crash interrupted. Options, may be empty: `{"checkpoints": {"enabled": bool,
 /// "exclude": [glob], "max_file_bytes": n, "before_tools": bool, "before_compaction": bool},

@@ -1,8 +1,12 @@
-//! The SQLite database: opening (WAL, `busy_timeout`, foreign keys), the versioned schema, and
-//! the holder files that tell a live process's work from a crashed one's.
+//! The thread database: opening SQLite (WAL, `busy_timeout`, foreign keys) or PostgreSQL (a
+//! `postgres://` URL), the versioned schema, and the holders that tell a live process's work
+//! from a crashed one's: `flock`ed files beside an SQLite file, session advisory locks on
+//! PostgreSQL.
 
 use crate::error::{DbResult, Error, Result};
+use crate::sql::{Conn, PgClient};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -174,6 +178,218 @@ CREATE TABLE events (
 CREATE INDEX events_thread ON events(thread_id, seq);
 "#;
 
+/// How long a PostgreSQL connection may take to be made, unless the URL says
+/// (`connect_timeout`).
+const PG_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An open database of either engine.
+pub(crate) enum Backend {
+    /// An SQLite file.
+    Sqlite(Connection),
+    /// A PostgreSQL session.
+    Pg(Box<PgClient>),
+}
+
+/// Whether `location` names a PostgreSQL database (`postgres://` or `postgresql://`).
+pub(crate) fn is_pg_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// `url` without its password (in the user part or as a `password=` parameter), fit for
+/// messages.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _)) => format!("{name}:***@{host}"),
+            None => format!("{user}@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// A 64-bit advisory lock key for `name`, the same in every process.
+pub(crate) fn lock_key(name: &str) -> i64 {
+    let digest = Sha256::digest(format!("cairn-threads:{name}").as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
+/// Connects to the PostgreSQL database at `url` and creates or checks the schema. `shown` is
+/// the URL without its password, for messages. Waiting for another connection's write lock
+/// fails with `BUSY` after `busy_timeout`.
+pub(crate) fn open_pg(url: &str, shown: &Path, busy_timeout: Duration) -> Result<PgClient> {
+    let inner = || -> Result<PgClient> {
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            Error::InvalidArgument(format!(
+                "{} is not a PostgreSQL URL this build understands: {e}",
+                shown.display()
+            ))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(PG_CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("cairn");
+        }
+        // A machine that vanishes must not hold its locks for hours: the client probes an
+        // idle connection after 10 s, and so does the server (below).
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(10));
+        // `connect_timeout` bounds the TCP connection only; a server that accepts and never
+        // answers would hold the handshake for ever. The handshake runs on a helper thread,
+        // abandoned (with its socket) if it has not finished in time.
+        let limit = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(PG_CONNECT_TIMEOUT);
+        let (sent, got) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("cairn-pg-connect".into())
+            .spawn(move || {
+                let _ = sent.send(config.connect(postgres::NoTls));
+            })
+            .map_err(|source| Error::Io {
+                action: "start a thread to connect to PostgreSQL",
+                path: shown.to_path_buf(),
+                source,
+            })?;
+        let client = match got.recv_timeout(limit + Duration::from_millis(500)) {
+            Ok(connected) => connected.map_err(crate::error::DbError::from),
+            Err(_) => Err(crate::error::DbError::NoAnswer(limit)),
+        }
+        .map_err(|source| Error::Connect {
+            url: shown.to_path_buf(),
+            source,
+        })?;
+        let mut pg = PgClient::new(client);
+        let timeout_ms = busy_timeout.as_millis().max(1);
+        pg.batch(&format!(
+            "SET lock_timeout = {timeout_ms}; SET tcp_keepalives_idle = 10; \
+             SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+        ))
+        .db("set up the PostgreSQL session")?;
+        migrate_pg(&mut pg, shown)?;
+        Ok(pg)
+    };
+    inner().map_err(|e| e.at(shown))
+}
+
+/// Creates (under an advisory lock, so two first opens do not race) or checks the schema.
+fn migrate_pg(pg: &mut PgClient, shown: &Path) -> Result<()> {
+    pg.batch("BEGIN").db("begin the schema transaction")?;
+    let out = (|| -> Result<()> {
+        pg.query(
+            "SELECT pg_advisory_xact_lock(?1)::text",
+            [lock_key("schema")],
+        )
+        .db("lock the schema")?;
+        let exists: bool = pg
+            .query("SELECT to_regclass('cairn_schema') IS NOT NULL", ())
+            .db("read the schema version")?
+            .first()
+            .map(|r| r.get(0))
+            .transpose()
+            .db("read the schema version")?
+            .unwrap_or(false);
+        let version: i64 = if exists {
+            pg.query("SELECT version FROM cairn_schema", ())
+                .db("read the schema version")?
+                .first()
+                .map(|r| r.get(0))
+                .transpose()
+                .db("read the schema version")?
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        match version {
+            0 => {
+                pg.batch(&pg_schema()).db("create the schema")?;
+                pg.query(
+                    "INSERT INTO cairn_schema (version) VALUES (?1) RETURNING version",
+                    [SCHEMA_VERSION],
+                )
+                .db("write the schema version")?;
+                Ok(())
+            }
+            SCHEMA_VERSION => Ok(()),
+            found => Err(Error::UnsupportedSchema {
+                path: shown.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            }),
+        }
+    })();
+    match out {
+        Ok(()) => pg.batch("COMMIT").db("commit the schema"),
+        Err(e) => {
+            let _ = pg.batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// The schema of version 1 for PostgreSQL: [`SCHEMA_V1`] with its types translated (BIGINT
+/// for INTEGER, BYTEA for BLOB, identity columns for AUTOINCREMENT), the three references of
+/// `threads` to tables created after it added at the end, an explicit `rowid` on `threads`
+/// (SQLite's implicit one orders threads created in the same millisecond), and the
+/// `cairn_schema` table that holds what SQLite keeps in `PRAGMA user_version`.
+pub(crate) fn pg_schema() -> String {
+    let forward = [
+        (
+            "fork_entry TEXT REFERENCES entries(id)",
+            "fork_entry",
+            "entries",
+        ),
+        (
+            "file_checkpoint_at TEXT REFERENCES checkpoints(id)",
+            "file_checkpoint_at",
+            "checkpoints",
+        ),
+        (
+            "active_leaf TEXT REFERENCES entries(id)",
+            "active_leaf",
+            "entries",
+        ),
+    ];
+    let mut schema = SCHEMA_V1
+        .replace(
+            "INTEGER PRIMARY KEY AUTOINCREMENT",
+            "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+        )
+        .replace("INTEGER", "BIGINT")
+        .replace("BLOB", "BYTEA");
+    for (column, name, table) in forward {
+        schema = schema.replace(column, &format!("{name} TEXT"));
+        schema.push_str(&format!(
+            "ALTER TABLE threads ADD FOREIGN KEY ({name}) REFERENCES {table}(id);\n"
+        ));
+    }
+    schema.push_str(
+        "ALTER TABLE threads ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY;\n\
+         CREATE TABLE cairn_schema (version BIGINT NOT NULL);\n",
+    );
+    schema
+}
+
 /// Opens (creating if needed) the database at `path`: WAL mode, `busy_timeout`, foreign keys on,
 /// `synchronous = FULL`, and the schema created or checked in one transaction.
 pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Connection> {
@@ -227,74 +443,162 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     tx.commit().db("commit the schema")
 }
 
-/// This process's (this handle's) holder file: an `flock`ed file named by a random id, held for
-/// the handle's life. Work recorded with a holder id whose file can be locked (or is gone)
-/// belongs to a handle that is gone: a crash never leaves a stale hold.
+/// This handle's holder: work recorded under a holder id that is not alive belongs to a handle
+/// that is gone, so a crash never leaves a stale hold.
+///
+/// Beside an SQLite file, a holder (and each operation) is an `flock`ed file named by a random
+/// id, held for the handle's life. On PostgreSQL it is a session advisory lock of the handle's
+/// connection, keyed by the id: the server releases it when the session ends, whichever
+/// machine the process ran on.
 #[derive(Debug)]
-pub(crate) struct Holder {
+pub(crate) enum Holder {
+    /// Lock files in a directory beside the database file.
+    Files(FileHolder),
+    /// Session advisory locks of the handle's PostgreSQL connection.
+    Pg {
+        /// The holder's id.
+        id: String,
+    },
+}
+
+/// A holder of lock files.
+#[derive(Debug)]
+pub(crate) struct FileHolder {
     id: String,
     dir: PathBuf,
     path: PathBuf,
     file: Option<File>,
 }
 
+fn fresh_holder_id() -> String {
+    format!("h{}", crate::ids::fresh_hex())
+}
+
+/// Whether `id` has the form of a holder id.
+fn holder_id_ok(id: &str) -> bool {
+    id.starts_with('h') && id[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `op` may name an operation.
+fn op_ok(op: &str) -> bool {
+    !op.is_empty()
+        && op.len() <= 100
+        && op
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b':')
+}
+
+/// The advisory lock key of the holder `id`.
+pub(crate) fn holder_key(id: &str) -> i64 {
+    lock_key(&format!("holder:{id}"))
+}
+
+/// The advisory lock key of the operation `op`.
+pub(crate) fn op_key(op: &str) -> i64 {
+    lock_key(&format!("op:{op}"))
+}
+
+/// Whether the session advisory lock `key` is held by some session (it cannot be taken now).
+/// Errors count as held: never take over work that may still be going.
+fn pg_held(c: &Conn<'_>, key: i64) -> bool {
+    let got = c.query_row("SELECT pg_try_advisory_lock(?1)", [key], |r| {
+        r.get::<_, bool>(0)
+    });
+    match got {
+        Ok(true) => {
+            let _ = c.query_row("SELECT pg_advisory_unlock(?1)", [key], |r| {
+                r.get::<_, bool>(0)
+            });
+            false
+        }
+        _ => true,
+    }
+}
+
 impl Holder {
-    /// Registers a new holder in `dir` (created owner-only).
+    /// Registers a new holder of lock files in `dir` (created owner-only).
     pub(crate) fn register(dir: &Path) -> Result<Holder> {
         cairn_store::fsutil::ensure_dir(dir)?;
-        let id = format!("h{}", crate::ids::fresh_hex());
+        let id = fresh_holder_id();
         let path = dir.join(format!("{id}.lock"));
         let file = lock_fresh(&path, "lock a new holder file")?;
-        Ok(Holder {
+        Ok(Holder::Files(FileHolder {
             id,
             dir: dir.to_path_buf(),
             path,
             file: Some(file),
-        })
+        }))
+    }
+
+    /// Registers a new holder as a session advisory lock of `pg`.
+    pub(crate) fn register_pg(pg: &mut PgClient) -> Result<Holder> {
+        let id = fresh_holder_id();
+        pg.query("SELECT pg_advisory_lock(?1)::text", [holder_key(&id)])
+            .db("register this handle")?;
+        Ok(Holder::Pg { id })
     }
 
     /// This holder's id.
     pub(crate) fn id(&self) -> &str {
-        &self.id
+        match self {
+            Holder::Files(h) => &h.id,
+            Holder::Pg { id } => id,
+        }
     }
 
-    /// Whether the holder `other` is alive (its file exists and is locked). Errors count as
-    /// alive: never take over work that may still be going.
-    pub(crate) fn is_alive(&self, other: &str) -> bool {
-        if other == self.id {
+    /// Whether the holder `other` is alive (its file exists and is locked; its advisory lock
+    /// is held). Errors count as alive: never take over work that may still be going.
+    pub(crate) fn is_alive(&self, c: &Conn<'_>, other: &str) -> bool {
+        if other == self.id() {
             return true;
         }
-        if !other.starts_with('h') || !other[1..].bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !holder_id_ok(other) {
             return false;
         }
-        locked(&self.dir.join(format!("{other}.lock")))
+        match self {
+            Holder::Files(h) => locked(&h.dir.join(format!("{other}.lock"))),
+            Holder::Pg { .. } => pg_held(c, holder_key(other)),
+        }
     }
 
-    /// Registers an operation (a rewind, a fork, an admission): an `flock`ed file held while
-    /// it works, so any process can tell it from one a crash or a panic stopped.
-    pub(crate) fn lock_op(&self, op: &str) -> Result<OpLock> {
-        let path = self
-            .op_path(op)
-            .ok_or_else(|| Error::InvalidArgument(format!("'{op}' cannot name an operation")))?;
-        let file = lock_fresh(&path, "lock an operation file")?;
-        Ok(OpLock {
-            path,
-            file: Some(file),
-        })
+    /// Registers an operation (a rewind, a fork, an admission) of a file holder: an `flock`ed
+    /// file held while it works, so any process can tell it from one a crash or a panic
+    /// stopped. On PostgreSQL the caller takes the operation's advisory lock instead.
+    pub(crate) fn lock_op(&self, op: &str) -> Result<Option<OpLock>> {
+        if !op_ok(op) {
+            return Err(Error::InvalidArgument(format!(
+                "'{op}' cannot name an operation"
+            )));
+        }
+        match self {
+            Holder::Files(h) => {
+                let path = h.op_path(op);
+                let file = lock_fresh(&path, "lock an operation file")?;
+                Ok(Some(OpLock {
+                    path,
+                    file: Some(file),
+                }))
+            }
+            Holder::Pg { .. } => Ok(None),
+        }
     }
 
-    /// Whether the operation `op` is still going (its file is locked).
-    pub(crate) fn op_alive(&self, op: &str) -> bool {
-        self.op_path(op).is_some_and(|p| locked(&p))
+    /// Whether the operation `op` is still going (its file is locked; its advisory lock is
+    /// held).
+    pub(crate) fn op_alive(&self, c: &Conn<'_>, op: &str) -> bool {
+        if !op_ok(op) {
+            return false;
+        }
+        match self {
+            Holder::Files(h) => locked(&h.op_path(op)),
+            Holder::Pg { .. } => pg_held(c, op_key(op)),
+        }
     }
+}
 
-    fn op_path(&self, op: &str) -> Option<PathBuf> {
-        let ok = !op.is_empty()
-            && op.len() <= 100
-            && op
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b':');
-        ok.then(|| self.dir.join(format!("op-{}.lock", op.replace(':', "-"))))
+impl FileHolder {
+    fn op_path(&self, op: &str) -> PathBuf {
+        self.dir.join(format!("op-{}.lock", op.replace(':', "-")))
     }
 }
 
@@ -352,10 +656,31 @@ fn open_existing(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-impl Drop for Holder {
+impl Drop for FileHolder {
     fn drop(&mut self) {
         // Unlink while the lock is held, then close (which releases it).
         let _ = std::fs::remove_file(&self.path);
         drop(self.file.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn a_url_loses_its_password_in_the_user_part_and_in_the_parameters() {
+        assert_eq!(
+            redact_url("postgres://ann:s3cret@db.example:5432/threads?password=x&sslmode=disable"),
+            "postgres://ann:***@db.example:5432/threads?password=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgresql://ann@db.example/threads"),
+            "postgresql://ann@db.example/threads"
+        );
+        assert_eq!(
+            redact_url("postgres://127.0.0.1:1/x"),
+            "postgres://127.0.0.1:1/x"
+        );
     }
 }

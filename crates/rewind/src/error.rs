@@ -74,16 +74,28 @@ impl Classify for Plain {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// SQLite failed.
+    /// The database (SQLite or PostgreSQL) failed.
     #[error("thread database {path}: {action}: {source}")]
     Db {
         /// What was being done ("append an entry", "switch the active leaf", ...).
         action: &'static str,
-        /// The database file.
+        /// The database file, or the PostgreSQL URL without its password.
         path: PathBuf,
-        /// SQLite's error.
+        /// The engine's error.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
+    },
+    /// A PostgreSQL thread database could not be reached, or refused the connection.
+    #[error(
+        "cannot connect to the thread database {url}: {source}; check the host, port, database, \
+         user and password of the URL, and that the server is running"
+    )]
+    Connect {
+        /// The URL, without its password.
+        url: PathBuf,
+        /// Why.
+        #[source]
+        source: DbError,
     },
     /// The operating system failed on a file of the database (its holder files).
     #[error("{action} {path}: {source}")]
@@ -227,18 +239,7 @@ impl Error {
 impl Classify for Error {
     fn kind(&self) -> ErrorKind {
         match self {
-            Error::Db { source, .. } => match source.sqlite_error_code() {
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-                    ErrorKind::Busy
-                }
-                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
-                    ErrorKind::Corrupt
-                }
-                Some(rusqlite::ErrorCode::PermissionDenied | rusqlite::ErrorCode::ReadOnly) => {
-                    ErrorKind::Denied
-                }
-                _ => ErrorKind::Io,
-            },
+            Error::Db { source, .. } | Error::Connect { source, .. } => source.kind(),
             Error::Io { source, .. } => ErrorKind::of_io(source),
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
@@ -256,6 +257,7 @@ impl Classify for Error {
     fn path(&self) -> Option<&Path> {
         match self {
             Error::Db { path, .. }
+            | Error::Connect { url: path, .. }
             | Error::Io { path, .. }
             | Error::Corrupt { path, .. }
             | Error::UnsupportedSchema { path, .. } => Some(path),
@@ -267,18 +269,115 @@ impl Classify for Error {
     }
 }
 
-/// Maps SQLite errors to [`Error::Db`] with what was being done.
+/// An error of the database engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// SQLite's error.
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL's error (or the connection's).
+    #[error("{}", pg_message(.0))]
+    Postgres(#[from] postgres::Error),
+    /// The server did not finish the connection's handshake in time.
+    #[error("the server did not answer within {0:?}")]
+    NoAnswer(std::time::Duration),
+    /// A query that must return a row returned none.
+    #[error("no row found")]
+    NoRows,
+    /// A column held a value of the wrong type or form.
+    #[error("column {column}: {message}")]
+    Value {
+        /// The column's position in the query.
+        column: usize,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// What PostgreSQL said ("FATAL: password authentication failed for user …"), or the
+/// connection's error with its cause ("error connecting to server: Connection refused").
+fn pg_message(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {}", db.severity(), db.message());
+    }
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+impl DbError {
+    /// The kind of error: `BUSY` when a lock was not had in time, `DENIED` for permissions
+    /// and bad credentials, `NOT_FOUND` for a PostgreSQL database that does not exist,
+    /// `CORRUPT` for damage, `IO` otherwise.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            DbError::Sqlite(e) => match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                    ErrorKind::Busy
+                }
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+                    ErrorKind::Corrupt
+                }
+                Some(rusqlite::ErrorCode::PermissionDenied | rusqlite::ErrorCode::ReadOnly) => {
+                    ErrorKind::Denied
+                }
+                _ => ErrorKind::Io,
+            },
+            DbError::Postgres(e) => {
+                use postgres::error::SqlState;
+                match e.code() {
+                    Some(c)
+                        if *c == SqlState::LOCK_NOT_AVAILABLE
+                            || *c == SqlState::T_R_SERIALIZATION_FAILURE
+                            || *c == SqlState::T_R_DEADLOCK_DETECTED
+                            || *c == SqlState::TOO_MANY_CONNECTIONS =>
+                    {
+                        ErrorKind::Busy
+                    }
+                    Some(c)
+                        if *c == SqlState::INVALID_PASSWORD
+                            || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+                            || *c == SqlState::INSUFFICIENT_PRIVILEGE
+                            || *c == SqlState::READ_ONLY_SQL_TRANSACTION =>
+                    {
+                        ErrorKind::Denied
+                    }
+                    Some(c) if *c == SqlState::INVALID_CATALOG_NAME => ErrorKind::NotFound,
+                    Some(c)
+                        if *c == SqlState::DATA_CORRUPTED || *c == SqlState::INDEX_CORRUPTED =>
+                    {
+                        ErrorKind::Corrupt
+                    }
+                    _ => ErrorKind::Io,
+                }
+            }
+            DbError::NoAnswer(_) => ErrorKind::Io,
+            DbError::NoRows | DbError::Value { .. } => ErrorKind::Corrupt,
+        }
+    }
+}
+
+/// Maps database errors to [`Error::Db`] with what was being done.
 pub(crate) trait DbResult<T> {
     /// Tags the error with `action`; the database path is filled in by the caller.
     fn db(self, action: &'static str) -> Result<T>;
 }
 
-impl<T> DbResult<T> for std::result::Result<T, rusqlite::Error> {
+impl<T, E: Into<DbError>> DbResult<T> for std::result::Result<T, E> {
     fn db(self, action: &'static str) -> Result<T> {
         self.map_err(|source| Error::Db {
             action,
             path: PathBuf::new(),
-            source,
+            source: source.into(),
         })
     }
 }

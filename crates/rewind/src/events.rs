@@ -3,10 +3,10 @@
 use crate::error::{DbResult, Result};
 use crate::ids::ThreadId;
 use crate::model::{Event, EventKind};
+use crate::sql::params;
 use crate::threads::{conv, json_col, BadValue, Threads};
-use rusqlite::params;
 
-fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
+fn event_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Event> {
     let kind: String = r.get(2)?;
     Ok(Event {
         cursor: r.get(0)?,
@@ -28,7 +28,7 @@ impl Threads {
             .db("read events")?
             .query_map(params![cursor, limit as i64], event_row)
             .db("read events")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read events")
         })
     }
@@ -48,7 +48,7 @@ impl Threads {
             .db("read events")?
             .query_map(params![thread, cursor, limit as i64], event_row)
             .db("read events")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read events")
         })
     }
@@ -56,7 +56,7 @@ impl Threads {
     /// The cursor of the newest event (0 when there is none).
     pub fn last_cursor(&self) -> Result<i64> {
         self.inner.read(|c| {
-            c.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
+            c.query_row("SELECT coalesce(max(seq), 0) FROM events", (), |r| r.get(0))
                 .db("read events")
         })
     }

@@ -8,12 +8,12 @@ use crate::lineage::{ChosenFiles, Lineage};
 use crate::model::{CheckpointRef, EventKind};
 use crate::report::{ForkReport, RunsReport};
 use crate::rewind::{busy_workspace, files_report, insert_hold, plan_restore, FilesFrom};
+use crate::sql::params;
 use crate::threads::{
     canonical_root, emit, load_checkpoint, note_workspace, now_ms, thread_exists,
     thread_exists_error, Threads,
 };
 use cairn_store::{SnapshotId, Store};
-use rusqlite::params;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
@@ -222,7 +222,7 @@ impl Threads {
                 }
             }
             let horizon: i64 = c
-                .query_row("SELECT coalesce(max(seq), 0) FROM checkpoints", [], |r| r.get(0))
+                .query_row("SELECT coalesce(max(seq), 0) FROM checkpoints", (), |r| r.get(0))
                 .db("read checkpoints")?;
             c.execute(
                 "INSERT INTO threads (id, created_ms, state, parent_thread, fork_entry, file_checkpoint_at, \
@@ -511,14 +511,14 @@ impl Threads {
         let rows: Vec<(ForkId, ThreadId, String, String)> = self.inner.read(|c| {
             c.prepare("SELECT id, fork_thread, holder, op FROM forks WHERE state = 'started'")
                 .db("read forks")?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .query_map((), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .db("read forks")?
-                .collect::<rusqlite::Result<_>>()
+                .collect::<crate::sql::SqlResult<_>>()
                 .db("read forks")
         })?;
         let mut out = Vec::new();
         for (id, thread, holder, op) in rows {
-            if !self.inner.op_alive(&holder, &op) {
+            if !self.inner.op_alive_now(&holder, &op) {
                 self.take_back_fork(
                     &id,
                     &thread,

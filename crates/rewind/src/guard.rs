@@ -5,8 +5,8 @@ use crate::error::{Error, Result};
 use crate::ids::{RunId, ThreadId};
 use crate::model::{roots_overlap, RunStatus};
 use crate::runs::{active_runs, stop_runs, RunRow, ToolRow};
+use crate::sql::Conn;
 use crate::threads::{describe_op, now_ms, HoldRow, Threads, POLL};
-use rusqlite::Connection;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -114,7 +114,7 @@ impl Threads {
     /// Looks at what is around `thread` and, with files, the workspace at `target`.
     pub(crate) fn survey(
         &self,
-        c: &Connection,
+        c: &Conn<'_>,
         thread: &ThreadId,
         target: Target<'_>,
         except: Option<&str>,
@@ -130,7 +130,7 @@ impl Threads {
             if !in_thread && !in_ws {
                 continue;
             }
-            if self.going(&row, now) {
+            if self.going(c, &row, now) {
                 s.going.push(row.id.clone());
             }
             if self.here(&row) {
@@ -230,7 +230,7 @@ impl Threads {
     /// files they are never forced: [`Threads::wait_clear`] waits for their leases.
     pub(crate) fn force_runs(
         &self,
-        c: &Connection,
+        c: &Conn<'_>,
         s: &Survey,
         files: bool,
         reason: &str,

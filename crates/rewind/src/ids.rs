@@ -72,17 +72,15 @@ macro_rules! string_id {
             }
         }
 
-        impl rusqlite::ToSql for $name {
-            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-                self.0.to_sql()
+        impl crate::sql::ToValue for $name {
+            fn to_value(&self) -> crate::sql::Value {
+                crate::sql::ToValue::to_value(&self.0)
             }
         }
 
-        impl rusqlite::types::FromSql for $name {
-            fn column_result(
-                value: rusqlite::types::ValueRef<'_>,
-            ) -> rusqlite::types::FromSqlResult<Self> {
-                String::column_result(value).map($name)
+        impl crate::sql::FromValue for $name {
+            fn from_value(v: crate::sql::Value) -> std::result::Result<Self, String> {
+                <String as crate::sql::FromValue>::from_value(v).map($name)
             }
         }
     };

@@ -49,11 +49,13 @@ pub mod policy;
 pub mod report;
 mod rewind;
 mod runs;
+mod sql;
 mod threads;
 pub mod workspace;
 
+pub use db::redact_url;
 pub use db::SCHEMA_VERSION;
-pub use error::{Error, FilesError, FilesFailure, Result};
+pub use error::{DbError, Error, FilesError, FilesFailure, Result};
 pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files};
 pub use fork::ForkOptions;
 pub use ids::{CheckpointId, EntryId, ForkId, MemoryId, RewindId, RunId, ThreadId, ToolCallId};

@@ -4,8 +4,8 @@
 use crate::error::{DbResult, Error, Result};
 use crate::ids::{CheckpointId, EntryId, ThreadId};
 use crate::model::{root_bytes, Checkpoint, EntryKind, Thread};
+use crate::sql::{params, Conn, OptionalExtension};
 use crate::threads::{conv, load_checkpoint, require_thread, BadValue, CHECKPOINT_COLS};
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ pub(crate) struct ChosenFiles {
 }
 
 impl Lineage {
-    pub(crate) fn load(c: &Connection, id: &ThreadId) -> Result<Lineage> {
+    pub(crate) fn load(c: &Conn<'_>, id: &ThreadId) -> Result<Lineage> {
         let thread = require_thread(c, id)?;
         let file_checkpoint_at: Option<CheckpointId> = c
             .query_row(
@@ -96,17 +96,20 @@ impl Lineage {
                 _ => break,
             }
         }
-        let sql = "WITH RECURSIVE prefix(id) AS ( \
-               SELECT ?2 WHERE ?2 IS NOT NULL \
+        let sql = format!(
+            "WITH RECURSIVE prefix(id) AS ( \
+               SELECT CAST(?2 AS TEXT) WHERE CAST(?2 AS TEXT) IS NOT NULL \
                UNION ALL SELECT p.parent_id FROM entries p JOIN prefix ON p.id = prefix.id \
                  WHERE p.parent_id IS NOT NULL) \
              SELECT e.id, e.thread_id, e.parent_id, e.kind, e.seq, e.checkpoint_id, \
-               e.metadata -> '$.file_checkpoint' \
-             FROM entries e WHERE e.thread_id = ?1 OR e.id IN (SELECT id FROM prefix)";
+               {} \
+             FROM entries e WHERE e.thread_id = ?1 OR e.id IN (SELECT id FROM prefix)",
+            c.json_field("e.metadata", crate::model::FILE_CHECKPOINT_KEY)
+        );
         let mut entries = HashMap::new();
         let mut children: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
         let rows = c
-            .prepare(sql)
+            .prepare(&sql)
             .db("read a thread's lineage")?
             .query_map(params![thread.id, thread.fork_entry], |r| {
                 let kind: String = r.get(3)?;
@@ -127,7 +130,7 @@ impl Lineage {
                 ))
             })
             .db("read a thread's lineage")?
-            .collect::<rusqlite::Result<Vec<_>>>()
+            .collect::<crate::sql::SqlResult<Vec<_>>>()
             .db("read a thread's lineage")?;
         for (id, lite) in rows {
             if let Some(p) = &lite.parent_id {
@@ -274,9 +277,9 @@ impl Lineage {
     }
 
     /// Every checkpoint of the lineage, oldest first.
-    pub(crate) fn checkpoints(&self, c: &Connection) -> Result<Vec<Checkpoint>> {
+    pub(crate) fn checkpoints(&self, c: &Conn<'_>) -> Result<Vec<Checkpoint>> {
         let mut out = Vec::new();
-        let mut stmt = c
+        let stmt = c
             .prepare(&format!(
                 "SELECT {CHECKPOINT_COLS} FROM checkpoints c WHERE c.thread_id = ?1 ORDER BY c.seq"
             ))
@@ -288,7 +291,7 @@ impl Lineage {
                     Ok((crate::threads::checkpoint_row(r)?, r.get::<_, i64>(10)?))
                 })
                 .db("list checkpoints")?
-                .collect::<rusqlite::Result<Vec<_>>>()
+                .collect::<crate::sql::SqlResult<Vec<_>>>()
                 .db("list checkpoints")?;
             all.extend(rows);
         }
@@ -311,7 +314,7 @@ impl Lineage {
 
     /// Whether the thread (or a thread it was forked from) ran in, or took checkpoints of,
     /// the workspace `id` at `root`.
-    pub(crate) fn ran_in(&self, c: &Connection, id: &str, root: &Path) -> Result<bool> {
+    pub(crate) fn ran_in(&self, c: &Conn<'_>, id: &str, root: &Path) -> Result<bool> {
         for (t, _) in &self.threads {
             let hit = c
                 .query_row(
@@ -334,7 +337,7 @@ impl Lineage {
     /// snapshot is checked by the caller, outside the database.
     pub(crate) fn check(
         &self,
-        c: &Connection,
+        c: &Conn<'_>,
         cand: &Candidate,
         workspace_id: &str,
         root: &Path,
@@ -403,7 +406,7 @@ impl Lineage {
     }
 }
 
-pub(crate) fn checkpoint_seq(c: &Connection, id: &CheckpointId) -> Result<i64> {
+pub(crate) fn checkpoint_seq(c: &Conn<'_>, id: &CheckpointId) -> Result<i64> {
     c.query_row("SELECT seq FROM checkpoints WHERE id = ?1", [id], |r| {
         r.get(0)
     })

@@ -9,24 +9,24 @@ use crate::error::{DbResult, Error, Result};
 use crate::ids::{EntryId, MemoryId, ThreadId};
 use crate::lineage::Lineage;
 use crate::model::{MemoryItem, MemoryKind, MemoryStatus, NewMemory};
+use crate::sql::{params, Conn, OptionalExtension};
 use crate::threads::{now_ms, require_thread, Threads};
-use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashSet;
 
 const MEMORY_COLS: &str =
     "m.id, m.thread_id, m.kind, m.text, m.payload, m.status, m.stale_reason, m.stale_rewind, m.created_ms";
 
-fn memory_row(c: &Connection, r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryItem> {
+fn memory_row(c: &Conn<'_>, r: &crate::sql::Row) -> crate::sql::SqlResult<MemoryItem> {
     let id: MemoryId = r.get(0)?;
     let kind: String = r.get(2)?;
     let status: String = r.get(5)?;
     let stands_on = c
-        .prepare_cached(
+        .prepare(
             "SELECT me.entry_id FROM memory_entries me JOIN entries e ON e.id = me.entry_id \
              WHERE me.item_id = ?1 ORDER BY e.seq",
         )?
         .query_map([&id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<EntryId>>>()?;
+        .collect::<crate::sql::SqlResult<Vec<EntryId>>>()?;
     Ok(MemoryItem {
         id,
         thread_id: r.get(1)?,
@@ -50,8 +50,8 @@ fn memory_row(c: &Connection, r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryI
     })
 }
 
-fn items_of(c: &Connection, thread: &ThreadId) -> Result<Vec<MemoryItem>> {
-    let mut stmt = c
+fn items_of(c: &Conn<'_>, thread: &ThreadId) -> Result<Vec<MemoryItem>> {
+    let stmt = c
         .prepare(&format!(
             "SELECT {MEMORY_COLS} FROM memory_items m WHERE m.thread_id = ?1 ORDER BY m.seq"
         ))
@@ -59,7 +59,7 @@ fn items_of(c: &Connection, thread: &ThreadId) -> Result<Vec<MemoryItem>> {
     let rows = stmt
         .query_map([thread], |r| memory_row(c, r))
         .db("read memory")?
-        .collect::<rusqlite::Result<Vec<_>>>()
+        .collect::<crate::sql::SqlResult<Vec<_>>>()
         .db("read memory")?;
     Ok(rows)
 }
@@ -92,7 +92,7 @@ impl Threads {
             .db("add a memory item")?;
             for e in &item.stands_on {
                 c.execute(
-                    "INSERT OR IGNORE INTO memory_entries (item_id, entry_id) VALUES (?1, ?2)",
+                    "INSERT INTO memory_entries (item_id, entry_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                     params![id, e],
                 )
                 .db("add a memory item")?;
@@ -145,7 +145,7 @@ impl Threads {
     }
 }
 
-fn load_memory(c: &Connection, id: &MemoryId) -> Result<MemoryItem> {
+fn load_memory(c: &Conn<'_>, id: &MemoryId) -> Result<MemoryItem> {
     c.query_row(
         &format!("SELECT {MEMORY_COLS} FROM memory_items m WHERE m.id = ?1"),
         [id],
@@ -158,7 +158,7 @@ fn load_memory(c: &Connection, id: &MemoryId) -> Result<MemoryItem> {
 
 /// The active items of `thread` that stand only on entries of `cut` (and on at least one).
 pub(crate) fn stale_candidates(
-    c: &Connection,
+    c: &Conn<'_>,
     thread: &ThreadId,
     cut: &[EntryId],
 ) -> Result<Vec<MemoryId>> {
@@ -175,7 +175,7 @@ pub(crate) fn stale_candidates(
 }
 
 /// Marks items stale because a rewind cut what they stood on.
-pub(crate) fn mark_stale(c: &Connection, ids: &[MemoryId], rewind: &str) -> Result<()> {
+pub(crate) fn mark_stale(c: &Conn<'_>, ids: &[MemoryId], rewind: &str) -> Result<()> {
     for id in ids {
         c.execute(
             "UPDATE memory_items SET status = 'stale', stale_reason = 'rewound', stale_rewind = ?2 WHERE id = ?1",

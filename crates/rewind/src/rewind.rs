@@ -28,8 +28,8 @@ use crate::report::{
     ConversationReport, FilesReport, MemoryReport, Recovery, RewindReport, RunsReport,
 };
 use crate::runs::{active_runs, load_run, stop_runs};
+use crate::sql::{params, Conn, OptionalExtension};
 use crate::threads::{canonical_root, emit, load_entry, now_ms, Threads};
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -251,7 +251,7 @@ impl Threads {
                 })
             })
             .db("read rewinds")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read rewinds")
         })
     }
@@ -295,7 +295,7 @@ impl Threads {
                 match rec.state.as_str() {
                     "completed" => return self.stored_report(&rec),
                     "failed" => retry = Some(rec.id.clone()),
-                    _ if self.inner.op_alive(&rec.holder, &rec.op) => {
+                    _ if self.inner.op_alive_now(&rec.holder, &rec.op) => {
                         return Err(Error::ThreadBusy {
                             thread: thread.clone(),
                             detail: format!("rewind {} with key '{key}' is in flight; try again when it is done", rec.id),
@@ -765,16 +765,16 @@ impl Threads {
         let records: Vec<RecordRow> = self.inner.read(|c| {
             c.prepare(&format!(
                 "SELECT {RECORD_COLS} FROM rewinds WHERE state IN ('started', 'files_done') \
-                 AND (?1 IS NULL OR thread_id = ?1) ORDER BY seq"
+                 AND (CAST(?1 AS TEXT) IS NULL OR thread_id = ?1) ORDER BY seq"
             ))
             .db("read rewind records")?
             .query_map([thread], record_row)
             .db("read rewind records")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read rewind records")
         })?;
         for rec in records {
-            if self.inner.op_alive(&rec.holder, &rec.op) {
+            if self.inner.op_alive_now(&rec.holder, &rec.op) {
                 continue;
             }
             // Another handle may be claiming it at this very moment: leave it to that one.
@@ -849,7 +849,7 @@ enum Closing<'a> {
 
 /// Ends a rewind record, releases its holds and says so in the events.
 fn close_record(
-    c: &Connection,
+    c: &Conn<'_>,
     id: &RewindId,
     op: &str,
     thread: &ThreadId,
@@ -881,14 +881,14 @@ impl Threads {
         let rows: Vec<(String, String)> = self.inner.read(|c| {
             c.prepare("SELECT DISTINCT op, holder FROM holds")
                 .db("read holds")?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_map((), |r| Ok((r.get(0)?, r.get(1)?)))
                 .db("read holds")?
-                .collect::<rusqlite::Result<_>>()
+                .collect::<crate::sql::SqlResult<_>>()
                 .db("read holds")
         })?;
         let dead: Vec<String> = rows
             .into_iter()
-            .filter(|(op, holder)| !self.inner.op_alive(holder, op))
+            .filter(|(op, holder)| !self.inner.op_alive_now(holder, op))
             .map(|(op, _)| op)
             .collect();
         if dead.is_empty() {
@@ -906,7 +906,7 @@ impl Threads {
 
 const RECORD_COLS: &str = "id, thread_id, state, holder, op, request, files, report";
 
-fn record_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RecordRow> {
+fn record_row(r: &crate::sql::Row) -> crate::sql::SqlResult<RecordRow> {
     Ok(RecordRow {
         id: r.get(0)?,
         thread_id: r.get(1)?,
@@ -921,21 +921,16 @@ fn record_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RecordRow> {
 
 /// Marks the thread's interrupted rewinds that recovery could not decide as superseded by a
 /// new one: their conversation switch must never run after it.
-fn supersede_dead(
-    threads: &Threads,
-    c: &Connection,
-    thread: &ThreadId,
-    by: &RewindId,
-) -> Result<()> {
+fn supersede_dead(threads: &Threads, c: &Conn<'_>, thread: &ThreadId, by: &RewindId) -> Result<()> {
     let rows: Vec<(RewindId, String, String)> = c
         .prepare("SELECT id, holder, op FROM rewinds WHERE thread_id = ?1 AND state IN ('started', 'files_done') AND id != ?2")
         .db("read rewind records")?
         .query_map(params![thread, by], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .db("read rewind records")?
-        .collect::<rusqlite::Result<_>>()
+        .collect::<crate::sql::SqlResult<_>>()
         .db("read rewind records")?;
     for (id, holder, op) in rows {
-        if !threads.inner.op_alive(&holder, &op) {
+        if !threads.inner.op_alive(c, &holder, &op) {
             c.execute(
                 "UPDATE rewinds SET state = 'failed', error = ?2, finished_ms = ?3 WHERE id = ?1",
                 params![
@@ -951,7 +946,7 @@ fn supersede_dead(
 }
 
 pub(crate) fn insert_hold(
-    c: &Connection,
+    c: &Conn<'_>,
     thread: Option<&ThreadId>,
     ws: Option<(&str, &std::path::Path)>,
     op: &str,
@@ -1015,7 +1010,7 @@ pub(crate) fn files_report(
 }
 
 fn dry_report(
-    c: &Connection,
+    c: &Conn<'_>,
     lin: &Lineage,
     point: Option<&EntryId>,
     memory: bool,

@@ -11,10 +11,10 @@ use crate::files::Files;
 use crate::ids::{RunId, ThreadId, ToolCallId};
 use crate::model::{root_bytes, root_path, roots_overlap, RunInfo, RunStatus, ThreadRuns};
 use crate::policy::{Checkpoints, EffectivePolicy};
+use crate::sql::{params, Conn, OptionalExtension};
 use crate::threads::{
     canonical_root, conv, note_workspace, now_ms, require_thread, BadValue, Threads, POLL,
 };
-use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -148,7 +148,7 @@ const RUN_COLS: &str =
      r.status, r.lease_expires_ms, r.started_ms, \
      (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id AND t.finished_ms IS NULL)";
 
-fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+fn run_row(r: &crate::sql::Row) -> crate::sql::SqlResult<RunRow> {
     let status: String = r.get(7)?;
     Ok(RunRow {
         id: r.get(0)?,
@@ -430,7 +430,7 @@ impl Threads {
     pub fn run_info(&self, id: &RunId) -> Result<RunInfo> {
         self.inner.read(|c| {
             let row = require_run(c, id)?;
-            Ok(self.info(&row, now_ms()))
+            Ok(self.info(c, &row, now_ms()))
         })
     }
 
@@ -444,7 +444,7 @@ impl Threads {
                 .into_iter()
                 .filter(|r| &r.thread_id == thread)
             {
-                let info = self.info(&row, now);
+                let info = self.info(c, &row, now);
                 if info.going {
                     out.going.push(info.clone());
                 }
@@ -475,7 +475,7 @@ impl Threads {
             if !matches!(row.status, RunStatus::Running | RunStatus::Paused) {
                 return Err(self.interrupted_error(&row.id, &row.thread_id, row.status));
             }
-            if self.going(&row, now) {
+            if self.going(c, &row, now) {
                 return Err(Error::ThreadBusy {
                     thread: row.thread_id.clone(),
                     detail: format!("run {id} is held by another process until its lease runs out"),
@@ -506,7 +506,7 @@ impl Threads {
         self.inner.read(|c| self.check_run_alive_in(c, run))
     }
 
-    pub(crate) fn check_run_alive_in(&self, c: &Connection, run: &Run) -> Result<()> {
+    pub(crate) fn check_run_alive_in(&self, c: &Conn<'_>, run: &Run) -> Result<()> {
         let row = require_run(c, run.id())?;
         self.status_result(run, row.status)
     }
@@ -543,17 +543,17 @@ impl Threads {
     }
 
     /// Whether a run goes on: running, lease not run out, its holder alive.
-    pub(crate) fn going(&self, row: &RunRow, now: i64) -> bool {
+    pub(crate) fn going(&self, c: &Conn<'_>, row: &RunRow, now: i64) -> bool {
         row.status == RunStatus::Running
             && row.lease_expires_ms > now
-            && self.inner.holder.is_alive(&row.holder)
+            && self.inner.holder.is_alive(c, &row.holder)
     }
 
     pub(crate) fn here(&self, row: &RunRow) -> bool {
         row.holder == self.inner.holder_id()
     }
 
-    pub(crate) fn info(&self, row: &RunRow, now: i64) -> RunInfo {
+    pub(crate) fn info(&self, c: &Conn<'_>, row: &RunRow, now: i64) -> RunInfo {
         RunInfo {
             id: row.id.clone(),
             thread_id: row.thread_id.clone(),
@@ -562,7 +562,7 @@ impl Threads {
             durable: row.durable,
             parent_run: row.parent_run.clone(),
             status: row.status,
-            going: self.going(row, now),
+            going: self.going(c, row, now),
             here: self.here(row),
             lease_expires_ms: row.lease_expires_ms,
             open_tool_calls: row.open_tools,
@@ -571,14 +571,14 @@ impl Threads {
     }
 
     /// Open tool calls (lease not run out, holder alive) in workspaces overlapping `root`.
-    pub(crate) fn open_tools(&self, c: &Connection, root: &Path, now: i64) -> Result<Vec<ToolRow>> {
+    pub(crate) fn open_tools(&self, c: &Conn<'_>, root: &Path, now: i64) -> Result<Vec<ToolRow>> {
         let rows: Vec<(ToolRow, i64, String)> = c
             .prepare(
                 "SELECT t.id, t.run_id, t.name, t.root, t.lease_expires_ms, r.holder \
                  FROM tool_calls t JOIN runs r ON r.id = t.run_id WHERE t.finished_ms IS NULL",
             )
             .db("read open tool calls")?
-            .query_map([], |r| {
+            .query_map((), |r| {
                 let tool = ToolRow {
                     id: r.get(0)?,
                     run_id: r.get(1)?,
@@ -588,11 +588,11 @@ impl Threads {
                 Ok((tool, r.get(4)?, r.get(5)?))
             })
             .db("read open tool calls")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read open tool calls")?;
         Ok(rows
             .into_iter()
-            .filter(|(_, expires, holder)| *expires > now && self.inner.holder.is_alive(holder))
+            .filter(|(_, expires, holder)| *expires > now && self.inner.holder.is_alive(c, holder))
             .map(|(tool, ..)| tool)
             .filter(|t| t.root.as_deref().is_some_and(|r| roots_overlap(r, root)))
             .collect())
@@ -607,18 +607,18 @@ impl Threads {
 }
 
 /// Runs that are running or paused.
-pub(crate) fn active_runs(c: &Connection) -> Result<Vec<RunRow>> {
+pub(crate) fn active_runs(c: &Conn<'_>) -> Result<Vec<RunRow>> {
     c.prepare(&format!(
         "SELECT {RUN_COLS} FROM runs r WHERE r.status IN ('running', 'paused') ORDER BY r.seq"
     ))
     .db("read runs")?
-    .query_map([], run_row)
+    .query_map((), run_row)
     .db("read runs")?
-    .collect::<rusqlite::Result<_>>()
+    .collect::<crate::sql::SqlResult<_>>()
     .db("read runs")
 }
 
-pub(crate) fn load_run(c: &Connection, id: &RunId) -> Result<Option<RunRow>> {
+pub(crate) fn load_run(c: &Conn<'_>, id: &RunId) -> Result<Option<RunRow>> {
     c.query_row(
         &format!("SELECT {RUN_COLS} FROM runs r WHERE r.id = ?1"),
         [id],
@@ -628,14 +628,14 @@ pub(crate) fn load_run(c: &Connection, id: &RunId) -> Result<Option<RunRow>> {
     .db("read a run")
 }
 
-fn require_run(c: &Connection, id: &RunId) -> Result<RunRow> {
+fn require_run(c: &Conn<'_>, id: &RunId) -> Result<RunRow> {
     load_run(c, id)?
         .ok_or_else(|| Error::not_found(format!("run {id}"), "begin_run returns the runs"))
 }
 
 /// Sets runs' status (interrupted or dropped) with an end reason.
 pub(crate) fn stop_runs(
-    c: &Connection,
+    c: &Conn<'_>,
     ids: &[RunId],
     status: RunStatus,
     reason: &str,

@@ -1,6 +1,6 @@
 //! The [`Threads`] handle: opening the database, threads, entries, appends and checkpoints.
 
-use crate::db::{self, Holder};
+use crate::db::{self, Backend, Holder};
 use crate::error::{DbResult, Error, FilesError, Result};
 use crate::files::{CheckpointRequest, Files};
 use crate::ids::{CheckpointId, EntryId, RunId, ThreadId};
@@ -10,10 +10,12 @@ use crate::model::{
 };
 use crate::policy::{Checkpoints, EffectivePolicy};
 use crate::runs::{Run, RunShared};
+use crate::sql::{params, Conn, OptionalExtension, PgClient};
 use cairn_store::{Classify, ErrorKind, SnapshotId};
 use parking_lot::Mutex;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::TransactionBehavior;
 use serde::Serialize;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -89,11 +91,21 @@ impl std::fmt::Debug for Threads {
 
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
-    conn: Mutex<Connection>,
+    conn: Mutex<Backend>,
     pub(crate) holder: Holder,
     pub(crate) options: ThreadsOptions,
     pub(crate) runs: Mutex<HashMap<RunId, Weak<RunShared>>>,
     ops: Mutex<HashSet<String>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Release this handle's advisory locks now, rather than when the server notices the
+        // closed connection: whoever looks next sees at once that this handle is gone.
+        if let Backend::Pg(pg) = self.conn.get_mut() {
+            let _ = pg.batch("SELECT pg_advisory_unlock_all()");
+        }
+    }
 }
 
 /// What an append did.
@@ -167,16 +179,57 @@ impl std::fmt::Debug for CheckpointOptions {
 pub(crate) struct OpGuard<'a> {
     inner: &'a Inner,
     pub(crate) op: String,
-    _lock: crate::db::OpLock,
+    _lock: Option<crate::db::OpLock>,
 }
 
 impl Drop for OpGuard<'_> {
     fn drop(&mut self) {
-        {
-            let conn = self.inner.conn.lock();
-            let _ = conn.execute("DELETE FROM holds WHERE op = ?1", [&self.op]);
+        let _ = self.inner.write("release an operation's holds", |c| {
+            c.execute("DELETE FROM holds WHERE op = ?1", [&self.op])
+                .db("release an operation's holds")
+        });
+        if let Backend::Pg(pg) = &mut *self.inner.conn.lock() {
+            let _ = pg.query(
+                "SELECT pg_advisory_unlock(?1)",
+                [crate::db::op_key(&self.op)],
+            );
         }
         self.inner.ops.lock().remove(&self.op);
+    }
+}
+
+/// Runs `f` in a PostgreSQL transaction begun by `begin`: committed when `f` succeeds, rolled
+/// back otherwise.
+fn pg_transaction<T>(
+    pg: &mut PgClient,
+    action: &'static str,
+    begin: &str,
+    write: bool,
+    f: impl FnOnce(&Conn<'_>) -> Result<T>,
+) -> Result<T> {
+    pg.begin(begin).db(action)?;
+    let out = (|| {
+        if write {
+            // One writer at a time, as SQLite's BEGIN IMMEDIATE: every write transaction
+            // takes this lock first, so each sees every write committed before it.
+            pg.query(
+                "SELECT pg_advisory_xact_lock(?1)::text",
+                [db::lock_key("write")],
+            )
+            .db(action)?;
+        }
+        let conn = Conn::Pg(RefCell::new(&mut *pg));
+        f(&conn)
+    })();
+    match out {
+        Ok(v) => {
+            pg.end("COMMIT").db(action)?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = pg.end("ROLLBACK");
+            Err(e)
+        }
     }
 }
 
@@ -185,33 +238,52 @@ impl Inner {
     pub(crate) fn write<T>(
         &self,
         action: &'static str,
-        f: impl FnOnce(&Connection) -> Result<T>,
+        f: impl FnOnce(&Conn<'_>) -> Result<T>,
     ) -> Result<T> {
-        let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .db(action)
-            .map_err(|e| e.at(&self.path))?;
-        let out = f(&tx).map_err(|e| e.at(&self.path))?;
-        tx.commit().db(action).map_err(|e| e.at(&self.path))?;
-        Ok(out)
+        let mut backend = self.conn.lock();
+        let out = match &mut *backend {
+            Backend::Sqlite(conn) => (|| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .db(action)?;
+                let out = f(&Conn::Sqlite(&tx))?;
+                tx.commit().db(action)?;
+                Ok(out)
+            })(),
+            Backend::Pg(pg) => pg_transaction(pg, action, "BEGIN", true, f),
+        };
+        out.map_err(|e| e.at(&self.path))
     }
 
     /// Runs `f` in a read transaction (one consistent view).
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let mut conn = self.conn.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .db("read")
-            .map_err(|e| e.at(&self.path))?;
-        let out = f(&tx).map_err(|e| e.at(&self.path))?;
-        drop(tx);
-        Ok(out)
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Conn<'_>) -> Result<T>) -> Result<T> {
+        let mut backend = self.conn.lock();
+        let out = match &mut *backend {
+            Backend::Sqlite(conn) => (|| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Deferred)
+                    .db("read")?;
+                f(&Conn::Sqlite(&tx))
+            })(),
+            Backend::Pg(pg) => pg_transaction(
+                pg,
+                "read",
+                "BEGIN ISOLATION LEVEL REPEATABLE READ",
+                false,
+                f,
+            ),
+        };
+        out.map_err(|e| e.at(&self.path))
     }
 
     /// Registers an operation of this handle.
     pub(crate) fn begin_op(&self, op: String) -> Result<OpGuard<'_>> {
         let lock = self.holder.lock_op(&op)?;
+        if let Backend::Pg(pg) = &mut *self.conn.lock() {
+            pg.query("SELECT pg_advisory_lock(?1)::text", [db::op_key(&op)])
+                .db("register an operation")
+                .map_err(|e| e.at(&self.path))?;
+        }
         self.ops.lock().insert(op.clone());
         Ok(OpGuard {
             inner: self,
@@ -222,12 +294,18 @@ impl Inner {
 
     /// Whether the operation `op` of `holder` is still going: for this handle, while its guard
     /// lives; for another, while its operation file is locked.
-    pub(crate) fn op_alive(&self, holder: &str, op: &str) -> bool {
+    pub(crate) fn op_alive(&self, c: &Conn<'_>, holder: &str, op: &str) -> bool {
         if holder == self.holder.id() {
             self.ops.lock().contains(op)
         } else {
-            self.holder.op_alive(op)
+            self.holder.op_alive(c, op)
         }
+    }
+
+    /// [`Inner::op_alive`] outside a transaction. Errors count as alive.
+    pub(crate) fn op_alive_now(&self, holder: &str, op: &str) -> bool {
+        self.read(|c| Ok(self.op_alive(c, holder, op)))
+            .unwrap_or(true)
     }
 
     pub(crate) fn holder_id(&self) -> &str {
@@ -237,7 +315,7 @@ impl Inner {
 
 /// Appends an event to the log.
 pub(crate) fn emit(
-    conn: &Connection,
+    conn: &Conn<'_>,
     thread: Option<&ThreadId>,
     kind: EventKind,
     data: serde_json::Value,
@@ -259,12 +337,13 @@ pub(crate) fn canonical_root(ws: &dyn Files) -> PathBuf {
     std::fs::canonicalize(ws.root()).unwrap_or_else(|_| ws.root().to_path_buf())
 }
 
-pub(crate) fn conv<T, E>(idx: usize, r: std::result::Result<T, E>) -> rusqlite::Result<T>
+pub(crate) fn conv<T, E>(idx: usize, r: std::result::Result<T, E>) -> crate::sql::SqlResult<T>
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    r.map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    r.map_err(|e| crate::error::DbError::Value {
+        column: idx,
+        message: e.to_string(),
     })
 }
 
@@ -279,11 +358,11 @@ impl std::fmt::Display for BadValue {
 
 impl std::error::Error for BadValue {}
 
-pub(crate) fn snapshot_col(idx: usize, s: String) -> rusqlite::Result<SnapshotId> {
+pub(crate) fn snapshot_col(idx: usize, s: String) -> crate::sql::SqlResult<SnapshotId> {
     conv(idx, SnapshotId::from_hex(&s))
 }
 
-pub(crate) fn json_col(idx: usize, s: String) -> rusqlite::Result<serde_json::Value> {
+pub(crate) fn json_col(idx: usize, s: String) -> crate::sql::SqlResult<serde_json::Value> {
     conv(idx, serde_json::from_str(&s))
 }
 
@@ -296,9 +375,9 @@ pub(crate) const ENTRY_FROM: &str = "entries e LEFT JOIN checkpoints c ON c.id =
 
 /// A checkpoint reference from the columns id, snapshot id, workspace id and root at `at`.
 fn checkpoint_ref_cols(
-    r: &rusqlite::Row<'_>,
+    r: &crate::sql::Row,
     at: usize,
-) -> rusqlite::Result<Option<CheckpointRef>> {
+) -> crate::sql::SqlResult<Option<CheckpointRef>> {
     let Some(id) = r.get::<_, Option<CheckpointId>>(at)? else {
         return Ok(None);
     };
@@ -310,7 +389,7 @@ fn checkpoint_ref_cols(
     }))
 }
 
-pub(crate) fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
+pub(crate) fn entry_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Entry> {
     let kind: String = r.get(4)?;
     let checkpoint = checkpoint_ref_cols(r, 10)?;
     Ok(Entry {
@@ -332,7 +411,7 @@ pub(crate) fn entry_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
 pub(crate) const CHECKPOINT_COLS: &str =
     "c.id, c.thread_id, c.entry_id, c.kind, c.label, c.snapshot_id, c.workspace_id, c.root, c.run_id, c.created_ms, c.seq";
 
-pub(crate) fn checkpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+pub(crate) fn checkpoint_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Checkpoint> {
     let kind: String = r.get(3)?;
     Ok(Checkpoint {
         id: r.get(0)?,
@@ -351,7 +430,7 @@ pub(crate) fn checkpoint_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoi
     })
 }
 
-pub(crate) fn load_checkpoint(conn: &Connection, id: &CheckpointId) -> Result<Option<Checkpoint>> {
+pub(crate) fn load_checkpoint(conn: &Conn<'_>, id: &CheckpointId) -> Result<Option<Checkpoint>> {
     conn.query_row(
         &format!("SELECT {CHECKPOINT_COLS} FROM checkpoints c WHERE c.id = ?1"),
         [id],
@@ -361,7 +440,7 @@ pub(crate) fn load_checkpoint(conn: &Connection, id: &CheckpointId) -> Result<Op
     .db("read a checkpoint")
 }
 
-pub(crate) fn load_entry(conn: &Connection, id: &EntryId) -> Result<Option<Entry>> {
+pub(crate) fn load_entry(conn: &Conn<'_>, id: &EntryId) -> Result<Option<Entry>> {
     conn.query_row(
         &format!("SELECT {ENTRY_COLS} FROM {ENTRY_FROM} WHERE e.id = ?1"),
         [id],
@@ -371,7 +450,7 @@ pub(crate) fn load_entry(conn: &Connection, id: &EntryId) -> Result<Option<Entry
     .db("read an entry")
 }
 
-pub(crate) fn load_thread(conn: &Connection, id: &ThreadId) -> Result<Option<Thread>> {
+pub(crate) fn load_thread(conn: &Conn<'_>, id: &ThreadId) -> Result<Option<Thread>> {
     conn.query_row(
         "SELECT t.id, t.active_leaf, t.parent_thread, t.fork_entry, t.metadata, t.created_ms, \
          c.id, c.snapshot_id, c.workspace_id, c.root \
@@ -395,7 +474,7 @@ pub(crate) fn load_thread(conn: &Connection, id: &ThreadId) -> Result<Option<Thr
     .db("read a thread")
 }
 
-pub(crate) fn require_thread(conn: &Connection, id: &ThreadId) -> Result<Thread> {
+pub(crate) fn require_thread(conn: &Conn<'_>, id: &ThreadId) -> Result<Thread> {
     load_thread(conn, id)?.ok_or_else(|| {
         Error::not_found(
             format!("thread {id}"),
@@ -406,14 +485,14 @@ pub(crate) fn require_thread(conn: &Connection, id: &ThreadId) -> Result<Thread>
 
 /// Records that a thread used a workspace (checkpoints from it may be restored there).
 pub(crate) fn note_workspace(
-    conn: &Connection,
+    conn: &Conn<'_>,
     thread: &ThreadId,
     workspace_id: &str,
     root: &Path,
 ) -> Result<()> {
     conn.execute(
-        "INSERT OR IGNORE INTO thread_workspaces (thread_id, workspace_id, root, first_ms) \
-         VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO thread_workspaces (thread_id, workspace_id, root, first_ms) \
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
         params![thread, workspace_id, root_bytes(root), now_ms()],
     )
     .db("record the thread's workspace")?;
@@ -430,14 +509,50 @@ pub(crate) struct HoldRow {
 }
 
 impl Threads {
-    /// Opens (creating if needed) the thread database at `path`. With
-    /// [`ThreadsOptions::recover`], rewinds a crash interrupted are finished or failed first.
+    /// Opens (creating if needed) the thread database at `path`: an SQLite file, or a
+    /// PostgreSQL database when `path` is a `postgres://` or `postgresql://` URL (see
+    /// [`Threads::open_url`]). With [`ThreadsOptions::recover`], rewinds a crash interrupted
+    /// are finished or failed first.
     pub fn open(path: impl AsRef<Path>, options: ThreadsOptions) -> Result<Threads> {
+        if let Some(url) = path.as_ref().to_str().filter(|p| db::is_pg_url(p)) {
+            return Threads::open_url(url, options);
+        }
         let path = path.as_ref().to_path_buf();
         let conn = db::open(&path, options.busy_timeout)?;
         let mut holders = path.clone().into_os_string();
         holders.push("-holders");
         let holder = Holder::register(Path::new(&holders))?;
+        Threads::with_backend(path, Backend::Sqlite(conn), holder, options)
+    }
+
+    /// Opens the thread database at a PostgreSQL URL
+    /// (`postgres://user:password@host:port/database`, or any form the `postgres` crate
+    /// accepts), creating the schema in a database without it. Several processes on several
+    /// machines may share it: writes are serialized by one advisory lock (as SQLite's
+    /// `BEGIN IMMEDIATE` does), and each handle's liveness is an advisory lock of its session.
+    ///
+    /// A host that does not answer fails after 5 s (unless the URL sets `connect_timeout`);
+    /// errors name the URL without its password. TLS is not supported: use a trusted network
+    /// or a tunnel.
+    pub fn open_url(url: &str, options: ThreadsOptions) -> Result<Threads> {
+        if !db::is_pg_url(url) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a PostgreSQL URL; it must start with postgres:// or postgresql://",
+                db::redact_url(url)
+            )));
+        }
+        let path = PathBuf::from(db::redact_url(url));
+        let mut pg = db::open_pg(url, &path, options.busy_timeout)?;
+        let holder = Holder::register_pg(&mut pg).map_err(|e| e.at(&path))?;
+        Threads::with_backend(path, Backend::Pg(Box::new(pg)), holder, options)
+    }
+
+    fn with_backend(
+        path: PathBuf,
+        conn: Backend,
+        holder: Holder,
+        options: ThreadsOptions,
+    ) -> Result<Threads> {
         let threads = Threads {
             inner: Arc::new(Inner {
                 path,
@@ -460,7 +575,7 @@ impl Threads {
         Threads::open(store_dir.as_ref().join(DB_FILE), options)
     }
 
-    /// The database file.
+    /// The database file, or for PostgreSQL the URL without its password.
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -515,9 +630,9 @@ impl Threads {
             let ids: Vec<ThreadId> = c
                 .prepare("SELECT id FROM threads WHERE state = 'ready' ORDER BY created_ms, rowid")
                 .db("list threads")?
-                .query_map([], |r| r.get(0))
+                .query_map((), |r| r.get(0))
                 .db("list threads")?
-                .collect::<rusqlite::Result<_>>()
+                .collect::<crate::sql::SqlResult<_>>()
                 .db("list threads")?;
             ids.iter().map(|id| require_thread(c, id)).collect()
         })
@@ -695,7 +810,7 @@ impl Threads {
                     .db("read an admission")?;
                 match row {
                     Some((first, state, _, _)) if state == "done" => Ok(Step::Done(first)),
-                    Some((_, _, holder, other)) if self.inner.op_alive(&holder, &other) => Ok(Step::Wait),
+                    Some((_, _, holder, other)) if self.inner.op_alive(c, &holder, &other) => Ok(Step::Wait),
                     found => {
                         self.check_not_held(c, thread)?;
                         let sql = if found.is_some() {
@@ -982,7 +1097,7 @@ impl Threads {
     /// `root`, other than `except`'s.
     pub(crate) fn live_holds(
         &self,
-        c: &Connection,
+        c: &Conn<'_>,
         thread: Option<&ThreadId>,
         root: Option<&Path>,
         except: Option<&str>,
@@ -990,7 +1105,7 @@ impl Threads {
         let rows: Vec<(HoldRow, String)> = c
             .prepare("SELECT thread_id, workspace_id, root, op, holder FROM holds")
             .db("read holds")?
-            .query_map([], |r| {
+            .query_map((), |r| {
                 let hold = HoldRow {
                     thread_id: r.get(0)?,
                     workspace_id: r.get(1)?,
@@ -1000,7 +1115,7 @@ impl Threads {
                 Ok((hold, r.get(4)?))
             })
             .db("read holds")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read holds")?;
         let mut out = Vec::new();
         for (hold, holder) in rows {
@@ -1012,7 +1127,7 @@ impl Threads {
                 (Some(a), Some(b)) => crate::model::roots_overlap(a, b),
                 _ => false,
             };
-            if (hits_thread || hits_ws) && self.inner.op_alive(&holder, &hold.op) {
+            if (hits_thread || hits_ws) && self.inner.op_alive(c, &holder, &hold.op) {
                 out.push(hold);
             }
         }
@@ -1021,7 +1136,7 @@ impl Threads {
 
     /// Refuses with `THREAD_BUSY` while a rewind or fork holds the thread, or a rewind a
     /// crash interrupted waits to be finished.
-    pub(crate) fn check_not_held(&self, c: &Connection, thread: &ThreadId) -> Result<()> {
+    pub(crate) fn check_not_held(&self, c: &Conn<'_>, thread: &ThreadId) -> Result<()> {
         if let Some(h) = self.live_holds(c, Some(thread), None, None)?.first() {
             return Err(Error::ThreadBusy {
                 thread: thread.clone(),
@@ -1035,10 +1150,10 @@ impl Threads {
             .db("read rewind records")?
             .query_map([thread], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .db("read rewind records")?
-            .collect::<rusqlite::Result<_>>()
+            .collect::<crate::sql::SqlResult<_>>()
             .db("read rewind records")?;
         for (id, holder, op) in pending {
-            if !self.inner.op_alive(&holder, &op) {
+            if !self.inner.op_alive(c, &holder, &op) {
                 return Err(Error::ThreadBusy {
                     thread: thread.clone(),
                     detail: format!(
@@ -1097,7 +1212,7 @@ pub(crate) fn take_snapshot(
     })
 }
 
-pub(crate) fn thread_exists(c: &Connection, id: &ThreadId) -> Result<bool> {
+pub(crate) fn thread_exists(c: &Conn<'_>, id: &ThreadId) -> Result<bool> {
     c.query_row("SELECT 1 FROM threads WHERE id = ?1", [id], |_| Ok(()))
         .optional()
         .db("look up a thread")
@@ -1122,7 +1237,7 @@ fn check_object(v: &serde_json::Value, what: &str) -> Result<()> {
 }
 
 /// The entries from the first to `leaf`, in order.
-pub(crate) fn active_entries(c: &Connection, leaf: Option<&EntryId>) -> Result<Vec<Entry>> {
+pub(crate) fn active_entries(c: &Conn<'_>, leaf: Option<&EntryId>) -> Result<Vec<Entry>> {
     let Some(leaf) = leaf else {
         return Ok(Vec::new());
     };
@@ -1138,16 +1253,16 @@ pub(crate) fn active_entries(c: &Connection, leaf: Option<&EntryId>) -> Result<V
         .db("read the active branch")?
         .query_map([leaf], entry_row)
         .db("read the active branch")?
-        .collect::<rusqlite::Result<_>>()
+        .collect::<crate::sql::SqlResult<_>>()
         .db("read the active branch")
 }
 
 /// Every entry a thread sees: the prefix it shares with the threads it was forked from, and
 /// its own entries, in the order they were written.
-pub(crate) fn lineage_entries(c: &Connection, t: &Thread) -> Result<Vec<Entry>> {
+pub(crate) fn lineage_entries(c: &Conn<'_>, t: &Thread) -> Result<Vec<Entry>> {
     let sql = format!(
         "WITH RECURSIVE prefix(id) AS ( \
-           SELECT ?2 WHERE ?2 IS NOT NULL \
+           SELECT CAST(?2 AS TEXT) WHERE CAST(?2 AS TEXT) IS NOT NULL \
            UNION ALL SELECT p.parent_id FROM entries p JOIN prefix ON p.id = prefix.id \
              WHERE p.parent_id IS NOT NULL) \
          SELECT {ENTRY_COLS} FROM {ENTRY_FROM} \
@@ -1157,6 +1272,6 @@ pub(crate) fn lineage_entries(c: &Connection, t: &Thread) -> Result<Vec<Entry>> 
         .db("read a thread's entries")?
         .query_map(params![t.id, t.fork_entry], entry_row)
         .db("read a thread's entries")?
-        .collect::<rusqlite::Result<_>>()
+        .collect::<crate::sql::SqlResult<_>>()
         .db("read a thread's entries")
 }

@@ -39,7 +39,8 @@ impl Fixture {
         cmd.arg("-C")
             .arg(&self.root)
             .args(args)
-            .env_remove("CAIRN_FORCE_PROMPT");
+            .env_remove("CAIRN_FORCE_PROMPT")
+            .env_remove("CAIRN_THREADS_DB");
         cmd
     }
 

@@ -234,3 +234,68 @@ fn thread_commands_have_help_with_examples() {
             .stdout(predicate::str::contains("Example"));
     }
 }
+
+#[test]
+fn a_threads_db_url_nobody_answers_at_exits_18_naming_it_without_the_password() {
+    let f = Fixture::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://agent:s3cret@127.0.0.1:{port}/threads");
+    let started = std::time::Instant::now();
+    let v = json_error(
+        &mut f.cairn(&["--json", "--threads-db", &url, "thread", "new"]),
+        18,
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let message = v["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains(&format!("postgres://agent:***@127.0.0.1:{port}/threads")),
+        "{message}"
+    );
+    assert!(!v.to_string().contains("s3cret"), "{v}");
+}
+
+#[test]
+fn two_workspaces_share_their_threads_through_a_postgres_url() {
+    let Some(url) = std::env::var("CAIRN_TEST_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!(
+            "skipped two_workspaces_share_their_threads_through_a_postgres_url: CAIRN_TEST_PG_URL is not set (scripts/test sets it)"
+        );
+        return;
+    };
+    let id = format!("cli-{}", std::process::id());
+    let a = Fixture::new();
+    a.json(&["--threads-db", &url, "thread", "new", "--id", &id]);
+    let said = a.json(&[
+        "--threads-db",
+        &url,
+        "thread",
+        "append",
+        &id,
+        "--kind",
+        "user",
+        "--text",
+        "hello from A",
+    ]);
+    assert!(said["checkpoint"]["snapshot_id"].is_string(), "{said}");
+    // B names the database through the environment, as a fleet's machines would.
+    let b = Fixture::new();
+    b.snapshot("start");
+    let out = b
+        .cairn(&["--json", "thread", "log", &id])
+        .env("CAIRN_THREADS_DB", &url)
+        .output()
+        .expect("run cairn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(log["entries"][0]["text"], "hello from A", "{log}");
+}

@@ -23,7 +23,7 @@ fn a_crash_between_the_files_and_the_conversation_switch_is_finished_on_reopen()
     assert_eq!(active_ids(&env.threads, &t.thread).len(), 4);
     let Env { dir, threads, ws } = env;
     drop(threads);
-    let reopened = cairn_rewind::Threads::open_in_store(
+    let reopened = crate::util::open_in_store(
         dir.path().join("store"),
         ThreadsOptions {
             workspaces: vec![ws.clone() as Arc<dyn cairn_rewind::Files>],

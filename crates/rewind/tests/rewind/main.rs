@@ -8,6 +8,7 @@ mod events;
 mod fake;
 mod fork;
 mod memory;
+mod pg;
 mod processes;
 mod real;
 mod rewind;

@@ -1,5 +1,10 @@
 //! Fixtures: a database in a temporary store, fake workspaces, runs with checkpoints on, and a
 //! short conversation whose files change between messages.
+//!
+//! With `CAIRN_TEST_THREADS=pg` (and `CAIRN_TEST_PG_URL` naming a PostgreSQL server whose user
+//! may create databases, as `scripts/pg-test-server` starts), every store's thread database is
+//! a fresh PostgreSQL database instead of `<store>/threads.db`: the same tests run against the
+//! other engine. `scripts/test` runs the suite both ways.
 
 use crate::fake::Fake;
 use cairn_rewind::{
@@ -18,8 +23,9 @@ pub struct Env {
 }
 
 impl Env {
+    /// The database: `<store>/threads.db`, or its PostgreSQL URL.
     pub fn db(&self) -> PathBuf {
-        self.dir.path().join("store").join("threads.db")
+        db_location(&self.dir.path().join("store"))
     }
 
     /// Another handle on the same database.
@@ -53,9 +59,80 @@ pub fn env() -> Env {
 pub fn env_with(options: ThreadsOptions) -> Env {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::create_dir_all(dir.path().join("store")).expect("store dir");
-    let threads = Threads::open_in_store(dir.path().join("store"), options).expect("open");
+    let threads = open_in_store(dir.path().join("store"), options).expect("open");
     let ws = Arc::new(Fake::new("project", &dir.path().join("project")));
     Env { dir, threads, ws }
+}
+
+/// The PostgreSQL server the tests may use (`CAIRN_TEST_PG_URL`), if any.
+pub fn pg_url() -> Option<String> {
+    std::env::var("CAIRN_TEST_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// Whether every store's database is on PostgreSQL (`CAIRN_TEST_THREADS=pg`).
+pub fn on_pg() -> bool {
+    std::env::var("CAIRN_TEST_THREADS").is_ok_and(|v| v == "pg")
+}
+
+/// A new, empty database on the test server; its URL.
+pub fn fresh_pg_database(admin_url: &str) -> String {
+    let name = format!(
+        "cairn_test_{}_{}",
+        std::process::id(),
+        NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    let mut admin =
+        postgres::Client::connect(admin_url, postgres::NoTls).expect("connect to the test server");
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+        .expect("drop a test database left by an earlier run");
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .expect("create a test database");
+    // The URL's path names the database: replace it.
+    let (base, query) = admin_url
+        .split_once('?')
+        .map_or((admin_url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| scheme_end + i);
+    let mut url = format!("{}/{name}", &base[..host_end]);
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(q);
+    }
+    url
+}
+
+static NEXT_DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The thread database of the store at `store`: `<store>/threads.db`, or with
+/// `CAIRN_TEST_THREADS=pg` a PostgreSQL database made for this store on first use (its URL
+/// kept in `<store>/test-pg-url`).
+pub fn db_location(store: &std::path::Path) -> PathBuf {
+    if !on_pg() {
+        return store.join(cairn_rewind::DB_FILE);
+    }
+    let admin = pg_url().expect("CAIRN_TEST_THREADS=pg needs CAIRN_TEST_PG_URL");
+    let file = store.join("test-pg-url");
+    if let Ok(url) = std::fs::read_to_string(&file) {
+        return PathBuf::from(url);
+    }
+    let url = fresh_pg_database(&admin);
+    std::fs::create_dir_all(store).expect("the store directory");
+    std::fs::write(&file, &url).expect("keep the test database's URL");
+    PathBuf::from(url)
+}
+
+/// `Threads::open_in_store`, on the engine the tests run against.
+pub fn open_in_store(
+    store: impl AsRef<std::path::Path>,
+    options: ThreadsOptions,
+) -> cairn_rewind::Result<Threads> {
+    Threads::open(db_location(store.as_ref()), options)
 }
 
 /// A run in `ws` with checkpoints on at the run level.
