@@ -28,7 +28,7 @@ fn two_first_opens_of_an_empty_database_make_one_schema_and_share_it() {
     let Some(admin) = server("two_first_opens") else {
         return;
     };
-    let url = fresh_pg_database(&admin);
+    let url = fresh_pg_url(&admin);
     let opened: Vec<Threads> = std::thread::scope(|s| {
         let a = s.spawn(|| open(&url));
         let b = s.spawn(|| open(&url));
@@ -49,7 +49,7 @@ fn appends_from_two_connections_at_once_make_one_chain_and_lose_nothing() {
     let Some(admin) = server("appends_from_two_connections") else {
         return;
     };
-    let url = fresh_pg_database(&admin);
+    let url = fresh_pg_url(&admin);
     let a = open(&url);
     let b = open(&url);
     let t = a
@@ -87,7 +87,7 @@ fn a_run_counts_on_every_connection_until_its_handle_is_gone_lease_or_not() {
     let Some(admin) = server("a_run_counts_on_every_connection") else {
         return;
     };
-    let url = fresh_pg_database(&admin);
+    let url = fresh_pg_url(&admin);
     let here = open(&url);
     let t = here
         .create_thread(Some("chat".into()), serde_json::json!({}))
@@ -186,7 +186,7 @@ fn a_database_of_a_newer_schema_is_refused_as_unsupported() {
     let Some(admin) = server("a_database_of_a_newer_schema") else {
         return;
     };
-    let url = fresh_pg_database(&admin);
+    let url = fresh_pg_url(&admin);
     drop(open(&url));
     let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
     client

@@ -76,8 +76,10 @@ pub fn on_pg() -> bool {
     std::env::var("CAIRN_TEST_THREADS").is_ok_and(|v| v == "pg")
 }
 
-/// A new, empty database on the test server; its URL.
-pub fn fresh_pg_database(admin_url: &str) -> String {
+/// The URL of a new, empty thread database on the test server: a schema of its own in the
+/// server's database (a schema costs a few kilobytes, a database several megabytes), chosen
+/// by the URL's `options=-csearch_path=…`.
+pub fn fresh_pg_url(admin_url: &str) -> String {
     let name = format!(
         "cairn_test_{}_{}",
         std::process::id(),
@@ -86,31 +88,18 @@ pub fn fresh_pg_database(admin_url: &str) -> String {
     let mut admin =
         postgres::Client::connect(admin_url, postgres::NoTls).expect("connect to the test server");
     admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
-        .expect("drop a test database left by an earlier run");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .expect("create a test database");
-    // The URL's path names the database: replace it.
-    let (base, query) = admin_url
-        .split_once('?')
-        .map_or((admin_url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| scheme_end + i);
-    let mut url = format!("{}/{name}", &base[..host_end]);
-    if let Some(q) = query {
-        url.push('?');
-        url.push_str(q);
-    }
-    url
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+        ))
+        .expect("create a test schema");
+    let sep = if admin_url.contains('?') { '&' } else { '?' };
+    format!("{admin_url}{sep}options=-csearch_path%3D{name}")
 }
 
 static NEXT_DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The thread database of the store at `store`: `<store>/threads.db`, or with
-/// `CAIRN_TEST_THREADS=pg` a PostgreSQL database made for this store on first use (its URL
+/// `CAIRN_TEST_THREADS=pg` a PostgreSQL database (schema) made for this store on first use (its URL
 /// kept in `<store>/test-pg-url`).
 pub fn db_location(store: &std::path::Path) -> PathBuf {
     if !on_pg() {
@@ -121,7 +110,7 @@ pub fn db_location(store: &std::path::Path) -> PathBuf {
     if let Ok(url) = std::fs::read_to_string(&file) {
         return PathBuf::from(url);
     }
-    let url = fresh_pg_database(&admin);
+    let url = fresh_pg_url(&admin);
     std::fs::create_dir_all(store).expect("the store directory");
     std::fs::write(&file, &url).expect("keep the test database's URL");
     PathBuf::from(url)
