@@ -6,6 +6,7 @@ mod crash;
 mod db;
 mod events;
 mod fake;
+mod fleet;
 mod fork;
 mod memory;
 mod pg;
