@@ -2,7 +2,8 @@
 //! and fork that move the files and the conversation back together.
 //!
 //! A [`Threads`] handle opens an SQLite database (WAL mode; by default `<store>/threads.db`)
-//! that several processes may share. It holds threads and their entries (a tree of branches
+//! that several processes may share, or a PostgreSQL database (a `postgres://` URL) that
+//! several machines may share, with the same schema and guarantees. It holds threads and their entries (a tree of branches
 //! with one active leaf; nothing is ever deleted), the checkpoints this layer took (snapshots
 //! bound to entries), memory items and the entries they stand on, runs with leases and their
 //! tool calls, rewind and fork records with idempotency keys, and an append-only event log.

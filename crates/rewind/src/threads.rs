@@ -36,7 +36,8 @@ pub struct ThreadsOptions {
     /// Whether a rewind restores files when its options do not say. Default `false`:
     /// restoring rewrites and removes files, so it is opt-in.
     pub rewind_files: bool,
-    /// How long SQLite waits for another connection's write lock. Default 10 s.
+    /// How long to wait for another connection's write lock (SQLite's busy timeout,
+    /// PostgreSQL's `lock_timeout`). Default 10 s.
     pub busy_timeout: Duration,
     /// Finish (or fail) rewinds a crash interrupted, when opening. Default on.
     pub recover: bool,
