@@ -317,7 +317,7 @@ impl<'a> Conn<'a> {
     pub(crate) fn rows(&self, sql: &str, params: impl Params) -> SqlResult<Vec<Row>> {
         match self {
             Conn::Sqlite(c) => {
-                let mut stmt = c.prepare(sql)?;
+                let mut stmt = c.prepare_cached(sql)?;
                 let n = stmt.column_count();
                 let mut rows = stmt.query(rusqlite::params_from_iter(params.values()))?;
                 let mut out = Vec::new();
