@@ -226,3 +226,26 @@ def test_threads_and_runs_close_twice_and_refuse_use_after_close(ws):
         t.list()
     with pytest.raises(cairn.ClosedError):
         t.append("chat", "user", "x")
+
+
+def test_a_postgres_url_names_a_database_two_handles_share():
+    url = os.environ.get("CAIRN_TEST_PG_URL")
+    if not url:
+        pytest.skip("CAIRN_TEST_PG_URL is not set (scripts/test starts a PostgreSQL server and sets it)")
+    tid = f"py-{os.getpid()}"
+    with cairn.Threads(url) as a, cairn.Threads(url) as b:
+        a.create(tid)
+        a.append(tid, "user", "hello from a")
+        assert [e.text for e in b.log(tid)] == ["hello from a"]
+
+
+def test_a_postgres_url_nobody_answers_at_raises_an_io_error_without_the_password():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(cairn.CairnIOError) as info:
+        cairn.Threads(f"postgres://agent:s3cret@127.0.0.1:{port}/threads")
+    assert f"postgres://agent:***@127.0.0.1:{port}/threads" in str(info.value)
+    assert "s3cret" not in str(info.value)

@@ -552,7 +552,8 @@ class Threads(Managed):
     database anywhere. The handle is thread-safe.
 
     Args:
-        path: the database file; ``None`` with a workspace: the workspace store's.
+        path: the database file, or a ``postgres://`` URL (a PostgreSQL database that several
+            machines share); ``None`` with a workspace: the workspace store's.
         workspace: the default workspace (also used to finish a rewind a crash interrupted).
         checkpoints: the checkpoint policy (a :class:`CheckpointPolicy`, or ``True`` for the
             default one); without it, no checkpoint is taken before entries.
@@ -573,7 +574,12 @@ class Threads(Managed):
         recover: bool | None = None,
         busy_timeout: _dt.timedelta | float | None = None,
     ) -> None:
-        p = b"" if path is None else os.fsencode(os.path.abspath(os.fspath(path)))
+        if path is None:
+            p = b""
+        elif isinstance(path, str) and path.startswith(("postgres://", "postgresql://")):
+            p = path.encode()  # a PostgreSQL database, shared by several machines
+        else:
+            p = os.fsencode(os.path.abspath(os.fspath(path)))
         options = json_arg(
             _options(
                 checkpoints=CheckpointPolicy.of(checkpoints),
