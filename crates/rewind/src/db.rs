@@ -287,9 +287,26 @@ pub(crate) fn open_pg(url: &str, shown: &Path, busy_timeout: Duration) -> Result
         ))
         .db("set up the PostgreSQL session")?;
         migrate_pg(&mut pg, shown)?;
+        pg.clock_offset_ms = clock_offset(&mut pg).db("read the server's clock")?;
         Ok(pg)
     };
     inner().map_err(|e| e.at(shown))
+}
+
+/// The server's clock minus this machine's, in milliseconds (to within half a round trip):
+/// leases and times are written by the server's clock, whatever each machine's says.
+fn clock_offset(pg: &mut PgClient) -> crate::sql::SqlResult<i64> {
+    let before = cairn_store::fsutil::now_ms();
+    let server: i64 = pg
+        .query(
+            "SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)",
+            (),
+        )?
+        .first()
+        .ok_or(crate::error::DbError::NoRows)?
+        .get(0)?;
+    let after = cairn_store::fsutil::now_ms();
+    Ok(server - (before + after) / 2)
 }
 
 /// Creates (under an advisory lock, so two first opens do not race) or checks the schema.

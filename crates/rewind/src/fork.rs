@@ -10,8 +10,8 @@ use crate::report::{ForkReport, RunsReport};
 use crate::rewind::{busy_workspace, files_report, insert_hold, plan_restore, FilesFrom};
 use crate::sql::params;
 use crate::threads::{
-    canonical_root, emit, load_checkpoint, note_workspace, now_ms, thread_exists,
-    thread_exists_error, Threads,
+    canonical_root, emit, load_checkpoint, note_workspace, thread_exists, thread_exists_error,
+    Threads,
 };
 use cairn_store::{SnapshotId, Store};
 use std::collections::HashSet;
@@ -230,7 +230,7 @@ impl Threads {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?5, ?8)",
                 params![
                     new_id,
-                    now_ms(),
+                    c.now_ms(),
                     if files_on { "pending" } else { "ready" },
                     thread,
                     at_entry,
@@ -256,7 +256,7 @@ impl Threads {
                     guard.op,
                     target.map(|t| t.0),
                     target.map(|t| crate::model::root_bytes(t.1)),
-                    now_ms()
+                    c.now_ms()
                 ],
             )
             .db("record a fork")?;
@@ -357,7 +357,7 @@ impl Threads {
                 .db("complete a fork")?;
             c.execute(
                 "UPDATE forks SET state = 'completed', report = ?2, copied = ?3, finished_ms = ?4 WHERE id = ?1",
-                params![fork_id, text, serde_json::to_string(&copied).unwrap_or_default(), now_ms()],
+                params![fork_id, text, serde_json::to_string(&copied).unwrap_or_default(), c.now_ms()],
             )
             .db("complete a fork")?;
             c.execute("DELETE FROM holds WHERE op = ?1", [&guard.op])
@@ -499,7 +499,7 @@ impl Threads {
             .db("take back a fork")?;
             c.execute(
                 "UPDATE forks SET state = 'failed', error = ?2, finished_ms = ?3 WHERE id = ?1",
-                params![fork, why, now_ms()],
+                params![fork, why, c.now_ms()],
             )
             .db("take back a fork")?;
             Ok(())

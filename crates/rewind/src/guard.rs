@@ -6,7 +6,7 @@ use crate::ids::{RunId, ThreadId};
 use crate::model::{roots_overlap, RunStatus};
 use crate::runs::{active_runs, stop_runs, RunRow, ToolRow};
 use crate::sql::Conn;
-use crate::threads::{describe_op, now_ms, HoldRow, Threads, POLL};
+use crate::threads::{describe_op, HoldRow, Threads, POLL};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -119,7 +119,7 @@ impl Threads {
         target: Target<'_>,
         except: Option<&str>,
     ) -> Result<Survey> {
-        let now = now_ms();
+        let now = c.now_ms();
         let mut s = Survey::default();
         for row in active_runs(c)? {
             let in_thread = &row.thread_id == thread;

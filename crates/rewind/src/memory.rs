@@ -10,7 +10,7 @@ use crate::ids::{EntryId, MemoryId, ThreadId};
 use crate::lineage::Lineage;
 use crate::model::{MemoryItem, MemoryKind, MemoryStatus, NewMemory};
 use crate::sql::{params, Conn, OptionalExtension};
-use crate::threads::{now_ms, require_thread, Threads};
+use crate::threads::{require_thread, Threads};
 use std::collections::HashSet;
 
 const MEMORY_COLS: &str =
@@ -86,7 +86,7 @@ impl Threads {
                     if item.kind == MemoryKind::Summary { "summary" } else { "item" },
                     item.text,
                     item.payload,
-                    now_ms()
+                    c.now_ms()
                 ],
             )
             .db("add a memory item")?;

@@ -29,7 +29,7 @@ use crate::report::{
 };
 use crate::runs::{active_runs, load_run, stop_runs};
 use crate::sql::{params, Conn, OptionalExtension};
-use crate::threads::{canonical_root, emit, load_entry, now_ms, Threads};
+use crate::threads::{canonical_root, emit, load_entry, Threads};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -428,7 +428,7 @@ impl Threads {
                 c.execute(
                     "INSERT INTO rewinds (id, thread_id, key, state, holder, op, request, created_ms) \
                      VALUES (?1, ?2, ?3, 'started', ?4, ?5, ?6, ?7)",
-                    params![id, thread, opts.key, self.inner.holder_id(), guard.op, text, now_ms()],
+                    params![id, thread, opts.key, self.inner.holder_id(), guard.op, text, c.now_ms()],
                 )
                 .db("write the rewind record")?;
             }
@@ -868,7 +868,7 @@ fn close_record(
             EventKind::RewindFailed,
         ),
     };
-    c.execute(sql, params![id, text, now_ms()])
+    c.execute(sql, params![id, text, c.now_ms()])
         .db("close a rewind record")?;
     c.execute("DELETE FROM holds WHERE op = ?1", [op])
         .db("release a hold")?;
@@ -936,7 +936,7 @@ fn supersede_dead(threads: &Threads, c: &Conn<'_>, thread: &ThreadId, by: &Rewin
                 params![
                     id,
                     format!("interrupted by a crash and superseded by rewind {by}"),
-                    now_ms()
+                    c.now_ms()
                 ],
             )
             .db("supersede a rewind")?;
@@ -954,7 +954,7 @@ pub(crate) fn insert_hold(
 ) -> Result<()> {
     c.execute(
         "INSERT INTO holds (thread_id, workspace_id, root, op, holder, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![thread, ws.map(|w| w.0), ws.map(|w| root_bytes(w.1)), op, holder, now_ms()],
+        params![thread, ws.map(|w| w.0), ws.map(|w| root_bytes(w.1)), op, holder, c.now_ms()],
     )
     .db("hold a thread or workspace")?;
     Ok(())

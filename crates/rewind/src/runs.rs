@@ -13,7 +13,7 @@ use crate::model::{root_bytes, root_path, roots_overlap, RunInfo, RunStatus, Thr
 use crate::policy::{Checkpoints, EffectivePolicy};
 use crate::sql::{params, Conn, OptionalExtension};
 use crate::threads::{
-    canonical_root, conv, note_workspace, now_ms, require_thread, BadValue, Threads, POLL,
+    canonical_root, conv, note_workspace, require_thread, BadValue, Threads, POLL,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,7 +223,7 @@ impl Threads {
                         }
                     }));
                 }
-                let now = now_ms();
+                let now = c.now_ms();
                 c.execute(
                     "INSERT INTO runs (id, thread_id, workspace_id, root, durable, parent_run, policy, holder, status, \
                        lease_ms, lease_expires_ms, started_ms) \
@@ -305,7 +305,7 @@ impl Threads {
                     run.id()
                 )));
             }
-            let until = now_ms() + lease;
+            let until = c.now_ms() + lease;
             c.execute(
                 "UPDATE tool_calls SET lease_expires_ms = ?2 WHERE run_id = ?1 AND finished_ms IS NULL",
                 params![run.id(), until],
@@ -343,7 +343,7 @@ impl Threads {
                 }
                 c.execute(
                     "UPDATE runs SET status = ?2, lease_expires_ms = ?3 WHERE id = ?1",
-                    params![run.id(), to.name(), now_ms() + lease],
+                    params![run.id(), to.name(), c.now_ms() + lease],
                 )
                 .db("change a run's state")?;
                 return Ok(to);
@@ -361,7 +361,7 @@ impl Threads {
             if matches!(row.status, RunStatus::Running | RunStatus::Paused) {
                 c.execute(
                     "UPDATE runs SET status = 'ended', ended_ms = ?2, end_reason = 'ended' WHERE id = ?1",
-                    params![run.id(), now_ms()],
+                    params![run.id(), c.now_ms()],
                 )
                 .db("end a run")?;
                 return Ok(RunStatus::Ended);
@@ -389,8 +389,8 @@ impl Threads {
                         name,
                         row.workspace_id,
                         row.root.as_deref().map(root_bytes),
-                        now_ms(),
-                        now_ms() + lease
+                        c.now_ms(),
+                        c.now_ms() + lease
                     ],
                 )
                 .db("start a tool call")?;
@@ -413,7 +413,7 @@ impl Threads {
             let n = c
                 .execute(
                     "UPDATE tool_calls SET finished_ms = coalesce(finished_ms, ?2) WHERE id = ?1",
-                    params![call, now_ms()],
+                    params![call, c.now_ms()],
                 )
                 .db("finish a tool call")?;
             if n == 0 {
@@ -430,7 +430,7 @@ impl Threads {
     pub fn run_info(&self, id: &RunId) -> Result<RunInfo> {
         self.inner.read(|c| {
             let row = require_run(c, id)?;
-            Ok(self.info(c, &row, now_ms()))
+            Ok(self.info(c, &row, c.now_ms()))
         })
     }
 
@@ -438,7 +438,7 @@ impl Threads {
     pub fn runs(&self, thread: &ThreadId) -> Result<ThreadRuns> {
         self.inner.read(|c| {
             require_thread(c, thread)?;
-            let now = now_ms();
+            let now = c.now_ms();
             let mut out = ThreadRuns::default();
             for row in active_runs(c)?
                 .into_iter()
@@ -463,8 +463,8 @@ impl Threads {
     /// process is gone), to resume it here with `opts` (its workspace and policy).
     pub fn adopt_run(&self, id: &RunId, opts: RunOptions) -> Result<Run> {
         let root = opts.workspace.as_deref().map(canonical_root);
-        let now = now_ms();
         let row = self.inner.write("adopt a run", |c| {
+            let now = c.now_ms();
             let row = require_run(c, id)?;
             if !row.durable {
                 return Err(Error::validation(
@@ -644,7 +644,7 @@ pub(crate) fn stop_runs(
         c.execute(
             "UPDATE runs SET status = ?2, ended_ms = ?3, end_reason = ?4 \
              WHERE id = ?1 AND status IN ('running', 'paused')",
-            params![id, status.name(), now_ms(), reason],
+            params![id, status.name(), c.now_ms(), reason],
         )
         .db("stop a run")?;
     }

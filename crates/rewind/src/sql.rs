@@ -215,6 +215,8 @@ pub(crate) struct PgClient {
     pub(crate) client: postgres::Client,
     statements: HashMap<String, postgres::Statement>,
     in_transaction: bool,
+    /// The server's clock minus this machine's, in milliseconds.
+    pub(crate) clock_offset_ms: i64,
 }
 
 impl PgClient {
@@ -223,6 +225,7 @@ impl PgClient {
             client,
             statements: HashMap::new(),
             in_transaction: false,
+            clock_offset_ms: 0,
         }
     }
 
@@ -293,6 +296,17 @@ pub(crate) enum Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
+    /// The time now in milliseconds since the epoch, by the database's clock: this machine's
+    /// for SQLite, the server's for PostgreSQL (this machine's corrected by the offset measured
+    /// when connecting), so that leases written by several machines compare on one clock.
+    pub(crate) fn now_ms(&self) -> i64 {
+        let local = cairn_store::fsutil::now_ms();
+        match self {
+            Conn::Sqlite(_) => local,
+            Conn::Pg(c) => local + c.borrow().clock_offset_ms,
+        }
+    }
+
     /// An expression for the JSON text of the member `key` of the JSON object in the text
     /// column `column` (NULL when it has none). The one place the two dialects differ.
     pub(crate) fn json_field(&self, column: &str, key: &str) -> String {

@@ -323,14 +323,10 @@ pub(crate) fn emit(
 ) -> Result<()> {
     conn.execute(
         "INSERT INTO events (thread_id, kind, data, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![thread, kind.name(), data.to_string(), now_ms()],
+        params![thread, kind.name(), data.to_string(), conn.now_ms()],
     )
     .db("append an event")?;
     Ok(())
-}
-
-pub(crate) fn now_ms() -> i64 {
-    cairn_store::fsutil::now_ms()
 }
 
 /// The root a workspace is recorded and compared under: canonical when it resolves.
@@ -494,7 +490,7 @@ pub(crate) fn note_workspace(
     conn.execute(
         "INSERT INTO thread_workspaces (thread_id, workspace_id, root, first_ms) \
          VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-        params![thread, workspace_id, root_bytes(root), now_ms()],
+        params![thread, workspace_id, root_bytes(root), conn.now_ms()],
     )
     .db("record the thread's workspace")?;
     Ok(())
@@ -607,7 +603,7 @@ impl Threads {
             }
             c.execute(
                 "INSERT INTO threads (id, created_ms, metadata) VALUES (?1, ?2, ?3)",
-                params![id, now_ms(), metadata.to_string()],
+                params![id, c.now_ms(), metadata.to_string()],
             )
             .db("create a thread")?;
             emit(
@@ -821,7 +817,7 @@ impl Threads {
                             "INSERT INTO admissions (thread_id, key, entry_id, state, holder, op, created_ms) \
                              VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6)"
                         };
-                        c.execute(sql, params![thread, key, entry_id, self.inner.holder_id(), op, now_ms()])
+                        c.execute(sql, params![thread, key, entry_id, self.inner.holder_id(), op, c.now_ms()])
                             .db("reserve an admission key")?;
                         Ok(Step::Reserved)
                     }
@@ -926,7 +922,7 @@ impl Threads {
             if let Some(run) = &opts.run {
                 self.check_run_alive_in(c, run)?;
             }
-            let now = now_ms();
+            let now = c.now_ms();
             if let Some((cp_id, snap, ws_id, root)) = &checkpoint {
                 c.execute(
                     "INSERT INTO checkpoints (id, thread_id, entry_id, kind, snapshot_id, workspace_id, root, run_id, created_ms) \
@@ -1055,7 +1051,7 @@ impl Threads {
             c.execute(
                 "INSERT INTO checkpoints (id, thread_id, entry_id, kind, label, snapshot_id, workspace_id, root, run_id, created_ms) \
                  VALUES (?1, ?2, ?3, 'manual', ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![cp_id, thread, t.active_leaf, label, snap.to_hex(), ws.id(), root_bytes(&root), run_id, now_ms()],
+                params![cp_id, thread, t.active_leaf, label, snap.to_hex(), ws.id(), root_bytes(&root), run_id, c.now_ms()],
             )
             .db("record a checkpoint")?;
             note_workspace(c, thread, ws.id(), &root)?;
