@@ -90,7 +90,22 @@ fn a_thread_forked_with_its_files_onto_another_machine_rewinds_there_byte_for_by
     let g = Garage::start();
     let dir = tempfile::tempdir().expect("tmp");
     let url = g.url("fleet");
-    let db = dir.path().join("threads.db");
+    // The thread database: PostgreSQL when CAIRN_TEST_PG_URL names a server (scripts/test
+    // starts one), as a fleet's is; else an SQLite file both "machines" reach.
+    let pg = std::env::var("CAIRN_TEST_PG_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let db = pg
+        .clone()
+        .map_or_else(|| dir.path().join("threads.db"), PathBuf::from);
+    // Ids of their own in a database other runs may share.
+    let (chat, chat_b) = match &pg {
+        Some(_) => {
+            let run = format!("{}-{}", std::process::id(), cairn_store::fsutil::now_ms());
+            (format!("chat-{run}"), format!("chat-b-{run}"))
+        }
+        None => ("chat".to_string(), "chat-b".to_string()),
+    };
     // Machine A: its workspace, its cache of the remote, the shared thread database.
     let ws_a = Arc::new(workspace(
         &dir.path().join("a/project"),
@@ -100,7 +115,7 @@ fn a_thread_forked_with_its_files_onto_another_machine_rewinds_there_byte_for_by
     ));
     let threads_a = Threads::open(&db, ThreadsOptions::default()).expect("threads on A");
     let thread = threads_a
-        .create_thread(Some("chat".into()), serde_json::json!({}))
+        .create_thread(Some(chat.as_str().into()), serde_json::json!({}))
         .expect("thread")
         .id;
     let run = threads_a
@@ -160,7 +175,7 @@ fn a_thread_forked_with_its_files_onto_another_machine_rewinds_there_byte_for_by
                 files: true,
                 workspace: Some(ws_b.clone()),
                 source: Some(a_seen_from_b),
-                new_thread_id: Some("chat-b".into()),
+                new_thread_id: Some(chat_b.as_str().into()),
                 ..Default::default()
             },
         )
