@@ -6,6 +6,9 @@
 //! state is skipped, one still as the safety snapshot holds it is done, and one an unrelated
 //! later edit obstructs is left as it is and reported, the journal staying for a retry.
 //!
+//! A journal lives in `<store>/journal/<workspace>/<id>.journal` until it is done, then in
+//! `<id>.done`; opening the workspace reads only the `.journal` files.
+//!
 //! A journal is first written in the `staging` state, before the first content is staged
 //! beside its target: a restore that dies while staging has changed nothing but left staged
 //! files, and opening the workspace removes them and the journal (the restore is abandoned).
@@ -100,28 +103,43 @@ pub(crate) fn journal_id(key: Option<&str>) -> String {
     }
 }
 
+/// The file of a journal: `<id>.journal` while it is staging or pending, `<id>.done` once
+/// done. Opening a workspace reads only the `.journal` files, so its cost does not grow with
+/// the number of restores ever made.
+fn path_of(dir: &std::path::Path, id: &str, done: bool) -> PathBuf {
+    dir.join(format!("{id}.{}", if done { "done" } else { "journal" }))
+}
+
 pub(crate) fn write(ws: &Workspace, j: &Journal) -> Result<()> {
     let dir = journal_dir(ws)?;
     let mut bytes = Vec::new();
     bytes.extend_from_slice(JOURNAL_MAGIC);
     bytes.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
     bytes.extend_from_slice(&serde_json::to_vec(j).expect("a journal serialises"));
+    let done = j.state == State::Done;
     fsutil::write_atomic(
         &ws.store().layout().tmp,
-        &dir.join(format!("{}.journal", j.id)),
+        &path_of(&dir, &j.id, done),
         &bytes,
     )?;
+    if done {
+        // A crash before this removal leaves both: the `.done` file wins (see `list`).
+        fsutil::remove_if_exists(&path_of(&dir, &j.id, false))?;
+    }
     Ok(())
 }
 
 pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
-    let path = journal_dir(ws)?.join(format!("{id}.journal"));
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("read journal", &path, e)),
-    };
-    decode(&bytes, &path).map(Some)
+    let dir = journal_dir(ws)?;
+    for done in [true, false] {
+        let path = path_of(&dir, id, done);
+        match std::fs::read(&path) {
+            Ok(b) => return decode(&b, &path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("read journal", &path, e)),
+        }
+    }
+    Ok(None)
 }
 
 /// Decodes journal file bytes (`path` is only named in errors). Bytes that are not a journal
@@ -162,22 +180,41 @@ pub fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
     Ok(j)
 }
 
-/// Every journal of the workspace.
+/// Every journal of the workspace, done ones included.
 pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
+    let mut out = read_all(ws, true)?;
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// The journals not done: the only ones opening a workspace reads.
+fn list_unfinished(ws: &Workspace) -> Result<Vec<Journal>> {
+    let mut out = read_all(ws, false)?;
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
     let dir = journal_dir(ws)?;
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))? {
         let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
         let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("journal")
-            || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-        {
+        let done = match path.extension().and_then(|e| e.to_str()) {
+            Some("journal") => false,
+            Some("done") if with_done => true,
+            _ => continue,
+        };
+        if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            continue;
+        }
+        // A journal whose `.done` file exists is done (a crash came between the two).
+        if !done && path.with_extension("done").exists() {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(|e| Error::io("read journal", &path, e))?;
         out.push(decode(&bytes, &path)?);
     }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
 }
 
@@ -188,7 +225,7 @@ pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
 /// alone when it cannot (another process opening the workspace meanwhile must not race the
 /// restore through its plan). A journal whose process died has no holder.
 pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
-    if list(ws)?.iter().all(|j| j.state == State::Done) {
+    if list_unfinished(ws)?.iter().all(|j| j.state == State::Done) {
         return Ok(Vec::new());
     }
     let path = crate::workspace::restore_lock_path(&ws.store().layout().locks, ws.id());
@@ -202,7 +239,7 @@ pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
 /// [`recover_all`] for a caller that holds the restore lock.
 pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
-    for j in list(ws)? {
+    for j in list_unfinished(ws)? {
         match j.state {
             State::Pending => out.push(recover_one(ws, j)?),
             State::Staging => abandon(ws, &j)?,
@@ -262,8 +299,14 @@ impl Workspace {
         recover_all(self)
     }
 
-    /// Every restore journal of the workspace.
+    /// Every restore journal of the workspace (reads them all: done journals are kept for
+    /// their idempotency keys).
     pub fn journals(&self) -> Result<Vec<Journal>> {
         list(self)
+    }
+
+    /// The journal of the restore made with idempotency key `key`, if there is one.
+    pub fn journal_for_key(&self, key: &str) -> Result<Option<Journal>> {
+        read(self, &journal_id(Some(key)))
     }
 }

@@ -105,8 +105,8 @@ impl Files for Workspace {
     /// left pending, so a restore that a crash cut short is finished by then, or stays pending
     /// when later edits obstruct it (`None` here).
     fn finished(&self, key: &str, target: &SnapshotId) -> Result<Option<FileOutcome>, FilesError> {
-        for j in self.journals().map_err(FilesError::new)? {
-            if j.key.as_deref() == Some(key) && j.target == *target && j.state == State::Done {
+        if let Some(j) = self.journal_for_key(key).map_err(FilesError::new)? {
+            if j.target == *target && j.state == State::Done {
                 let report = match &j.report {
                     Some(r) => json(r)?,
                     None => serde_json::Value::Null,

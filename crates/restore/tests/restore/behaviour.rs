@@ -592,3 +592,36 @@ fn a_directory_the_restore_makes_is_put_in_place_whole_with_its_modes() {
         .expect("undo");
     assert!(!fx.root().join("new").exists());
 }
+
+#[test]
+fn a_finished_journal_is_set_aside_and_not_read_when_the_workspace_opens() {
+    let fx = Fx::new();
+    fx.write("a.txt", b"one");
+    let snap = fx.snap();
+    fx.write("a.txt", b"two");
+    let opts = RestoreOptions {
+        key: Some("k1".into()),
+        ..RestoreOptions::default()
+    };
+    let report = fx.ws.restore(&snap.id, &opts).expect("restore");
+    let dir = fx.ws.store().layout().journal.join(fx.ws.id());
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("journal dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].ends_with(".done"), "{names:?}");
+    // Its key still finds it.
+    let j = fx.ws.journal_for_key("k1").expect("read").expect("found");
+    assert_eq!(j.report.as_ref(), Some(&report));
+    // A damaged finished journal does not stop recovery, which reads only unfinished ones...
+    std::fs::write(dir.join("r-damaged.done"), b"not a journal").expect("write");
+    assert!(fx.ws.recover().expect("recover").is_empty());
+    // ...while a damaged unfinished one is reported.
+    std::fs::write(dir.join("r-damaged2.journal"), b"not a journal").expect("write");
+    assert_eq!(
+        fx.ws.recover().expect_err("corrupt").kind(),
+        ErrorKind::Corrupt
+    );
+}
