@@ -38,6 +38,12 @@ pub struct Cli {
     /// that several machines share (default: $CAIRN_THREADS_DB, else STORE/threads.db).
     #[arg(long, value_name = "PATH_OR_URL", global = true)]
     pub threads_db: Option<String>,
+    /// A remote object store the store mirrors into: s3://bucket/prefix (endpoint and keys
+    /// from AWS_ENDPOINT, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), gs://…,
+    /// az://… or file:///path. The store directory is then this machine's cache of it.
+    /// Default: $CAIRN_REMOTE.
+    #[arg(long, value_name = "URL", global = true)]
+    pub remote: Option<String>,
     /// Print one JSON document on stdout instead of text for people.
     #[arg(long, global = true)]
     pub json: bool,

@@ -32,7 +32,12 @@ pub struct Ctx {
     pub interactive: bool,
     /// Progress bars can be drawn (stderr is a terminal and not `--json`).
     pub progress: bool,
+    /// The remote the store mirrors into (`--remote`, else `$CAIRN_REMOTE`).
+    pub remote: Option<String>,
 }
+
+/// The variable that names a remote when `--remote` is not given.
+pub const REMOTE_ENV: &str = "CAIRN_REMOTE";
 
 impl Ctx {
     /// The context for the parsed global options.
@@ -50,6 +55,29 @@ impl Ctx {
             store,
             threads_db: None,
             json,
+            remote: None,
+        }
+    }
+
+    /// The context with the remote `--remote` names, else `$CAIRN_REMOTE` (empty: none).
+    pub fn with_remote(mut self, remote: Option<String>) -> Ctx {
+        self.remote = remote
+            .or_else(|| std::env::var(REMOTE_ENV).ok())
+            .filter(|r| !r.is_empty());
+        self
+    }
+
+    /// How the store is opened: created when `create` (a cache of a remote always is).
+    fn store_options(&self, create: bool) -> Result<StoreOptions> {
+        match &self.remote {
+            Some(url) => Ok(cairn_remote::store_options(
+                url,
+                &cairn_remote::RemoteOptions::default(),
+            )?),
+            None => Ok(StoreOptions {
+                create,
+                ..StoreOptions::default()
+            }),
         }
     }
 
@@ -73,6 +101,10 @@ impl Ctx {
     }
 
     fn require_store(&self) -> Result<()> {
+        if self.remote.is_some() {
+            // The remote holds the store; the directory is only this machine's cache of it.
+            return Ok(());
+        }
         let path = self.store_path();
         if std::fs::symlink_metadata(&path).is_err() {
             return Err(CliError::new(
@@ -90,11 +122,7 @@ impl Ctx {
     /// Opens the existing store.
     pub fn open_store(&self) -> Result<Store> {
         self.require_store()?;
-        let options = StoreOptions {
-            create: false,
-            ..StoreOptions::default()
-        };
-        Ok(Store::open(self.store_path(), options)?)
+        Ok(Store::open(self.store_path(), self.store_options(false)?)?)
     }
 
     /// Opens the workspace; `create` makes its store when it has none. Restores a crash
@@ -111,10 +139,7 @@ impl Ctx {
         let options = WorkspaceOptions {
             store: Some(self.store_path()),
             recover,
-            store_options: StoreOptions {
-                create,
-                ..StoreOptions::default()
-            },
+            store_options: self.store_options(create)?,
             ..WorkspaceOptions::default()
         };
         let ws = Workspace::open(&self.root, options)?;

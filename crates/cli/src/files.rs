@@ -744,6 +744,9 @@ pub(crate) fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<()> {
 
 pub(crate) fn gc(ctx: &Ctx, dry_run: bool) -> Result<()> {
     let store = ctx.open_store()?;
+    if store.remote().is_some() {
+        return remote_gc(ctx, &store, dry_run);
+    }
     let options = GcOptions::default();
     if dry_run {
         let plan = cairn_store::gc::plan(&store, &options)?;
@@ -773,6 +776,35 @@ pub(crate) fn gc(ctx: &Ctx, dry_run: bool) -> Result<()> {
     }
     let report = report?;
     ctx.emit(&report, || gc_text(&report))
+}
+
+/// `cairn gc` of a store that caches a remote: the remote's collector, which marks unreachable
+/// objects in one run and deletes them in a later one (`docs/FORMAT.md`).
+fn remote_gc(ctx: &Ctx, store: &cairn_store::Store, dry_run: bool) -> Result<()> {
+    let options = cairn_store::RemoteGcOptions {
+        dry_run,
+        ..Default::default()
+    };
+    let bar = ctx.spinner("gc: collecting the remote");
+    let report = store.collect_remote(&options);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    ctx.emit(&report, || {
+        let verb = if dry_run { "would keep" } else { "kept" };
+        format!(
+            "remote gc: {} snapshots mark {} objects; deleted {} packs and {} large objects ({}); {} candidates marked for a later run; {verb} {} for the grace period and {} for running operations\n",
+            report.snapshots,
+            report.reachable_objects,
+            report.packs_deleted,
+            report.large_deleted,
+            human_bytes(report.bytes_freed),
+            report.candidates,
+            report.kept_for_grace,
+            report.kept_for_leases
+        )
+    })
 }
 
 pub(crate) fn verify(ctx: &Ctx) -> Result<()> {

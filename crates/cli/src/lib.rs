@@ -78,7 +78,7 @@ fn clap_error(e: clap::Error) -> i32 {
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
-    let mut ctx = Ctx::new(cli.dir, cli.store, cli.json);
+    let mut ctx = Ctx::new(cli.dir, cli.store, cli.json).with_remote(cli.remote);
     ctx.threads_db = cli.threads_db.or_else(|| {
         std::env::var(ctx::THREADS_DB_ENV)
             .ok()

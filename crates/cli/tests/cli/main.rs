@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 mod files;
+mod remote;
 mod store_ops;
 mod threads;
 
@@ -40,7 +41,8 @@ impl Fixture {
             .arg(&self.root)
             .args(args)
             .env_remove("CAIRN_FORCE_PROMPT")
-            .env_remove("CAIRN_THREADS_DB");
+            .env_remove("CAIRN_THREADS_DB")
+            .env_remove("CAIRN_REMOTE");
         cmd
     }
 
