@@ -858,10 +858,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
             sopts.cancel = options.cancel.clone();
             let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-            let reference = match &options.reference {
-                Some(r) => Some((*r, store.read_manifest(r)?.root)),
-                None => None,
-            };
+            let reference = plan::reference_root(store, options.reference.as_ref())?;
             fresh_plan = plan::compute(
                 ws,
                 Inputs {
@@ -959,10 +956,7 @@ fn planned_safety(
     if safety.root != plan.current_root {
         let store = ws.store();
         let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-        let reference = match &plan.reference {
-            Some(r) => Some((*r, store.read_manifest(r)?.root)),
-            None => None,
-        };
+        let reference = plan::reference_root(store, plan.reference.as_ref())?;
         let target = store.read_manifest(&plan.snapshot_id)?;
         let fresh = plan::compute(
             ws,

@@ -714,6 +714,17 @@ fn check_owners(
     Ok(())
 }
 
+/// The reference snapshot of a drift check with its root tree.
+pub(crate) fn reference_root(
+    store: &cairn_store::Store,
+    reference: Option<&SnapshotId>,
+) -> Result<Option<(SnapshotId, TreeId)>> {
+    match reference {
+        Some(r) => Ok(Some((*r, store.read_manifest(r)?.root))),
+        None => Ok(None),
+    }
+}
+
 /// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
 /// capture settings and the stat cache, and lists every change. Changes nothing.
 pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
@@ -729,10 +740,7 @@ pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> 
         }
     };
     let target_tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-    let reference = match &options.reference {
-        Some(r) => Some((*r, store.read_manifest(r)?.root)),
-        None => None,
-    };
+    let reference = reference_root(store, options.reference.as_ref())?;
     compute(
         ws,
         Inputs {

@@ -378,15 +378,8 @@ fn a_plan_made_before_the_files_changed_is_refused_with_conflict() {
     assert_eq!(fx.read("c.txt"), b"made after the plan");
 }
 
-#[test]
-fn a_corrupt_object_fails_the_restore_with_io_before_any_change() {
-    let fx = Fx::new();
-    fx.write("a.txt", &vec![b'a'; 3 << 20]);
-    fx.write("b.txt", b"small");
-    let snap = fx.snap();
-    fx.write("a.txt", b"changed");
-    std::fs::remove_file(fx.root().join("b.txt")).expect("rm");
-    // Flip a byte in the large object's file.
+/// Flips a byte near the end of the store's one large object.
+fn damage_the_large_object(fx: &Fx) {
     let large = fx.ws.store().layout().large.clone();
     let obj = std::fs::read_dir(&large)
         .expect("large")
@@ -398,6 +391,18 @@ fn a_corrupt_object_fails_the_restore_with_io_before_any_change() {
     let n = bytes.len();
     bytes[n - 10] ^= 0xff;
     std::fs::write(&obj, bytes).expect("write");
+}
+
+#[test]
+fn a_corrupt_object_fails_the_restore_with_io_before_any_change() {
+    let fx = Fx::new();
+    fx.write("a.txt", &vec![b'a'; 3 << 20]);
+    fx.write("b.txt", b"small");
+    let snap = fx.snap();
+    fx.write("a.txt", b"changed");
+    std::fs::remove_file(fx.root().join("b.txt")).expect("rm");
+    // Flip a byte in the large object's file.
+    damage_the_large_object(&fx);
     let before = fx.picture();
     let err = fx
         .ws
@@ -524,17 +529,7 @@ fn a_corrupt_object_inside_a_directory_the_restore_makes_leaves_nothing_behind()
     fx.write("kept.txt", b"kept");
     let snap = fx.snap();
     std::fs::remove_dir_all(fx.root().join("new")).expect("rm");
-    let large = fx.ws.store().layout().large.clone();
-    let obj = std::fs::read_dir(&large)
-        .expect("large")
-        .next()
-        .expect("one")
-        .expect("entry")
-        .path();
-    let mut bytes = std::fs::read(&obj).expect("read");
-    let n = bytes.len();
-    bytes[n - 10] ^= 0xff;
-    std::fs::write(&obj, bytes).expect("write");
+    damage_the_large_object(&fx);
     let before = fx.picture();
     let err = fx
         .ws
