@@ -554,3 +554,52 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
     let fresh = dir.path().join("restore-latest");
     assert_same_tree(ws.root(), &fresh);
 }
+
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn copy_snapshot_moves_a_snapshot_from_a_local_store_into_garage_and_back_into_another_local_store()
+{
+    let g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("copies");
+    let root = dir.path().join("local");
+    std::fs::create_dir_all(&root).expect("root");
+    populate(&root, 50);
+    let local = cairn_restore::Workspace::open(
+        &root,
+        cairn_restore::WorkspaceOptions {
+            store: Some(dir.path().join("local-store")),
+            ..Default::default()
+        },
+    )
+    .expect("a local workspace");
+    let snap = local.snapshot(&local.snapshot_options()).expect("snapshot");
+    let remote = Store::open(dir.path().join("cache"), remote_options(&g, &url)).expect("open");
+    let up = cairn_store::copy::copy_snapshot(local.store(), &snap.id, &remote).expect("up");
+    assert!(up.objects_copied > 50, "{up:?}");
+    let again = cairn_store::copy::copy_snapshot(local.store(), &snap.id, &remote).expect("again");
+    assert!(again.already_present, "idempotent: {again:?}");
+    // Down, through a cache that has nothing yet, into a local store without a remote.
+    let other = Store::open(dir.path().join("cache2"), remote_options(&g, &url)).expect("open");
+    let back = Store::open(dir.path().join("back"), Default::default()).expect("local store");
+    cairn_store::copy::copy_snapshot(&other, &snap.id, &back).expect("down");
+    assert!(back.remote().is_none());
+    let report = cairn_store::verify::verify(&back).expect("verify");
+    assert!(report.is_ok(), "{report:?}");
+    let out = dir.path().join("restored");
+    let restored = cairn_restore::Workspace::open(
+        {
+            std::fs::create_dir_all(&out).expect("out");
+            &out
+        },
+        cairn_restore::WorkspaceOptions {
+            store: Some(dir.path().join("back")),
+            ..Default::default()
+        },
+    )
+    .expect("a workspace on the copy");
+    restored
+        .restore(&snap.id, &Default::default())
+        .expect("restore from the copy");
+    assert_same_tree(&root, &out);
+}
