@@ -74,8 +74,9 @@ type ThreadsOptions struct {
 	BusyTimeout *time.Duration
 }
 
-// OpenThreads opens the thread database at path, created if needed. With path "" the
-// database is threads.db in the store of ws. ws (may be nil) is the default workspace for
+// OpenThreads opens the thread database at path, created if needed: an SQLite file, or a
+// PostgreSQL database that several machines share when path is a postgres:// URL. With path
+// "" the database is threads.db in the store of ws. ws (may be nil) is the default workspace for
 // checkpoints, rewinds and forks; the database keeps its own reference to it, so ws may be
 // closed first.
 func OpenThreads(ctx context.Context, path string, ws *Workspace, opts *ThreadsOptions) (*Threads, error) {

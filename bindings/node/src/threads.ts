@@ -48,7 +48,8 @@ function entryDocument(e: NewEntry): Buffer {
 }
 
 /**
- * A thread database (SQLite; several processes may share it). Opening it with a workspace
+ * A thread database: an SQLite file several processes may share, or with a `postgres://` URL
+ * a PostgreSQL database several machines share. Opening it with a workspace
  * makes that the default workspace of checkpoints, rewinds and forks; with no path, the
  * database is `<store>/threads.db` of that workspace's store.
  */
