@@ -285,3 +285,73 @@ fn a_local_collection_of_a_remote_cache_is_refused_and_points_to_the_remote_coll
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(e.to_string().contains("remote::collect"), "{e}");
 }
+
+/// A remote whose listings fail while `fail` is set (a refresh that cannot reach it).
+#[derive(Debug)]
+struct Flaky {
+    inner: Arc<ObjectStoreRemote>,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl Remote for Flaky {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn put(&self, key: &str, bytes: Vec<u8>) -> cairn_store::Result<()> {
+        self.inner.put(key, bytes)
+    }
+    fn put_file(&self, key: &str, path: &std::path::Path) -> cairn_store::Result<()> {
+        self.inner.put_file(key, path)
+    }
+    fn get(&self, key: &str) -> cairn_store::Result<Option<(Vec<u8>, i64)>> {
+        self.inner.get(key)
+    }
+    fn get_to_file(&self, key: &str, path: &std::path::Path) -> cairn_store::Result<bool> {
+        self.inner.get_to_file(key, path)
+    }
+    fn list(&self, prefix: &str) -> cairn_store::Result<Vec<cairn_store::RemoteObject>> {
+        if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(cairn_store::Error::Remote {
+                action: format!("list {prefix}"),
+                location: self.location(),
+                detail: "unreachable (test)".into(),
+                kind: ErrorKind::Io,
+            });
+        }
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> cairn_store::Result<()> {
+        self.inner.delete(key)
+    }
+    fn stats(&self) -> RemoteStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_writer_whose_refresh_fails_reuses_nothing_since_it_cannot_know_what_a_collection_marked() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let flaky = Arc::new(Flaky {
+        inner: memory_remote(),
+        fail: std::sync::atomic::AtomicBool::new(false),
+    });
+    let store = Store::open(dir.path().join("cache"), options_over(flaky.clone())).expect("open");
+    put_unnamed(&store, b"stored and uploaded");
+    let put_again = |fail: bool| {
+        flaky.fail.store(fail, std::sync::atomic::Ordering::SeqCst);
+        let op = store
+            .begin_operation(OperationKind::Write, &[])
+            .expect("op");
+        let w = store.writer(&op);
+        let put = w
+            .put(ObjectKind::Blob, b"stored and uploaded")
+            .expect("put");
+        w.commit().expect("commit");
+        put.written
+    };
+    assert!(
+        put_again(true),
+        "written again rather than reused on a stale view"
+    );
+    assert!(!put_again(false), "reused once the view is fresh");
+}

@@ -184,6 +184,8 @@ pub(crate) struct Mirror {
     /// `remote/idx/`: the indexes of remote packs.
     idx_dir: PathBuf,
     state: RwLock<MirrorState>,
+    /// One lock per pack being downloaded, so threads reading it download it once.
+    fetching: Mutex<HashMap<ObjectId, Arc<Mutex<()>>>>,
 }
 
 fn remote_err(remote: &dyn Remote, action: &str, detail: impl Into<String>) -> Error {
@@ -228,6 +230,7 @@ impl Mirror {
             config,
             idx_dir,
             state: RwLock::new(MirrorState::default()),
+            fetching: Mutex::new(HashMap::new()),
         })
     }
 
@@ -376,6 +379,8 @@ impl Mirror {
     /// Downloads pack `id` into `objects/packs/` (checked against its id), with its index.
     pub(crate) fn fetch_pack(&self, id: &ObjectId, packs_dir: &Path, tmp: &Path) -> Result<()> {
         let dest = packs_dir.join(format!("{}.pack", id.to_hex()));
+        let lock = self.fetching.lock().entry(*id).or_default().clone();
+        let _one_at_a_time = lock.lock();
         if std::fs::symlink_metadata(&dest).is_ok() {
             return Ok(());
         }

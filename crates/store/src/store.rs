@@ -694,10 +694,13 @@ impl Store {
     /// Starts writing objects. The writer is shared by reference between threads.
     pub fn writer<'a>(&'a self, guard: &'a OperationGuard) -> ObjectWriter<'a> {
         // Another process may have written packs since we opened: see them, to share objects.
-        let _ = self.refresh();
+        let refreshed = self.refresh().is_ok();
         ObjectWriter {
             store: self,
             _guard: guard,
+            // With a remote, reuse needs a view taken after the operation's lease: without
+            // it, a collection may have marked (and may delete) what the writer would reuse.
+            reuse: refreshed || self.inner.mirror.is_none(),
             current: Mutex::new(None),
             written: Mutex::new(HashSet::new()),
             stats: AtomicStats::default(),
@@ -1055,6 +1058,7 @@ pub struct PutOutcome {
 pub struct ObjectWriter<'a> {
     store: &'a Store,
     _guard: &'a OperationGuard,
+    reuse: bool,
     current: Mutex<Option<PackWriter>>,
     written: Mutex<HashSet<ObjectId>>,
     stats: AtomicStats,
@@ -1077,12 +1081,12 @@ impl ObjectWriter<'_> {
     /// Whether `id` is available to reference: written by this writer, or present in the store
     /// and not quarantined.
     pub fn contains(&self, id: &ObjectId) -> bool {
-        self.written.lock().contains(id) || self.store.reusable(id)
+        self.written.lock().contains(id) || (self.reuse && self.store.reusable(id))
     }
 
     /// Claims `id` for writing; false when it is already present or being written.
     fn claim(&self, id: &ObjectId) -> bool {
-        if self.store.reusable(id) {
+        if self.reuse && self.store.reusable(id) {
             return false;
         }
         self.written.lock().insert(*id)
