@@ -355,3 +355,50 @@ fn a_writer_whose_refresh_fails_reuses_nothing_since_it_cannot_know_what_a_colle
     );
     assert!(!put_again(false), "reused once the view is fresh");
 }
+
+#[test]
+fn trimming_the_cache_removes_the_least_recent_remote_packs_and_reads_fetch_them_again() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let remote = memory_remote();
+    let ws = workspace(
+        &dir.path().join("w"),
+        &dir.path().join("cache"),
+        "w",
+        options_over(remote.clone()),
+    );
+    populate(ws.root(), 30);
+    let first = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    edit(ws.root(), 5, 1);
+    let second = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let store = ws.store();
+    let all = store.trim_cache(u64::MAX).expect("trim nothing");
+    assert_eq!(all.removed_files, 0);
+    assert!(all.cached_bytes > 0);
+    let trimmed = store.trim_cache(0).expect("trim all");
+    assert!(
+        trimmed.removed_files >= 3,
+        "two packs and a large object: {trimmed:?}"
+    );
+    assert_eq!(trimmed.cached_bytes, 0);
+    // Reads fetch what they need again, and the snapshots restore whole.
+    let before = remote.stats();
+    let out = dir.path().join("out");
+    let other = workspace(
+        &out,
+        &dir.path().join("cache"),
+        "out",
+        options_over(remote.clone()),
+    );
+    other
+        .restore(&first.id, &Default::default())
+        .expect("restore");
+    assert!(remote.stats().since(&before).bytes_received > 0);
+    other
+        .restore(&second.id, &Default::default())
+        .expect("restore");
+    assert_same_tree(ws.root(), &out);
+    // A store without a remote holds the only copy: it is never trimmed.
+    let local = Store::open(dir.path().join("local"), Default::default()).expect("open");
+    let e = local.trim_cache(0).expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+}

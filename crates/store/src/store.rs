@@ -367,6 +367,14 @@ impl Store {
         self.load_quarantine()
     }
 
+    /// Drops the loaded packs `ids` (and their open files); the next refresh loads them anew.
+    pub(crate) fn forget_packs(&self, ids: &[ObjectId]) {
+        let mut set = self.inner.packs.write();
+        for id in ids {
+            set.packs.remove(id);
+        }
+    }
+
     pub(crate) fn packs(&self) -> Vec<Arc<LoadedPack>> {
         self.inner.packs.read().packs.values().cloned().collect()
     }
