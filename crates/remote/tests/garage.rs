@@ -304,39 +304,56 @@ fn two_processes_snapshot_into_one_bucket_while_a_third_collects_and_every_snaps
     }
 }
 
+/// A workspace over `url` whose packs are small (256 KiB), holding `files` incompressible
+/// files of 20 KB: its first snapshot uploads many packs, one after another.
+fn noisy_workspace(g: &Garage, dir: &Path, url: &str, files: u64) -> cairn_restore::Workspace {
+    let mut opts = remote_options(g, url);
+    opts.pack_target_bytes = 256 << 10;
+    let ws = workspace(&dir.join("w"), &dir.join("cache"), "w", opts);
+    for i in 0..files {
+        std::fs::write(ws.root().join(format!("f{i}.bin")), noise(20_000, i + 1)).expect("write");
+    }
+    ws
+}
+
+/// Takes a snapshot of `ws` and stops `nodes` once it has made `puts` uploads, while it still
+/// has more to make.
+fn snapshot_stopping(
+    ws: &cairn_restore::Workspace,
+    g: &mut Garage,
+    puts: u64,
+    nodes: &[usize],
+) -> Result<cairn_snapshot::Snapshot, cairn_restore::Error> {
+    let remote = ws.store().remote().expect("remote").clone();
+    let before = remote.stats().puts;
+    std::thread::scope(|s| {
+        let snap = s.spawn(|| ws.snapshot(&ws.snapshot_options()));
+        while remote.stats().puts < before + puts && !snap.is_finished() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!snap.is_finished(), "the nodes stop during the snapshot");
+        for &n in nodes {
+            g.kill_node(n);
+        }
+        eprintln!(
+            "nodes {nodes:?} stopped after {} uploads of the snapshot",
+            remote.stats().puts - before
+        );
+        snap.join().expect("snapshot thread")
+    })
+}
+
 #[test]
 #[ignore = "needs the Garage cluster: scripts/test-garage"]
 fn a_snapshot_during_which_a_garage_node_stops_completes_or_fails_cleanly_and_a_retry_succeeds() {
     let mut g = Garage::start();
     let dir = tempfile::tempdir().expect("tmp");
     let url = g.url("faulty");
-    let mut opts = remote_options(&g, &url);
-    // Many small packs, so the node stops in the middle of the uploads.
-    opts.pack_target_bytes = 256 << 10;
-    let ws = workspace(&dir.path().join("w"), &dir.path().join("cache"), "w", opts);
     // Incompressible content, 8 MB in 400 files: some 32 packs to upload.
-    for i in 0..400 {
-        let body = noise(20_000, i + 1);
-        std::fs::write(ws.root().join(format!("f{i}.bin")), body).expect("write");
-    }
-    let remote = ws.store().remote().expect("remote").clone();
-    let puts_before = remote.stats().puts;
+    let ws = noisy_workspace(&g, dir.path(), &url, 400);
     let started = Instant::now();
-    let first = std::thread::scope(|s| {
-        let snap = s.spawn(|| ws.snapshot(&ws.snapshot_options()));
-        // Stop the node once the snapshot has uploaded its first packs (the lease, then
-        // pack and index pairs), while it still has more to upload.
-        while remote.stats().puts < puts_before + 5 && !snap.is_finished() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(!snap.is_finished(), "the node stops during the snapshot");
-        g.kill_node(2);
-        eprintln!(
-            "node 2 stopped after {} uploads of the snapshot",
-            remote.stats().puts - puts_before
-        );
-        snap.join().expect("snapshot thread")
-    });
+    // Node 2 stops once the lease and the first two packs are up.
+    let first = snapshot_stopping(&ws, &mut g, 5, &[2]);
     let elapsed = started.elapsed();
     match &first {
         Ok(s) => eprintln!("the snapshot completed with a node down: {}", s.id),
@@ -602,4 +619,50 @@ fn copy_snapshot_moves_a_snapshot_from_a_local_store_into_garage_and_back_into_a
         .restore(&snap.id, &Default::default())
         .expect("restore from the copy");
     assert_same_tree(&root, &out);
+}
+
+#[test]
+#[ignore = "needs the Garage cluster: scripts/test-garage"]
+fn a_snapshot_without_a_write_quorum_fails_cleanly_publishes_nothing_and_succeeds_when_retried() {
+    let mut g = Garage::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let url = g.url("quorum");
+    let ws = noisy_workspace(&g, dir.path(), &url, 300);
+    let started = Instant::now();
+    // Two of three replicas stop once the lease and the first pack are up: no later write
+    // reaches its quorum.
+    let e = snapshot_stopping(&ws, &mut g, 3, &[1, 2]).expect_err("no quorum, no snapshot");
+    let took = started.elapsed();
+    eprintln!("failed in {took:?}: {e}");
+    assert!(took < Duration::from_secs(120), "{took:?}");
+    assert!(
+        matches!(e.kind(), ErrorKind::Io | ErrorKind::Busy),
+        "a clean failure: {e}"
+    );
+    g.start_node(1);
+    g.start_node(2);
+    // Retried once the nodes are back (they may need a moment to rejoin).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut tries = 1;
+    let snap = loop {
+        match ws.snapshot(&ws.snapshot_options()) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() < deadline => {
+                assert!(matches!(e.kind(), ErrorKind::Io | ErrorKind::Busy), "{e}");
+                tries += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => panic!("the retry never succeeded: {e}"),
+        }
+    };
+    eprintln!("the snapshot succeeded at try {tries}, once the nodes were back");
+    let check = Store::open(dir.path().join("check"), remote_options(&g, &url)).expect("open");
+    let report = cairn_store::verify::verify(&check).expect("verify");
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!(
+        report.snapshots.len(),
+        1,
+        "the failed attempt published no manifest"
+    );
+    assert!(check.has_snapshot(&snap.id));
 }
