@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::journal::{self, Journal, State};
-use crate::plan::{self, Action, Current, Inputs, KeptPath, Plan, RestoreOptions};
+use crate::plan::{self, Action, Current, KeptPath, Plan, RestoreOptions};
 use crate::safe::{self, Dirs};
 use crate::workspace::{restore_lock_path, Workspace};
 use cairn_store::fsutil::{self, LockMode};
@@ -858,24 +858,17 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
             sopts.cancel = options.cancel.clone();
             let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-            let reference = plan::reference_root(store, options.reference.as_ref())?;
-            fresh_plan = plan::compute(
+            fresh_plan = plan::against(
                 ws,
-                Inputs {
-                    snapshot_id: id,
-                    target_root: manifest.root,
-                    target_skipped: &manifest.skipped,
-                    target_leaves: manifest.stats.files + manifest.stats.symlinks,
-                    capture: manifest.capture.clone(),
-                    current: Current {
-                        root: prepared.root(),
-                        trees: &tree,
-                        kept: Current::from_walk(prepared.kept(), prepared.skipped()),
-                    },
-                    target_tree: &tree,
-                    reference,
-                    on_drift: options.on_drift,
+                id,
+                &manifest,
+                Current {
+                    root: prepared.root(),
+                    trees: &tree,
+                    kept: Current::from_walk(prepared.kept(), prepared.skipped()),
                 },
+                options.reference.as_ref(),
+                options.on_drift,
             )?;
             if fresh_plan.is_noop() {
                 // Nothing to change: no safety snapshot (the prepared one is dropped).
@@ -956,25 +949,18 @@ fn planned_safety(
     if safety.root != plan.current_root {
         let store = ws.store();
         let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-        let reference = plan::reference_root(store, plan.reference.as_ref())?;
         let target = store.read_manifest(&plan.snapshot_id)?;
-        let fresh = plan::compute(
+        let fresh = plan::against(
             ws,
-            Inputs {
-                snapshot_id: plan.snapshot_id,
-                target_root: plan.target_root,
-                target_skipped: &target.skipped,
-                target_leaves: target.stats.files + target.stats.symlinks,
-                capture: plan.capture.clone(),
-                current: Current {
-                    root: safety.root,
-                    trees: &tree,
-                    kept: Current::from_walk(&safety.kept, &safety.skipped),
-                },
-                target_tree: &tree,
-                reference,
-                on_drift: options.on_drift,
+            plan.snapshot_id,
+            &target,
+            Current {
+                root: safety.root,
+                trees: &tree,
+                kept: Current::from_walk(&safety.kept, &safety.skipped),
             },
+            plan.reference.as_ref(),
+            options.on_drift,
         )?;
         if fresh.actions != plan.actions {
             return Err(changed_since(ws, plan, &fresh));

@@ -714,15 +714,36 @@ fn check_owners(
     Ok(())
 }
 
-/// The reference snapshot of a drift check with its root tree.
-pub(crate) fn reference_root(
-    store: &cairn_store::Store,
+/// Computes the plan of restoring `snapshot_id` (whose manifest is `manifest`) over
+/// `current`, the files as a walk saw them; `reference` names the snapshot of a drift check.
+pub(crate) fn against(
+    ws: &Workspace,
+    snapshot_id: SnapshotId,
+    manifest: &cairn_store::Manifest,
+    current: Current<'_>,
     reference: Option<&SnapshotId>,
-) -> Result<Option<(SnapshotId, TreeId)>> {
-    match reference {
-        Some(r) => Ok(Some((*r, store.read_manifest(r)?.root))),
-        None => Ok(None),
-    }
+    on_drift: DriftPolicy,
+) -> Result<Plan> {
+    let store = ws.store();
+    let target_tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+    let reference = match reference {
+        Some(r) => Some((*r, store.read_manifest(r)?.root)),
+        None => None,
+    };
+    compute(
+        ws,
+        Inputs {
+            snapshot_id,
+            target_root: manifest.root,
+            target_skipped: &manifest.skipped,
+            target_leaves: manifest.stats.files + manifest.stats.symlinks,
+            capture: manifest.capture.clone(),
+            current,
+            target_tree: &target_tree,
+            reference,
+            on_drift,
+        },
+    )
 }
 
 /// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
@@ -739,24 +760,16 @@ pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> 
             None => Ok(store.read_tree(id)?),
         }
     };
-    let target_tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-    let reference = reference_root(store, options.reference.as_ref())?;
-    compute(
+    against(
         ws,
-        Inputs {
-            snapshot_id: *snapshot,
-            target_root: manifest.root,
-            target_skipped: &manifest.skipped,
-            target_leaves: manifest.stats.files + manifest.stats.symlinks,
-            capture: manifest.capture.clone(),
-            current: Current {
-                root: scan.root,
-                trees: &current_tree,
-                kept: Current::from_walk(&scan.kept, &scan.skipped),
-            },
-            target_tree: &target_tree,
-            reference,
-            on_drift: options.on_drift,
+        *snapshot,
+        &manifest,
+        Current {
+            root: scan.root,
+            trees: &current_tree,
+            kept: Current::from_walk(&scan.kept, &scan.skipped),
         },
+        options.reference.as_ref(),
+        options.on_drift,
     )
 }
