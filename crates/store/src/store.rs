@@ -636,30 +636,31 @@ impl Store {
             return Err(Error::not_found(format!("object {id}")));
         }
         let mut last_err = None;
-        for loc in &locs {
-            if let Err(e) = self.ensure_local(loc) {
-                last_err = Some(e);
-                continue;
+        // Each copy in turn (fetched first when only the remote has it); the first that
+        // reads whole wins, else the last error is kept.
+        let mut first_good = |locs: &[Location], last_err: &mut Option<Error>| -> Option<T> {
+            for loc in locs {
+                if let Err(e) = self.ensure_local(loc) {
+                    *last_err = Some(e);
+                    continue;
+                }
+                match f(loc) {
+                    Ok(v) => return Some(v),
+                    Err(e) => *last_err = Some(e),
+                }
             }
-            match f(loc) {
-                Ok(v) => return Ok(v),
-                Err(e) => last_err = Some(e),
-            }
+            None
+        };
+        if let Some(v) = first_good(&locs, &mut last_err) {
+            return Ok(v);
         }
         // A collection in another process may have repacked the object since this handle
         // last looked (the pack we knew is gone, its objects live in a new one): look again
         // once before failing.
         if last_err.as_ref().is_some_and(|e| e.is_not_found()) {
             self.refresh()?;
-            for loc in &self.locations(id) {
-                if let Err(e) = self.ensure_local(loc) {
-                    last_err = Some(e);
-                    continue;
-                }
-                match f(loc) {
-                    Ok(v) => return Ok(v),
-                    Err(e) => last_err = Some(e),
-                }
+            if let Some(v) = first_good(&self.locations(id), &mut last_err) {
+                return Ok(v);
             }
         }
         let err = last_err.expect("at least one location was tried");
