@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { CairnError, CancelToken, ERROR_CODES, STATUS_BY_CODE, Workspace, statusDescription } from 'cairn';
 import { load } from 'cairn/ffi';
-import { fixture, tempDir, writeTree } from './helpers.mjs';
+import { fixture, tempDir, writeMany, writeTree } from './helpers.mjs';
 
 /** Asserts `promiseOrFn` fails with a CairnError of `code`; returns the error. */
 async function expectCode(code, promiseOrFn) {
@@ -135,15 +135,20 @@ test('CANCELLED: a cancelled token, an aborted signal, before and while running'
   const e = await seen('CANCELLED', ws.restore('x', { signal: AbortSignal.abort(reason) }));
   assert.equal(e.cause, reason);
   // Cancelled natively: the call is on its worker thread when the token is cancelled, and the
-  // library stops before any change.
+  // library stops before any change. The restore has 3,000 new files to take into its safety
+  // snapshot first (a few hundred milliseconds), so the cancel, issued within a millisecond,
+  // always lands before the apply starts; on the bare fixture the whole restore took 15 ms and
+  // a busy machine could let it finish first.
   const snap = await ws.snapshot();
   writeTree(ws.root, { README: 'changed\n' });
+  writeMany(ws.root, 3000, 16 * 1024);
   const running = new CancelToken();
   t.after(() => running.close());
   const restoring = ws.restore(snap.id, { cancel: running });
   running.cancel();
   await seen('CANCELLED', restoring);
   assert.equal(fs.readFileSync(path.join(ws.root, 'README'), 'utf8'), 'changed\n');
+  assert.ok(fs.existsSync(path.join(ws.root, 'many', 'd0', 'f0.bin')), 'the new files are still there');
   const aborter = new AbortController();
   const again = ws.restore(snap.id, { signal: aborter.signal });
   aborter.abort(reason);
