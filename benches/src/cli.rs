@@ -109,6 +109,20 @@ fn parse_count(s: &str) -> Option<u64> {
     }
 }
 
+/// Generates the tree `--files` (default `files`) and `--seed` (default 1) ask for at `at`, and
+/// returns how to name it in a report.
+pub fn generate_tree(args: &Args, at: &std::path::Path, files: u64) -> Result<String, String> {
+    let n = args.number("files", files)? as usize;
+    let seed = args.number("seed", 1)?;
+    let s = crate::gen::generate(at, &crate::gen::TreeSpec::new(n, seed))
+        .map_err(|e| format!("generating a tree of {n} files: {e}"))?;
+    Ok(format!(
+        "generated, {} files (seed {seed}), {}",
+        s.files,
+        bytes(s.bytes)
+    ))
+}
+
 /// Bytes for people: `12.3 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB"];

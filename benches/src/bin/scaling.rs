@@ -9,7 +9,6 @@
 //!   after a snapshot with nothing changed, against the tree's size.
 
 use cairn_benches::cli::{self, Args};
-use cairn_benches::gen::{self, TreeSpec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -80,23 +79,13 @@ fn run(args: Args) -> Result<(), String> {
         return probe(Path::new(tree), Path::new(store), threads);
     }
     let runs = args.number("runs", 3)?.max(1) as usize;
-    let seed = args.number("seed", 1)?;
     let scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let (tree, title): (PathBuf, String) = match args.get("dir") {
         Some(d) => (PathBuf::from(d), d.to_string()),
         None => {
-            let n = args.number("files", 60_000)? as usize;
             let tree = scratch.path().join("tree");
-            let s = gen::generate(&tree, &TreeSpec::new(n, seed))
-                .map_err(|e| format!("generating a tree of {n} files: {e}"))?;
-            (
-                tree,
-                format!(
-                    "generated, {} files (seed {seed}), {}",
-                    s.files,
-                    cli::bytes(s.bytes)
-                ),
-            )
+            let title = cli::generate_tree(&args, &tree, 60_000)?;
+            (tree, title)
         }
     };
     println!(

@@ -760,10 +760,12 @@ enum Start<'p> {
 /// The snapshot options of a safety snapshot before restoring `target`: the target's own
 /// capture settings, so it keeps every path the plan changes or deletes.
 fn safety_options(
+    ws: &Workspace,
     capture: &cairn_store::CaptureSettings,
     target: &SnapshotId,
 ) -> cairn_snapshot::Options {
     let mut sopts = cairn_snapshot::Options::from_capture(capture);
+    sopts.memo = Some(ws.memo.clone());
     sopts.label = Some(format!("safety before restoring {}", target.short()));
     sopts
         .metadata
@@ -854,7 +856,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
         Start::Fresh(id) => {
             let store = ws.store();
             let manifest = store.read_manifest(&id)?;
-            let mut sopts = safety_options(&manifest.capture, &id);
+            let mut sopts = safety_options(ws, &manifest.capture, &id);
             sopts.cancel = options.cancel.clone();
             let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
@@ -943,7 +945,7 @@ fn planned_safety(
         }
         return Ok(None);
     }
-    let sopts = safety_options(&plan.capture, &plan.snapshot_id);
+    let sopts = safety_options(ws, &plan.capture, &plan.snapshot_id);
     let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts)?;
     // Re-check the plan against what the safety snapshot saw.
     if safety.root != plan.current_root {

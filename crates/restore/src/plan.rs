@@ -753,6 +753,7 @@ pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> 
     let manifest = store.read_manifest(snapshot)?;
     let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);
     scan_opts.cancel = options.cancel.clone();
+    scan_opts.memo = Some(ws.memo.clone());
     let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts)?;
     let current_tree = |id: &TreeId| -> Result<Tree> {
         match scan.trees.get(id) {

@@ -64,6 +64,8 @@ pub struct Workspace {
     pub(crate) options: WorkspaceOptions,
     /// What opening found in pending journals, if anything.
     pub(crate) recovered: Vec<crate::journal::Recovery>,
+    /// The stat cache between this handle's snapshots and plans.
+    pub(crate) memo: cairn_snapshot::CacheMemo,
 }
 
 /// The default id of a workspace rooted at `root` (canonical): `ws-` and 16 hex digits of its
@@ -100,6 +102,7 @@ impl Workspace {
             store,
             options,
             recovered: Vec::new(),
+            memo: cairn_snapshot::CacheMemo::default(),
         };
         if ws.options.recover {
             ws.recovered = crate::journal::recover_all(&ws)?;
@@ -132,13 +135,22 @@ impl Workspace {
         &self.recovered
     }
 
-    /// Snapshot options with the workspace's capture settings; `extra_excludes` add up.
+    /// Waits until the stat cache the last snapshot left is written to the store. A snapshot
+    /// that changed something returns before its cache is written (a background thread writes
+    /// it; the snapshot itself is durable); the next snapshot, and dropping the workspace, wait
+    /// for it anyway. For a caller that wants the file written now, and for benchmarks.
+    pub fn flush_stat_cache(&self) {
+        self.memo.wait();
+    }
+
+    /// Snapshot options with the workspace's capture settings and its in-memory stat cache.
     pub fn snapshot_options(&self) -> SnapshotOptions {
         SnapshotOptions {
             excludes: self.options.excludes.clone(),
             max_file_bytes: self.options.max_file_bytes,
             gitignore: self.options.gitignore,
             refuse_hard_links: self.options.refuse_hard_links,
+            memo: Some(self.memo.clone()),
             ..SnapshotOptions::default()
         }
     }
@@ -158,6 +170,7 @@ impl Workspace {
         progress: Option<cairn_snapshot::ProgressFn<'_>>,
     ) -> Result<SnapshotOutcome> {
         let mut opts = options.clone();
+        opts.memo.get_or_insert_with(|| self.memo.clone());
         for e in &self.options.excludes {
             if !opts.excludes.contains(e) {
                 opts.excludes.push(e.clone());

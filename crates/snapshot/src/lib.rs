@@ -31,7 +31,7 @@ mod walk;
 pub use diff::{diff_snapshots, diff_trees, diff_workspace, Change, ChangeKind, EntryInfo};
 pub use error::{Error, Result};
 pub use exclude::{ExcludeReason, Excludes, IgnoreChain, DEFAULT_EXCLUDES};
-pub use statcache::{StatCache, StatRecord};
+pub use statcache::{CacheMemo, StatCache, StatRecord};
 pub use walk::{Kept, MAX_READS};
 
 use cairn_store::{
@@ -88,6 +88,10 @@ pub struct Options {
     pub threads: Option<usize>,
     /// A token another thread may cancel.
     pub cancel: Option<CancelToken>,
+    /// Where this process keeps the workspace's stat cache between snapshots, so that one does
+    /// not read and decode the whole file when the file still holds what the memo does (see
+    /// [`CacheMemo`]). `None` reads the file every time. A `Workspace` sets its own.
+    pub memo: Option<CacheMemo>,
 }
 
 impl Default for Options {
@@ -103,6 +107,7 @@ impl Default for Options {
             use_stat_cache: true,
             threads: None,
             cancel: None,
+            memo: None,
         }
     }
 }
@@ -315,7 +320,11 @@ fn load_cache(store: &Store, workspace_id: &str, options: &Options) -> Result<St
     if !options.use_stat_cache {
         return Ok(StatCache::default());
     }
-    let cache = StatCache::load(&StatCache::path(store, workspace_id)?);
+    let path = StatCache::path(store, workspace_id)?;
+    let cache = match &options.memo {
+        Some(memo) => memo.load(&path),
+        None => StatCache::load(&path),
+    };
     // Trust a cache only while the snapshot it was recorded with exists: a collection may have
     // removed the blobs of a deleted one.
     match cache.snapshot {
@@ -332,8 +341,9 @@ fn now_ns() -> i64 {
 }
 
 /// Saves the stat cache after snapshot `id`: only its header when every directory's record is
-/// the one loaded (nothing changed), else the whole cache. Failures are ignored (see the
-/// caller).
+/// the one loaded (nothing changed), else the whole cache, updated in place from the walk. With
+/// a memo, the memo keeps the cache and a changed one is written by a background thread (see
+/// [`CacheMemo`]). Failures are ignored (see the caller).
 fn save_cache(
     store: &Store,
     path: &Path,
@@ -347,26 +357,32 @@ fn save_cache(
         && cache.root == Some((out.root, out.root_size))
         && cache.dir_count() == out.dirs.len()
         && out.dirs.iter().all(|d| matches!(d, NewDir::Same(_)));
-    if unchanged && StatCache::confirm(path, &id, started_ns).is_ok() {
+    if unchanged && StatCache::confirm(path, &id, started_ns, cache.key()).is_ok() {
+        cache.snapshot = Some(id);
+        cache.started_ns = started_ns;
+        if let Some(memo) = &options.memo {
+            memo.put(path, std::mem::take(cache));
+        }
         return;
     }
-    let dirs = std::mem::take(&mut out.dirs)
-        .into_iter()
-        .filter_map(|d| match d {
-            NewDir::Same(p) => cache.take_dir(&p),
-            NewDir::Fresh(r) => Some(r),
-        })
-        .collect();
-    let file = statcache::StatCacheFile {
-        snapshot: Some(id),
-        started_ns,
-        body: statcache::StatCacheBody {
-            rules: statcache::rules_fingerprint(&options.excludes, options.gitignore),
-            root: Some((out.root.object(), out.root_size)),
-            dirs,
-        },
-    };
-    let _ = StatCache::save(&store.layout().tmp, path, &file);
+    cache.replace(
+        std::mem::take(&mut out.dirs).into_iter().map(|d| match d {
+            NewDir::Same(p) => statcache::Update::Same(p),
+            NewDir::Fresh(r) => statcache::Update::Fresh(r),
+        }),
+        statcache::StatCacheFile::new_key(Some(&id), started_ns),
+        statcache::rules_fingerprint(&options.excludes, options.gitignore),
+        Some((out.root, out.root_size)),
+    );
+    cache.snapshot = Some(id);
+    cache.started_ns = started_ns;
+    let tmp = &store.layout().tmp;
+    match &options.memo {
+        Some(memo) => memo.put_and_write(tmp, path, std::mem::take(cache)),
+        None => {
+            let _ = cache.save_to(tmp, path);
+        }
+    }
 }
 
 /// Takes a snapshot of the workspace at `root` into `store`, as workspace `workspace_id`.
@@ -478,10 +494,24 @@ impl Prepared<'_> {
             id,
             root: self.out.root,
             stats: manifest.stats,
-            skipped: self.out.skipped,
-            kept: self.out.kept,
+            skipped: std::mem::take(&mut self.out.skipped),
+            kept: std::mem::take(&mut self.out.kept),
             manifest,
         })
+    }
+}
+
+impl Drop for Prepared<'_> {
+    /// A snapshot prepared and not committed changed no cache: what it took from the memo goes
+    /// back as it was. (After a commit, the memo already holds the new cache.)
+    fn drop(&mut self) {
+        if let Some(memo) = &self.options.memo {
+            if self.cache.key() != &[0; 16] {
+                if let Ok(path) = StatCache::path(self.store, &self.workspace_id) {
+                    memo.put(&path, std::mem::take(&mut self.cache));
+                }
+            }
+        }
     }
 }
 
@@ -538,7 +568,14 @@ pub fn scan(store: &Store, root: &Path, workspace_id: &str, options: &Options) -
         options,
         Sink::Hash(Default::default()),
         None,
-    )?;
+    );
+    // A scan only reads the cache: what it took from the memo goes back as it was.
+    if let Some(memo) = &options.memo {
+        if cache.key() != &[0; 16] {
+            memo.put(&StatCache::path(store, workspace_id)?, cache);
+        }
+    }
+    let out = out?;
     Ok(Scan {
         root: out.root,
         trees: out.trees.unwrap_or_default(),

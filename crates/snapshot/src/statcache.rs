@@ -4,9 +4,12 @@
 //! read again, and a directory whose entries all match keeps its tree id without the tree being
 //! built, encoded and hashed again: a snapshot with nothing changed costs one `lstat` per entry.
 //!
-//! File format (version 2): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
-//! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, and
-//! a checksum of those fields), then a postcard-encoded [`StatCacheBody`]. The body is written
+//! File format (version 3): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
+//! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, the
+//! key of the body, and a checksum of those fields), then a postcard-encoded
+//! [`StatCacheBody`]. The key is new each time a body is written and kept when only the header
+//! is rewritten, so a process that holds the body it last wrote or read (see [`CacheMemo`])
+//! knows from the header alone that it may use it without reading the file. The body is written
 //! to a temporary file and renamed over the old one after the snapshot's manifest; when a
 //! snapshot changed nothing, only the header is rewritten in place. Neither is synced: the
 //! cache only saves work, a torn or stale header fails its checksum or names an older snapshot
@@ -28,12 +31,13 @@ use std::path::{Path, PathBuf};
 /// Magic at the start of a stat cache file.
 pub const STATCACHE_MAGIC: &[u8; 8] = b"CAIRNSTC";
 /// The stat cache format version.
-pub const STATCACHE_VERSION: u32 = 2;
+pub const STATCACHE_VERSION: u32 = 3;
 /// Records of files changed this close before their snapshot started are not trusted.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 /// Length of the fixed header after the magic and version: a flag byte, a snapshot id, the
-/// start time, and the first 8 bytes of the SHA-256 of those.
-pub const HEADER_LEN: usize = 1 + 32 + 8 + 8;
+/// start time, the body's 16-byte key, and the first 8 bytes of the SHA-256 of those.
+pub const HEADER_LEN: usize = 1 + 32 + 8 + 16 + 8;
+const CHECKED: usize = HEADER_LEN - 8;
 const BODY_START: usize = 12 + HEADER_LEN;
 
 /// What identifies one unchanged file (or link, or directory entry).
@@ -52,6 +56,7 @@ pub struct StatRecord {
     /// Status change time, nanoseconds since the epoch.
     pub ctime_ns: i64,
     /// The blob of its content (for a directory: its tree).
+    #[serde(with = "id_bytes")]
     pub blob: ObjectId,
 }
 
@@ -69,6 +74,22 @@ impl StatRecord {
     /// Whether the record was taken too close to `started_ns` to be trusted.
     pub fn is_racy(&self, started_ns: i64) -> bool {
         self.mtime_ns >= started_ns - RACY_WINDOW_NS || self.ctime_ns >= started_ns - RACY_WINDOW_NS
+    }
+}
+
+/// Object ids and names go through serde as byte strings (`serde_bytes`), one call each,
+/// instead of one call per byte: encoding and decoding the 60,000 records of a large workspace
+/// took three times as long the other way.
+mod id_bytes {
+    use cairn_store::ObjectId;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> {
+        serde_bytes::Bytes::new(&id.0).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectId, D::Error> {
+        serde_bytes::ByteArray::<32>::deserialize(d).map(|a| ObjectId(a.into_array()))
     }
 }
 
@@ -90,6 +111,7 @@ pub enum CachedKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CachedEntry {
     /// The entry's name, raw bytes.
+    #[serde(with = "serde_bytes")]
     pub name: Vec<u8>,
     /// What it was.
     pub kind: CachedKind,
@@ -102,6 +124,7 @@ pub struct CachedEntry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirRecord {
     /// The directory's path relative to the root (empty for the root).
+    #[serde(with = "serde_bytes")]
     pub path: Vec<u8>,
     /// The directory's own `lstat` when its entries were listed: while it matches (and is not
     /// racy), the entries are the ones below and the directory is not listed again.
@@ -123,6 +146,10 @@ impl DirRecord {
 /// The part of the cache rewritten only when something changed.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StatCacheBody {
+    /// What names this body (see [`StatCacheFile::new_key`]); the header carries it too, and a
+    /// file whose header names another body (a header confirmed over a body another process
+    /// wrote meanwhile) is not used.
+    pub key: [u8; 16],
     /// A fingerprint of the capture rules the exclusion decisions were made under (see
     /// [`rules_fingerprint`]); all zero when no decision may be reused.
     pub rules: [u8; 32],
@@ -144,6 +171,28 @@ pub struct StatCacheFile {
 }
 
 impl StatCacheFile {
+    /// A key for a body about to be written: the first 16 bytes of the SHA-256 of the snapshot,
+    /// its start time, the process id and a counter of this process, so no two bodies written
+    /// get the same key.
+    pub fn new_key(snapshot: Option<&SnapshotId>, started_ns: i64) -> [u8; 16] {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut h = Hasher::new();
+        h.update(b"cairn statcache body\0");
+        if let Some(id) = snapshot {
+            h.update(&id.object().0);
+        }
+        h.update(&started_ns.to_le_bytes());
+        h.update(&std::process::id().to_le_bytes());
+        h.update(
+            &COUNTER
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .to_le_bytes(),
+        );
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&h.finish().0[..16]);
+        key
+    }
+
     /// A cache holding only file records (by path relative to the root), with no directory
     /// tree and no reusable exclusion decision: every file it names that still matches is not
     /// read again, and everything else is walked as without a cache.
@@ -179,6 +228,7 @@ impl StatCacheFile {
             snapshot,
             started_ns,
             body: StatCacheBody {
+                key: StatCacheFile::new_key(snapshot.as_ref(), started_ns),
                 rules: [0; 32],
                 root: None,
                 dirs,
@@ -201,7 +251,7 @@ pub fn rules_fingerprint(excludes: &[String], gitignore: bool) -> [u8; 32] {
 }
 
 /// A loaded stat cache.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct StatCache {
     /// The snapshot its records were last confirmed by.
     pub snapshot: Option<SnapshotId>,
@@ -213,26 +263,43 @@ pub struct StatCache {
     pub root: Option<(TreeId, u64)>,
     dirs: HashMap<Vec<u8>, DirRecord>,
     files: usize,
+    /// The key of the body these records came from (all zero when they came from no file).
+    key: [u8; 16],
 }
 
-fn header(snapshot: Option<&SnapshotId>, started_ns: i64) -> [u8; HEADER_LEN] {
+/// What a header says.
+struct Header {
+    snapshot: Option<SnapshotId>,
+    started_ns: i64,
+    key: [u8; 16],
+}
+
+fn header(snapshot: Option<&SnapshotId>, started_ns: i64, key: &[u8; 16]) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     if let Some(id) = snapshot {
         out[0] = 1;
         out[1..33].copy_from_slice(&id.object().0);
     }
     out[33..41].copy_from_slice(&started_ns.to_le_bytes());
+    out[41..57].copy_from_slice(key);
     let mut h = Hasher::new();
-    h.update(&out[..41]);
-    out[41..49].copy_from_slice(&h.finish().0[..8]);
+    h.update(&out[..CHECKED]);
+    out[CHECKED..].copy_from_slice(&h.finish().0[..8]);
     out
 }
 
-fn parse_header(bytes: &[u8]) -> Option<(Option<SnapshotId>, i64)> {
-    let hdr = bytes.get(12..BODY_START)?;
+/// Parses the magic, version and header at the start of `bytes`.
+fn parse_header(bytes: &[u8]) -> Option<Header> {
+    if bytes.len() < BODY_START || &bytes[..8] != STATCACHE_MAGIC {
+        return None;
+    }
+    if u32::from_le_bytes(bytes[8..12].try_into().ok()?) != STATCACHE_VERSION {
+        return None;
+    }
+    let hdr = &bytes[12..BODY_START];
     let mut check = Hasher::new();
-    check.update(&hdr[..41]);
-    if check.finish().0[..8] != hdr[41..49] {
+    check.update(&hdr[..CHECKED]);
+    if check.finish().0[..8] != hdr[CHECKED..] {
         return None;
     }
     let snapshot = match hdr[0] {
@@ -240,7 +307,75 @@ fn parse_header(bytes: &[u8]) -> Option<(Option<SnapshotId>, i64)> {
         1 => Some(SnapshotId::from(ObjectId(hdr[1..33].try_into().ok()?))),
         _ => return None,
     };
-    Some((snapshot, i64::from_le_bytes(hdr[33..41].try_into().ok()?)))
+    Some(Header {
+        snapshot,
+        started_ns: i64::from_le_bytes(hdr[33..41].try_into().ok()?),
+        key: hdr[41..57].try_into().ok()?,
+    })
+}
+
+/// The magic, version, header and body of a cache file.
+fn encode_with(
+    snapshot: Option<&SnapshotId>,
+    started_ns: i64,
+    key: &[u8; 16],
+    body: &impl Serialize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 << 16);
+    out.extend_from_slice(STATCACHE_MAGIC);
+    out.extend_from_slice(&STATCACHE_VERSION.to_le_bytes());
+    out.extend_from_slice(&header(snapshot, started_ns, key));
+    postcard::to_io(body, &mut out).expect("a stat cache always encodes into memory");
+    out
+}
+
+/// Writes `bytes` to `path` through a temporary file in `tmp_dir` renamed into place.
+fn write_replacing(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // Named `*.tmp` so that a collection removes one a crash leaves behind.
+    let mut tmp = tempfile::Builder::new()
+        .prefix("statcache-")
+        .suffix(".tmp")
+        .tempfile_in(tmp_dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A [`StatCacheBody`] borrowed from a [`StatCache`]: it encodes to the same bytes.
+#[derive(Serialize)]
+struct BodyRef<'a> {
+    key: &'a [u8; 16],
+    rules: &'a [u8; 32],
+    root: Option<(ObjectId, u64)>,
+    dirs: DirsRef<'a>,
+}
+
+struct DirsRef<'a>(&'a HashMap<Vec<u8>, DirRecord>);
+
+impl Serialize for DirsRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.values())
+    }
+}
+
+/// One directory a walk went through, for [`StatCache::replace`].
+#[derive(Debug)]
+pub enum Update {
+    /// Its record is the cache's, unchanged.
+    Same(Vec<u8>),
+    /// Its new record.
+    Fresh(DirRecord),
+}
+
+/// Reads only the header of the cache at `path`.
+fn read_header(path: &Path) -> Option<Header> {
+    use std::io::Read;
+    let mut bytes = [0u8; BODY_START];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact(&mut bytes)
+        .ok()?;
+    parse_header(&bytes)
 }
 
 impl StatCache {
@@ -260,55 +395,109 @@ impl StatCache {
 
     /// Decodes cache bytes.
     pub fn decode(bytes: &[u8]) -> Option<StatCache> {
-        if bytes.len() < BODY_START || &bytes[..8] != STATCACHE_MAGIC {
-            return None;
-        }
-        if u32::from_le_bytes(bytes[8..12].try_into().ok()?) != STATCACHE_VERSION {
-            return None;
-        }
-        let (snapshot, started_ns) = parse_header(bytes)?;
+        let h = parse_header(bytes)?;
         let body: StatCacheBody = postcard::from_bytes(&bytes[BODY_START..]).ok()?;
+        if body.key != h.key {
+            return None;
+        }
+        Some(StatCache::from_file(StatCacheFile {
+            snapshot: h.snapshot,
+            started_ns: h.started_ns,
+            body,
+        }))
+    }
+
+    /// The cache a file holds, without encoding it.
+    pub fn from_file(file: StatCacheFile) -> StatCache {
+        let body = file.body;
         let files = body.dirs.iter().map(|d| d.entries.len()).sum();
-        Some(StatCache {
-            snapshot,
-            started_ns,
+        StatCache {
+            snapshot: file.snapshot,
+            started_ns: file.started_ns,
             rules: body.rules,
             root: body.root.map(|(id, size)| (TreeId::from(id), size)),
-            dirs: body.dirs.into_iter().map(|d| (d.path.clone(), d)).collect(),
             files,
-        })
+            key: body.key,
+            dirs: body.dirs.into_iter().map(|d| (d.path.clone(), d)).collect(),
+        }
     }
 
     /// Encodes a cache file.
     pub fn encode(file: &StatCacheFile) -> Vec<u8> {
-        let body = postcard::to_stdvec(&file.body).expect("a stat cache always encodes");
-        let mut out = Vec::with_capacity(BODY_START + body.len());
-        out.extend_from_slice(STATCACHE_MAGIC);
-        out.extend_from_slice(&STATCACHE_VERSION.to_le_bytes());
-        out.extend_from_slice(&header(file.snapshot.as_ref(), file.started_ns));
-        out.extend_from_slice(&body);
-        out
+        encode_with(
+            file.snapshot.as_ref(),
+            file.started_ns,
+            &file.body.key,
+            &file.body,
+        )
     }
 
     /// Writes `file` to `path` through a temporary file in `tmp_dir` renamed into place, without
     /// syncing (see the module documentation).
     pub fn save(tmp_dir: &Path, path: &Path, file: &StatCacheFile) -> std::io::Result<()> {
-        // Named `*.tmp` so that a collection removes one a crash leaves behind.
-        let mut tmp = tempfile::Builder::new()
-            .prefix("statcache-")
-            .suffix(".tmp")
-            .tempfile_in(tmp_dir)?;
-        tmp.write_all(&Self::encode(file))?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        Ok(())
+        write_replacing(tmp_dir, path, &Self::encode(file))
     }
 
-    /// Rewrites only the header of the cache at `path` in place: its records were all
-    /// confirmed, unchanged, by `snapshot`, which started at `started_ns`.
-    pub fn confirm(path: &Path, snapshot: &SnapshotId, started_ns: i64) -> std::io::Result<()> {
+    /// Writes this cache to `path` as [`StatCache::save`] does, encoded straight from memory.
+    pub fn save_to(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<()> {
+        let body = BodyRef {
+            key: &self.key,
+            rules: &self.rules,
+            root: self.root.map(|(id, size)| (id.object(), size)),
+            dirs: DirsRef(&self.dirs),
+        };
+        let bytes = encode_with(self.snapshot.as_ref(), self.started_ns, &self.key, &body);
+        write_replacing(tmp_dir, path, &bytes)
+    }
+
+    /// Replaces the records by the walk's: each directory it walked, either `Same` as its
+    /// record here or a `Fresh` one (a directory it did not walk is gone, or now left out),
+    /// under a new body `key`, capture-rules fingerprint and root.
+    pub fn replace(
+        &mut self,
+        walked: impl IntoIterator<Item = Update>,
+        key: [u8; 16],
+        rules: [u8; 32],
+        root: Option<(TreeId, u64)>,
+    ) {
+        let mut old = std::mem::take(&mut self.dirs);
+        let walked = walked.into_iter();
+        let mut dirs = HashMap::with_capacity(walked.size_hint().0);
+        for u in walked {
+            match u {
+                Update::Same(path) => {
+                    if let Some(r) = old.remove(&path) {
+                        dirs.insert(path, r);
+                    }
+                }
+                Update::Fresh(r) => {
+                    dirs.insert(r.path.clone(), r);
+                }
+            }
+        }
+        self.files = dirs.values().map(|d| d.entries.len()).sum();
+        self.dirs = dirs;
+        self.key = key;
+        self.rules = rules;
+        self.root = root;
+    }
+
+    /// Rewrites only the header of the cache at `path` in place: its records, the body named
+    /// `key`, were all confirmed, unchanged, by `snapshot`, which started at `started_ns`.
+    pub fn confirm(
+        path: &Path,
+        snapshot: &SnapshotId,
+        started_ns: i64,
+        key: &[u8; 16],
+    ) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(path)?;
-        f.write_all_at(&header(Some(snapshot), started_ns), 12)
+        f.write_all_at(&header(Some(snapshot), started_ns, key), 12)
+    }
+
+    /// The key of the body these records came from.
+    pub fn key(&self) -> &[u8; 16] {
+        &self.key
     }
 
     /// The record of directory `path`.
@@ -349,5 +538,132 @@ impl StatCache {
     /// Whether the cache has no record.
     pub fn is_empty(&self) -> bool {
         self.files == 0
+    }
+}
+
+/// A stat cache held in memory between the snapshots (and plans) one process takes of one
+/// workspace, so that each does not read and decode the whole file again: before using it, a
+/// snapshot reads the file's header only, and uses the records it holds when the header names
+/// the same body (its key), with the header's snapshot and start time. Otherwise, or when the
+/// memo holds another workspace's cache, the file is read as without a memo.
+///
+/// When a snapshot changed something, the memo also takes the cache's writing off the
+/// snapshot's path: a background thread encodes and writes the file after the snapshot has
+/// returned (its manifest is durable by then; the cache only saves work). Whoever uses the
+/// memo next waits for that write first, and so does dropping the last handle, so a process
+/// that exits after a snapshot still leaves its cache; [`CacheMemo::wait`] waits on demand.
+///
+/// Cloning gives another handle on the same memo; `Default` is an empty one.
+#[derive(Clone, Default)]
+pub struct CacheMemo(std::sync::Arc<parking_lot::Mutex<Option<Held>>>);
+
+/// What a memo holds: the cache of the file at `path`, and the thread writing it, if any.
+struct Held {
+    path: PathBuf,
+    cache: std::sync::Arc<StatCache>,
+    writing: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Held {
+    fn wait(&mut self) {
+        if let Some(w) = self.writing.take() {
+            // A panic while writing only loses the file: the memo still holds the records.
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.wait();
+    }
+}
+
+impl std::fmt::Debug for CacheMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self
+            .0
+            .lock()
+            .as_ref()
+            .map(|h| (h.path.clone(), h.cache.len()));
+        f.debug_tuple("CacheMemo").field(&held).finish()
+    }
+}
+
+impl CacheMemo {
+    /// The cache at `path`: the memo's when its header names the body the memo holds (the memo
+    /// is emptied: whoever takes it gives it back with [`CacheMemo::put`]), else loaded.
+    pub fn load(&self, path: &Path) -> StatCache {
+        let held = self.0.lock().take();
+        if let Some(mut held) = held {
+            held.wait();
+            if held.path == path && held.cache.key != [0; 16] {
+                if let Some(h) = read_header(path) {
+                    if h.key == held.cache.key {
+                        let shared = std::mem::take(&mut held.cache);
+                        let mut cache = std::sync::Arc::try_unwrap(shared)
+                            .unwrap_or_else(|shared| StatCache::clone(&shared));
+                        cache.snapshot = h.snapshot;
+                        cache.started_ns = h.started_ns;
+                        return cache;
+                    }
+                }
+            }
+        }
+        StatCache::load(path)
+    }
+
+    /// Keeps `cache`, the body of the file at `path` as it now stands.
+    pub fn put(&self, path: &Path, cache: StatCache) {
+        self.keep(Held {
+            path: path.to_path_buf(),
+            cache: std::sync::Arc::new(cache),
+            writing: None,
+        });
+    }
+
+    /// Keeps `cache` and writes it to `path` (through `tmp_dir`) on a background thread; where
+    /// no thread can be started, writes it before returning.
+    pub fn put_and_write(&self, tmp_dir: &Path, path: &Path, cache: StatCache) {
+        let cache = std::sync::Arc::new(cache);
+        let (shared, tmp, to) = (cache.clone(), tmp_dir.to_path_buf(), path.to_path_buf());
+        let writing = std::thread::Builder::new()
+            .name("cairn-statcache".into())
+            .spawn(move || {
+                let _ = shared.save_to(&tmp, &to);
+            });
+        let writing = match writing {
+            Ok(handle) => Some(handle),
+            Err(_) => {
+                let _ = cache.save_to(tmp_dir, path);
+                None
+            }
+        };
+        self.keep(Held {
+            path: path.to_path_buf(),
+            cache,
+            writing,
+        });
+    }
+
+    fn keep(&self, held: Held) {
+        // The one replaced (its write finished: it was waited for when taken) drops outside
+        // the lock.
+        let old = self.0.lock().replace(held);
+        drop(old);
+    }
+
+    /// Waits until the cache the last snapshot left is written to its file.
+    pub fn wait(&self) {
+        let writing = self.0.lock().as_mut().and_then(|h| h.writing.take());
+        if let Some(w) = writing {
+            let _ = w.join();
+        }
+    }
+
+    /// Forgets what it holds (after waiting for its write).
+    pub fn clear(&self) {
+        let old = self.0.lock().take();
+        drop(old);
     }
 }

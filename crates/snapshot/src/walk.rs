@@ -203,7 +203,8 @@ impl Listing {
 }
 
 /// Where a directory is: open, or beneath an open ancestor by a relative path. A directory
-/// whose listing the stat cache vouches for is not opened unless something in it must be read:
+/// whose listing the stat cache vouches for is not opened for reading unless something in it
+/// must be read: it is named by an `O_PATH` descriptor (see [`Handle::pin`]), or failing that
 /// its entries are `lstat`ed by path from the ancestor. Only `lstat`s go by path (an entry is
 /// trusted only if device, inode, size and times all match its record, so a symlink swapped in
 /// on the way can only make a file look changed); every read goes through a descriptor opened
@@ -226,7 +227,11 @@ impl<'b> Handle<'b> {
         }
     }
 
-    /// The directory, opened (once) if it was not.
+    /// The directory, opened (once) if it was not: a base for `*at` calls. Once [`pin`]ned it
+    /// is an `O_PATH` descriptor, which cannot be listed; only an untrusted directory is
+    /// listed, and it is listed before anything could pin it.
+    ///
+    /// [`pin`]: Handle::pin
     fn fd(&self) -> std::io::Result<&OwnedFd> {
         match &self.at {
             DirAt::Open(fd) => Ok(fd),
@@ -236,6 +241,19 @@ impl<'b> Handle<'b> {
                 }
                 let fd = cairn_store::fsutil::open_dir_beneath(*base, path)?;
                 Ok(self.opened.get_or_init(|| fd))
+            }
+        }
+    }
+
+    /// Names the directory by an `O_PATH` descriptor when it is only reached by a path from an
+    /// ancestor, so that each `lstat` of its entries resolves one name instead of the whole path
+    /// again (the kernel's lookup of every component was the larger part of a walk in which
+    /// nothing changed). Children are then reached from it too. Best effort: when it cannot be
+    /// opened (gone, replaced), the entries are still `lstat`ed by path and fail as they would.
+    fn pin(&self) {
+        if let (DirAt::Beneath { base, path }, None) = (&self.at, self.opened.get()) {
+            if let Ok(fd) = cairn_store::fsutil::open_dir_path_beneath(*base, path) {
+                let _ = self.opened.set(fd);
             }
         }
     }
@@ -413,6 +431,7 @@ impl Walker<'_> {
         let cached = self.cache.dir(rel);
         let listing = match (cached, &fresh) {
             (Some(c), Some(f)) if c.stat.is_some_and(|s| self.cache.trusts(&s, f)) => {
+                dir.pin();
                 Listing::of_record(c)
             }
             _ => {

@@ -166,10 +166,28 @@ pub fn open_dir_beneath(
     base: &impl rustix::fd::AsFd,
     rel: &[u8],
 ) -> std::io::Result<rustix::fd::OwnedFd> {
+    open_beneath(base, rel, rustix::fs::OFlags::RDONLY)
+}
+
+/// [`open_dir_beneath`] with `O_PATH`: a descriptor that names the directory without opening
+/// it for reading, cheaper to get and enough to `lstat` and open what it holds (`*at` calls)
+/// but not to list it.
+pub fn open_dir_path_beneath(
+    base: &impl rustix::fd::AsFd,
+    rel: &[u8],
+) -> std::io::Result<rustix::fd::OwnedFd> {
+    open_beneath(base, rel, rustix::fs::OFlags::PATH)
+}
+
+fn open_beneath(
+    base: &impl rustix::fd::AsFd,
+    rel: &[u8],
+    access: rustix::fs::OFlags,
+) -> std::io::Result<rustix::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags = access | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     if rel
         .split(|&b| b == b'/')
         .any(|c| c.is_empty() || c == b"." || c == b"..")

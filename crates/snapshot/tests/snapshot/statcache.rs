@@ -342,3 +342,79 @@ fn a_file_changed_under_a_directory_the_cache_vouches_for_is_read_again() {
         b"after!"
     );
 }
+
+fn with_memo(memo: &cairn_snapshot::CacheMemo) -> Options {
+    Options {
+        memo: Some(memo.clone()),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_memo_serves_the_next_snapshot_and_its_background_write_lands_in_the_file() {
+    let ws = Ws::new();
+    populate(&ws, 60);
+    wait_out_the_racy_window();
+    let memo = cairn_snapshot::CacheMemo::default();
+    let first = ws.snap(&with_memo(&memo));
+    assert_eq!(first.stats.hashed, 60);
+    // The memo's cache (header checked against the file) makes the next one read nothing.
+    let second = ws.snap(&with_memo(&memo));
+    assert_eq!(second.stats.hashed, 0);
+    assert_eq!(second.root, first.root);
+    ws.write("dir2/file2.rs", b"changed\n");
+    let third = ws.snap(&with_memo(&memo));
+    assert_eq!(third.stats.hashed, 1);
+    // Written by the memo's thread: once it is done, the file alone serves a snapshot without
+    // a memo, and names the snapshot that wrote it.
+    memo.wait();
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    assert_eq!(StatCache::load(&path).snapshot, Some(third.id));
+    // 60 files and their 7 directories.
+    assert_eq!(StatCache::load(&path).len(), 67);
+    // Only the file changed a moment ago is read again (racy); the other 59 are not.
+    let fourth = ws.snap(&Options::default());
+    assert_eq!(fourth.stats.hashed, 1);
+    assert_eq!(fourth.root, third.root);
+}
+
+#[test]
+fn a_memo_is_not_used_once_another_writer_replaced_the_file() {
+    let ws = Ws::new();
+    populate(&ws, 40);
+    wait_out_the_racy_window();
+    let memo = cairn_snapshot::CacheMemo::default();
+    ws.snap(&with_memo(&memo));
+    // Another process (here: no memo) sees a change and rewrites the cache; the memo still
+    // holds the record of the old content.
+    ws.write("dir0/file0.rs", b"changed by the other\n");
+    wait_out_the_racy_window();
+    assert_eq!(ws.snap(&Options::default()).stats.hashed, 1);
+    // The header names another body, so the memo is dropped and the file read: nothing is
+    // read again. (Had the memo been used, its stale record would have made file0 look
+    // changed.)
+    let again = ws.snap(&with_memo(&memo));
+    assert_eq!(again.stats.hashed, 0);
+}
+
+#[test]
+fn a_header_that_names_another_body_leaves_the_cache_unused() {
+    let ws = Ws::new();
+    populate(&ws, 20);
+    wait_out_the_racy_window();
+    let snap = ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let loaded = StatCache::load(&path);
+    // 20 files and their 7 directories.
+    assert_eq!(loaded.len(), 27);
+    // A header confirmed over a body another process wrote meanwhile: its key is not the
+    // body's, so its snapshot and start time say nothing of these records.
+    StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16]).expect("confirm");
+    assert!(StatCache::load(&path).is_empty());
+    // The body's own key pairs them again.
+    StatCache::confirm(&path, &snap.id, loaded.started_ns, loaded.key()).expect("confirm");
+    assert_eq!(StatCache::load(&path).len(), 27);
+    // A snapshot does not use a mismatched cache either: it reads every file.
+    StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16]).expect("confirm");
+    assert_eq!(ws.snap(&Options::default()).stats.hashed, 20);
+}

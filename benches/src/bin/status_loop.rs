@@ -1,0 +1,166 @@
+//! The two walk-bound snapshot scenarios of `compare`, alone and many times over, in minutes
+//! rather than the half hour `compare` needs on the 60,000-file tree:
+//!
+//! cargo run --release -p cairn-benches --bin status_loop -- [--files 60000] [--dir PATH] [--runs 11] [--seed 1]
+//!
+//! One copy of the tree (generated, or `--dir` copied first so it is never modified) is made a
+//! git repository with everything committed, and a Cairn workspace (store outside the tree)
+//! takes a first snapshot. Each run then times, side by side and in alternating order:
+//!
+//! - **no change**: `git status --porcelain` (untracked cache on) and a Cairn snapshot, with
+//!   nothing changed since the last of each;
+//! - **10 changed**: the same after 10 files were modified (and 2.1 s of rest, so neither
+//!   tool sees them inside its racy window).
+//!
+//! Cairn runs in this process on a workspace kept open, as an agent runtime would hold it;
+//! git runs as a process, as agents run it. It prints each median in milliseconds and the
+//! ratio of medians; `compare` remains the harness of record for docs/PERFORMANCE.md.
+
+use cairn_benches::cli::{self, Args};
+use cairn_benches::gen::{self, MutateSpec};
+use cairn_restore::{Workspace, WorkspaceOptions};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: status_loop [--files 60000] [--dir PATH] [--runs 11] [--seed 1]";
+
+/// How long the harness waits after editing files, so neither tool sees them as racy.
+const REST: Duration = Duration::from_millis(2100);
+
+fn main() {
+    cli::main("status_loop", USAGE, &["files", "dir", "runs", "seed"], run);
+}
+
+fn git(tree: &Path, args: &[&str]) -> Result<(), String> {
+    let out = Command::new("git")
+        .current_dir(tree)
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.invalid",
+            "-c",
+            "commit.gpgSign=false",
+            "-c",
+            "core.untrackedCache=true",
+        ])
+        .args(args)
+        .output()
+        .map_err(|e| format!("running git {args:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Milliseconds `f` took.
+fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let runs = args.number("runs", 11)?.max(1) as usize;
+    let seed = args.number("seed", 1)?;
+    let scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+    let tree = scratch.path().join("tree");
+    let title = match args.get("dir") {
+        Some(d) => {
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(d)
+                .arg(&tree)
+                .status()
+                .map_err(|e| format!("copying {d}: {e}"))?;
+            if !st.success() {
+                return Err(format!("copying {d} failed"));
+            }
+            d.to_string()
+        }
+        None => cli::generate_tree(&args, &tree, 60_000)?,
+    };
+    println!(
+        "machine: {} cores; runs: {runs}; tree: {title}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    git(&tree, &["init", "-q"])?;
+    git(&tree, &["add", "-A"])?;
+    git(&tree, &["commit", "-q", "-m", "base"])?;
+    let status = || git(&tree, &["status", "--porcelain"]);
+    // Twice: the first writes the untracked cache into the index, the second uses it.
+    status()?;
+    status()?;
+    let options = WorkspaceOptions {
+        store: Some(scratch.path().join("store")),
+        ..WorkspaceOptions::default()
+    };
+    let ws = Workspace::open(&tree, options).map_err(|e| format!("opening: {e}"))?;
+    let snapshot = || {
+        ws.snapshot(&ws.snapshot_options())
+            .map(drop)
+            .map_err(|e| format!("snapshot: {e}"))
+    };
+    snapshot()?;
+    std::thread::sleep(REST);
+    snapshot()?;
+
+    // [scenario][0 = git status, 1 = cairn]
+    let mut times: [[Vec<f64>; 2]; 2] = Default::default();
+    let mut hashed = Vec::new();
+    for run in 0..runs {
+        for (scenario, slot) in times.iter_mut().enumerate() {
+            if scenario == 1 {
+                gen::mutate(
+                    &tree,
+                    &MutateSpec {
+                        modify: 10,
+                        seed: seed.wrapping_add(run as u64 + 1),
+                        ..MutateSpec::default()
+                    },
+                )
+                .map_err(|e| format!("editing the tree: {e}"))?;
+                std::thread::sleep(REST);
+            }
+            let order: [usize; 2] = if run % 2 == 0 { [0, 1] } else { [1, 0] };
+            for who in order {
+                let ms = if who == 0 {
+                    timed(status)?
+                } else {
+                    let t = Instant::now();
+                    let snap = ws
+                        .snapshot(&ws.snapshot_options())
+                        .map_err(|e| format!("snapshot: {e}"))?;
+                    hashed.push(snap.stats.hashed);
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    // Untimed: the stat cache's background write (see `compare`).
+                    ws.flush_stat_cache();
+                    ms
+                };
+                slot[who].push(ms);
+            }
+        }
+    }
+    let m = |v: &Vec<f64>| cli::median(v).unwrap_or(0.0);
+    println!();
+    println!("| scenario | git status, ms | Cairn, ms | Cairn / git status |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (scenario, label) in ["no change", "10 changed"].iter().enumerate() {
+        let [g, c] = &times[scenario];
+        println!(
+            "| {label} | {:.1} | {:.1} | {:.2}x |",
+            m(g),
+            m(c),
+            m(c) / m(g)
+        );
+    }
+    println!(
+        "\nfiles Cairn read per snapshot, no change then 10 changed: {:?}",
+        hashed
+    );
+    Ok(())
+}
