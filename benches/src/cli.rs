@@ -123,6 +123,23 @@ pub fn generate_tree(args: &Args, at: &std::path::Path, files: u64) -> Result<St
     ))
 }
 
+/// Runs `cmd` with no input and returns its standard output; a command that cannot start or
+/// fails is an error that shows it and its standard error.
+pub fn output(cmd: &mut std::process::Command) -> Result<String, String> {
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Bytes for people: `12.3 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB"];

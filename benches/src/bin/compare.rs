@@ -27,7 +27,7 @@
 //! A contender is a name and one closure per scenario it takes part in; see [`Contender`] and
 //! [`cairn_contenders`] for Cairn's.
 
-use cairn_benches::cli::{self, Args};
+use cairn_benches::cli::{self, output, Args};
 use cairn_benches::gen::{self, Kind, MutateSpec, TreeSpec};
 use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
 use cairn_store::{EntryKind, ObjectId, SnapshotId, Store, TreeId};
@@ -674,22 +674,6 @@ fn tool_version(tool: &str) -> Option<String> {
         .lines()
         .next()
         .map(str::to_string)
-}
-
-/// Runs `cmd`, returning its standard output; fails with its standard error.
-fn output(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{cmd:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `cp -a SRC DST`: a copy that keeps modes, symlinks and times.

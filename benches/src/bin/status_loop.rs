@@ -33,28 +33,22 @@ fn main() {
 }
 
 fn git(tree: &Path, args: &[&str]) -> Result<(), String> {
-    let out = Command::new("git")
-        .current_dir(tree)
-        .args([
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@example.invalid",
-            "-c",
-            "commit.gpgSign=false",
-            "-c",
-            "core.untrackedCache=true",
-        ])
-        .args(args)
-        .output()
-        .map_err(|e| format!("running git {args:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
+    cli::output(
+        Command::new("git")
+            .current_dir(tree)
+            .args([
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@example.invalid",
+                "-c",
+                "commit.gpgSign=false",
+                "-c",
+                "core.untrackedCache=true",
+            ])
+            .args(args),
+    )
+    .map(drop)
 }
 
 /// Milliseconds `f` took.
@@ -71,15 +65,7 @@ fn run(args: Args) -> Result<(), String> {
     let tree = scratch.path().join("tree");
     let title = match args.get("dir") {
         Some(d) => {
-            let st = Command::new("cp")
-                .arg("-a")
-                .arg(d)
-                .arg(&tree)
-                .status()
-                .map_err(|e| format!("copying {d}: {e}"))?;
-            if !st.success() {
-                return Err(format!("copying {d} failed"));
-            }
+            cli::output(Command::new("cp").arg("-a").arg(d).arg(&tree))?;
             d.to_string()
         }
         None => cli::generate_tree(&args, &tree, 60_000)?,

@@ -262,20 +262,36 @@ impl PackIndex {
 /// Reads one record's stored bytes from a pack file and checks its header against the index.
 pub fn read_record(file: &File, path: &Path, e: &IndexEntry) -> Result<Vec<u8>> {
     let bad = |d: String| Error::corrupt(format!("object {}", e.id.short()), path, d);
-    let mut header = [0u8; RECORD_HEADER_LEN];
-    file.read_exact_at(&mut header, e.offset)
-        .map_err(|err| match err.kind() {
+    let read_at = |buf: &mut [u8], at: u64| {
+        file.read_exact_at(buf, at).map_err(|err| match err.kind() {
             std::io::ErrorKind::UnexpectedEof => bad("the pack is truncated".into()),
             _ => Error::io("read pack", path, err),
-        })?;
-    if header[..32] != e.id.0 {
-        return Err(bad("the record header names another object".into()));
+        })
+    };
+    let check = |header: &[u8]| {
+        if header[..32] != e.id.0 {
+            return Err(bad("the record header names another object".into()));
+        }
+        let raw_len = u64::from_le_bytes(header[36..44].try_into().expect("8 bytes"));
+        let stored_len = u64::from_le_bytes(header[44..52].try_into().expect("8 bytes"));
+        if raw_len != e.raw_len || stored_len != e.stored_len || header[33] != e.codec.code() {
+            return Err(bad("the record header disagrees with the index".into()));
+        }
+        Ok(())
+    };
+    // The usual record, a few KiB: header and bytes in one read (a pack too short for the
+    // length the index claims fails that read).
+    if e.stored_len <= ONE_READ_MAX {
+        let mut buf = vec![0u8; RECORD_HEADER_LEN + e.stored_len as usize];
+        read_at(&mut buf, e.offset)?;
+        check(&buf[..RECORD_HEADER_LEN])?;
+        buf.drain(..RECORD_HEADER_LEN);
+        return Ok(buf);
     }
-    let raw_len = u64::from_le_bytes(header[36..44].try_into().expect("8 bytes"));
-    let stored_len = u64::from_le_bytes(header[44..52].try_into().expect("8 bytes"));
-    if raw_len != e.raw_len || stored_len != e.stored_len || header[33] != e.codec.code() {
-        return Err(bad("the record header disagrees with the index".into()));
-    }
+    let mut header = [0u8; RECORD_HEADER_LEN];
+    read_at(&mut header, e.offset)?;
+    check(&header)?;
+    let stored_len = e.stored_len;
     // A hostile or damaged index may claim any length: check it against the file before
     // allocating, so a bad record is CORRUPT and never an out-of-memory abort.
     let file_len = file
@@ -291,12 +307,22 @@ pub fn read_record(file: &File, path: &Path, e: &IndexEntry) -> Result<Vec<u8>> 
     }
     let len = usize::try_from(stored_len).map_err(|_| bad("record too large".into()))?;
     let mut data = vec![0u8; len];
-    file.read_exact_at(&mut data, e.offset + RECORD_HEADER_LEN as u64)
-        .map_err(|err| match err.kind() {
-            std::io::ErrorKind::UnexpectedEof => bad("the pack is truncated".into()),
-            _ => Error::io("read pack", path, err),
-        })?;
+    read_at(&mut data, e.offset + RECORD_HEADER_LEN as u64)?;
     Ok(data)
+}
+
+/// Records up to this many stored bytes are read with their header in one call, without
+/// first checking the claimed length against the file's (the allocation stays small).
+const ONE_READ_MAX: u64 = 1 << 20;
+
+/// Objects up to this size are decompressed in one call into a buffer of their recorded
+/// length; larger ones (a damaged index could claim any length) are streamed.
+const BULK_DECODE_MAX: u64 = 16 << 20;
+
+thread_local! {
+    /// One zstd decompression context per thread.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Decodes stored bytes with `codec` and checks that they hash to `id` and have `raw_len` bytes.
@@ -310,6 +336,21 @@ pub fn decode_stored(
     let bad = |d: String| Error::corrupt(format!("object {}", id.short()), path, d);
     let raw = match codec {
         Codec::Raw => stored,
+        // The usual case, objects in packs of a few KiB: one frame into a buffer of the
+        // recorded length, with this thread's reused context (creating a context for each
+        // object cost more than decompressing it). A frame that is longer fails.
+        Codec::Zstd if raw_len <= BULK_DECODE_MAX => DECOMPRESSOR
+            .with(|cell| {
+                let mut slot = cell.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some(zstd::bulk::Decompressor::new()?);
+                }
+                let d = slot.as_mut().expect("a decompressor was just made");
+                let mut out = Vec::with_capacity(raw_len as usize);
+                d.decompress_to_buffer(stored.as_slice(), &mut out)?;
+                Ok(out)
+            })
+            .map_err(|err: std::io::Error| bad(format!("does not decompress: {err}")))?,
         Codec::Zstd => {
             // Stream the frame, bounded by the recorded length (plus one byte, to see a frame
             // that is longer): memory follows the real content, never a claimed length.

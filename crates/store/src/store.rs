@@ -455,20 +455,28 @@ impl Store {
 
     /// Every place a copy of `id` lies.
     pub(crate) fn locations(&self, id: &ObjectId) -> Vec<Location> {
+        let mut out = self.pack_locations(id);
+        out.extend(self.large_location(id));
+        out
+    }
+
+    /// The packs that hold a copy of `id` (from the indexes in memory: no system call).
+    fn pack_locations(&self, id: &ObjectId) -> Vec<Location> {
         let mut out = Vec::new();
         for p in self.inner.packs.read().packs.values() {
             if let Some(e) = p.index.lookup(id) {
                 out.push(Location::Pack(p.clone(), e));
             }
         }
-        let large = self.inner.layout.large_path(id);
-        if std::fs::symlink_metadata(&large)
-            .map(|m| m.is_file())
-            .unwrap_or(false)
-        {
-            out.push(Location::Large(large));
-        }
         out
+    }
+
+    /// The large object file of `id`, when there is one.
+    fn large_location(&self, id: &ObjectId) -> Option<Location> {
+        let large = self.inner.layout.large_path(id);
+        std::fs::symlink_metadata(&large)
+            .is_ok_and(|m| m.is_file())
+            .then_some(Location::Large(large))
     }
 
     /// The mirror of the remote, when the store has one.
@@ -612,29 +620,6 @@ impl Store {
         id: &ObjectId,
         mut f: impl FnMut(&Location) -> Result<T>,
     ) -> Result<T> {
-        let mut locs = self.locations(id);
-        if locs.is_empty() {
-            self.refresh()?;
-            locs = self.locations(id);
-        }
-        if locs.is_empty() && self.fetch_large(id)? {
-            locs = self.locations(id);
-        }
-        if locs.is_empty() {
-            // A pack index that cannot be read may well hold it: the store is damaged, which
-            // is CORRUPT (and what `verify` reports), not a name that does not exist.
-            if let Some(broken) = self.broken_indexes().first() {
-                return Err(Error::corrupt(
-                    format!("object {id}"),
-                    &broken.path,
-                    format!(
-                        "it is in no readable pack, and this pack index is damaged ({})",
-                        broken.error
-                    ),
-                ));
-            }
-            return Err(Error::not_found(format!("object {id}")));
-        }
         let mut last_err = None;
         // Each copy in turn (fetched first when only the remote has it); the first that
         // reads whole wins, else the last error is kept.
@@ -651,6 +636,36 @@ impl Store {
             }
             None
         };
+        // The usual case first: a pack holds it and it reads whole, without a look for a
+        // large object file (a failed `lstat` per object read was a tenth of a full restore's
+        // system calls).
+        let packs = self.pack_locations(id);
+        if let Some(v) = first_good(&packs, &mut last_err) {
+            return Ok(v);
+        }
+        let mut locs: Vec<Location> = self.large_location(id).into_iter().collect();
+        if locs.is_empty() && packs.is_empty() {
+            self.refresh()?;
+            locs = self.locations(id);
+        }
+        if locs.is_empty() && packs.is_empty() && self.fetch_large(id)? {
+            locs = self.locations(id);
+        }
+        if locs.is_empty() && packs.is_empty() {
+            // A pack index that cannot be read may well hold it: the store is damaged, which
+            // is CORRUPT (and what `verify` reports), not a name that does not exist.
+            if let Some(broken) = self.broken_indexes().first() {
+                return Err(Error::corrupt(
+                    format!("object {id}"),
+                    &broken.path,
+                    format!(
+                        "it is in no readable pack, and this pack index is damaged ({})",
+                        broken.error
+                    ),
+                ));
+            }
+            return Err(Error::not_found(format!("object {id}")));
+        }
         if let Some(v) = first_good(&locs, &mut last_err) {
             return Ok(v);
         }
