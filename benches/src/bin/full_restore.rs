@@ -4,13 +4,15 @@
 //! cargo run --release -p cairn-benches --bin full_restore -- [--files 60000] [--dir PATH] [--runs 5] [--seed 1]
 //!
 //! Both sides create every file of the tree, and on this machine's disk (ext4 without a
-//! journal) creating a file costs what the kernel's inode allocator costs: for 30 s after files
-//! are deleted, it checks each freed inode it passes (`recently_deleted`, reading inode tables),
-//! and the first creator to touch a cold part of the inode tables reads them from disk. In
-//! `compare`, every contender's copy is made right after the previous one was deleted, so its
-//! full-restore row moves by 3-8x between runs. Here nothing is deleted while timing: every
-//! output stays until the end, the harness waits out the 30 s after its own set-up, `sync`s
-//! before each step, and alternates which side goes first.
+//! journal) creating a file costs what the kernel's inode allocator costs. It passes over
+//! every free inode deleted less than 60 s ago (360 s while its inode-table block is not yet
+//! written back: `recently_deleted` in `fs/ext4/ialloc.c`), reading each one's table entry,
+//! so creating many files within minutes of deleting many is several times slower, for any
+//! program. In `compare`, every contender's copy is made right after the previous one was
+//! deleted, and its full-restore row moves by 3-8x between runs. Here nothing is deleted while
+//! timing: every output stays until the end, the harness `sync`s and waits 61 s after its own
+//! set-up, `sync`s before each step, and alternates which side goes first. Run it when
+//! nothing else on the machine deleted many files in the last six minutes.
 //!
 //! - **cairn**: a workspace on a fresh empty directory sharing the store that holds the tree's
 //!   snapshot (store outside the tree), `Workspace::open` and `Workspace::restore` of that
@@ -29,8 +31,8 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: full_restore [--files 60000] [--dir PATH] [--runs 5] [--seed 1]";
 
-/// How long ext4 treats a freed inode as recently deleted.
-const RECENTLY_DELETED: Duration = Duration::from_secs(31);
+/// How long ext4 treats a freed inode whose table block is written back as recently deleted.
+const RECENTLY_DELETED: Duration = Duration::from_secs(61);
 
 fn main() {
     cli::main(

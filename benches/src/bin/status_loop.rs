@@ -36,7 +36,12 @@ fn git(tree: &Path, args: &[&str]) -> Result<(), String> {
     cli::output(
         Command::new("git")
             .current_dir(tree)
+            // The machine's and the user's configuration ignored, as in `compare`.
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .args([
+                "-c",
+                "gc.auto=0",
                 "-c",
                 "user.name=bench",
                 "-c",
