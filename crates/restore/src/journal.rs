@@ -131,7 +131,9 @@ pub(crate) fn write(ws: &Workspace, j: &Journal) -> Result<()> {
 
 pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
     let dir = journal_dir(ws)?;
-    for done in [true, false] {
+    // `.done` wins over `.journal` (a crash between writing one and removing the other leaves
+    // both); looked for again last, in case the restore finished between the first two looks.
+    for done in [true, false, true] {
         let path = path_of(&dir, id, done);
         match std::fs::read(&path) {
             Ok(b) => return decode(&b, &path).map(Some),
@@ -212,10 +214,35 @@ fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
         if !done && path.with_extension("done").exists() {
             continue;
         }
-        let bytes = std::fs::read(&path).map_err(|e| Error::io("read journal", &path, e))?;
-        out.push(decode(&bytes, &path)?);
+        out.extend(read_listed(&path, with_done)?);
     }
+    // The listing may also have met the `.done` file read in place of a vanished `.journal`.
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out.dedup_by(|a, b| a.id == b.id);
     Ok(out)
+}
+
+/// Reads the journal file `path` a listing of the journal directory met. One finished
+/// (moved to `.done`) or abandoned (removed) by its restore, in another process, since the
+/// listing is not an error: with `with_done`, its `.done` file is read in its place, else it
+/// is `None`.
+fn read_listed(path: &std::path::Path, with_done: bool) -> Result<Option<Journal>> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    match std::fs::read(path) {
+        Ok(bytes) => decode(&bytes, path).map(Some),
+        Err(e) if gone(&e) => {
+            let finished = path.with_extension("done");
+            if !with_done || finished == path {
+                return Ok(None);
+            }
+            match std::fs::read(&finished) {
+                Ok(bytes) => decode(&bytes, &finished).map(Some),
+                Err(e) if gone(&e) => Ok(None),
+                Err(e) => Err(Error::io("read journal", &finished, e)),
+            }
+        }
+        Err(e) => Err(Error::io("read journal", path, e)),
+    }
 }
 
 /// Completes every pending journal of the workspace (see the module documentation).
@@ -308,5 +335,46 @@ impl Workspace {
     /// The journal of the restore made with idempotency key `key`, if there is one.
     pub fn journal_for_key(&self, key: &str) -> Result<Option<Journal>> {
         read(self, &journal_id(Some(key)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_journal_that_finished_before_it_was_read_is_read_from_its_done_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).expect("root");
+        std::fs::write(root.join("a.txt"), b"one\n").expect("write");
+        let ws = Workspace::open(
+            &root,
+            crate::WorkspaceOptions {
+                store: Some(dir.path().join("store")),
+                ..Default::default()
+            },
+        )
+        .expect("open");
+        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        std::fs::write(root.join("a.txt"), b"two\n").expect("write");
+        let report = ws
+            .restore(&snap.id, &crate::RestoreOptions::default())
+            .expect("restore");
+        let id = report.journal.expect("a journal");
+        let jdir = journal_dir(&ws).expect("dir");
+        // The listing met `<id>.journal`; by the time it reads it, the restore moved it.
+        let listed = path_of(&jdir, &id, false);
+        assert!(!listed.exists());
+        let read = read_listed(&listed, true)
+            .expect("read")
+            .expect("the done journal");
+        assert_eq!(read.id, id);
+        assert_eq!(read.state, State::Done);
+        // Opening a workspace reads only unfinished journals: nothing.
+        assert!(read_listed(&listed, false).expect("read").is_none());
+        // Abandoned: neither file.
+        std::fs::remove_file(path_of(&jdir, &id, true)).expect("remove");
+        assert!(read_listed(&listed, true).expect("read").is_none());
     }
 }

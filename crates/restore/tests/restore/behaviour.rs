@@ -620,3 +620,41 @@ fn a_finished_journal_is_set_aside_and_not_read_when_the_workspace_opens() {
         ErrorKind::Corrupt
     );
 }
+
+#[test]
+fn a_workspace_opens_while_restores_finish_beside_it() {
+    // Each restore that finishes moves its journal from `<id>.journal` to `<id>.done`; a
+    // workspace opening meanwhile lists the journal directory and then reads what it listed.
+    // A journal gone between the two is finished (or abandoned), not an error. (The window
+    // is narrow: this is a stress test; `journal::tests` checks the same case exactly.)
+    let fx = Fx::new();
+    fx.write("a.txt", b"one\n");
+    let first = fx.snap();
+    fx.write("a.txt", b"two\n");
+    let second = fx.snap();
+    std::thread::scope(|s| {
+        let restorer = s.spawn(|| {
+            for i in 0..150 {
+                let target = if i % 2 == 0 { &first.id } else { &second.id };
+                // An opening handle that finds a journal pending takes the restore lock for a
+                // moment to look at it; a restore starting then is refused with BUSY, and
+                // tried again as that error says.
+                loop {
+                    match fx.ws.restore(target, &RestoreOptions::default()) {
+                        Ok(_) => break,
+                        Err(e) if e.kind() == ErrorKind::Busy => std::thread::yield_now(),
+                        Err(e) => panic!("restore: {e}"),
+                    }
+                }
+            }
+        });
+        let mut opened = 0;
+        while !restorer.is_finished() {
+            let ws = crate::fixtures::open(fx.dir.path());
+            assert!(ws.journals().is_ok());
+            opened += 1;
+        }
+        restorer.join().expect("the restorer");
+        assert!(opened > 0);
+    });
+}
