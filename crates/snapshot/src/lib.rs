@@ -38,11 +38,12 @@ use cairn_store::{
     CancelToken, CaptureSettings, Manifest, OperationKind, Skipped, SnapshotId, Stats, Store, Tree,
     TreeId,
 };
+use statcache::Update;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use walk::{Counters, NewDir, Rules, Sink, Walker};
+use walk::{Counters, Rules, Sink, Walker};
 
 /// The default `max_file_bytes`: 10 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 << 20;
@@ -173,7 +174,7 @@ struct WalkOutput {
     root_size: u64,
     skipped: Vec<Skipped>,
     kept: Vec<Kept>,
-    dirs: Vec<NewDir>,
+    dirs: Vec<Update>,
     trees: Option<HashMap<TreeId, Tree>>,
     stats: Stats,
 }
@@ -356,31 +357,26 @@ fn save_cache(
     let unchanged = cache.snapshot.is_some()
         && cache.root == Some((out.root, out.root_size))
         && cache.dir_count() == out.dirs.len()
-        && out.dirs.iter().all(|d| matches!(d, NewDir::Same(_)));
+        && out.dirs.iter().all(|d| matches!(d, Update::Same(_)));
+    cache.snapshot = Some(id);
+    cache.started_ns = started_ns;
     if unchanged && StatCache::confirm(path, &id, started_ns, cache.key()).is_ok() {
-        cache.snapshot = Some(id);
-        cache.started_ns = started_ns;
         if let Some(memo) = &options.memo {
             memo.put(path, std::mem::take(cache));
         }
         return;
     }
     cache.replace(
-        std::mem::take(&mut out.dirs).into_iter().map(|d| match d {
-            NewDir::Same(p) => statcache::Update::Same(p),
-            NewDir::Fresh(r) => statcache::Update::Fresh(r),
-        }),
+        std::mem::take(&mut out.dirs),
         statcache::StatCacheFile::new_key(Some(&id), started_ns),
         statcache::rules_fingerprint(&options.excludes, options.gitignore),
         Some((out.root, out.root_size)),
     );
-    cache.snapshot = Some(id);
-    cache.started_ns = started_ns;
     let tmp = &store.layout().tmp;
     match &options.memo {
         Some(memo) => memo.put_and_write(tmp, path, std::mem::take(cache)),
         None => {
-            let _ = cache.save_to(tmp, path);
+            let _ = cache.save(tmp, path);
         }
     }
 }
@@ -505,12 +501,11 @@ impl Drop for Prepared<'_> {
     /// A snapshot prepared and not committed changed no cache: what it took from the memo goes
     /// back as it was. (After a commit, the memo already holds the new cache.)
     fn drop(&mut self) {
-        if let Some(memo) = &self.options.memo {
-            if self.cache.key() != &[0; 16] {
-                if let Ok(path) = StatCache::path(self.store, &self.workspace_id) {
-                    memo.put(&path, std::mem::take(&mut self.cache));
-                }
-            }
+        if let (Some(memo), Ok(path)) = (
+            &self.options.memo,
+            StatCache::path(self.store, &self.workspace_id),
+        ) {
+            memo.put(&path, std::mem::take(&mut self.cache));
         }
     }
 }
@@ -571,9 +566,7 @@ pub fn scan(store: &Store, root: &Path, workspace_id: &str, options: &Options) -
     );
     // A scan only reads the cache: what it took from the memo goes back as it was.
     if let Some(memo) = &options.memo {
-        if cache.key() != &[0; 16] {
-            memo.put(&StatCache::path(store, workspace_id)?, cache);
-        }
+        memo.put(&StatCache::path(store, workspace_id)?, cache);
     }
     let out = out?;
     Ok(Scan {

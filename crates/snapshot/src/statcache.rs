@@ -432,14 +432,9 @@ impl StatCache {
         )
     }
 
-    /// Writes `file` to `path` through a temporary file in `tmp_dir` renamed into place, without
-    /// syncing (see the module documentation).
-    pub fn save(tmp_dir: &Path, path: &Path, file: &StatCacheFile) -> std::io::Result<()> {
-        write_replacing(tmp_dir, path, &Self::encode(file))
-    }
-
-    /// Writes this cache to `path` as [`StatCache::save`] does, encoded straight from memory.
-    pub fn save_to(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<()> {
+    /// Writes this cache to `path` through a temporary file in `tmp_dir` renamed into place,
+    /// without syncing (see the module documentation), encoded straight from memory.
+    pub fn save(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<()> {
         let body = BodyRef {
             key: &self.key,
             rules: &self.rules,
@@ -503,11 +498,6 @@ impl StatCache {
     /// The record of directory `path`.
     pub fn dir(&self, path: &[u8]) -> Option<&DirRecord> {
         self.dirs.get(path)
-    }
-
-    /// Takes the record of directory `path` out of the cache.
-    pub fn take_dir(&mut self, path: &[u8]) -> Option<DirRecord> {
-        self.dirs.remove(path)
     }
 
     /// The trusted record for the file at `path` if `fresh` matches it and it is not racy.
@@ -597,7 +587,7 @@ impl CacheMemo {
         let held = self.0.lock().take();
         if let Some(mut held) = held {
             held.wait();
-            if held.path == path && held.cache.key != [0; 16] {
+            if held.path == path {
                 if let Some(h) = read_header(path) {
                     if h.key == held.cache.key {
                         let shared = std::mem::take(&mut held.cache);
@@ -613,8 +603,12 @@ impl CacheMemo {
         StatCache::load(path)
     }
 
-    /// Keeps `cache`, the body of the file at `path` as it now stands.
+    /// Keeps `cache`, the body of the file at `path` as it now stands. A cache read from no
+    /// file (empty, its key all zero) is not kept: no header could ever name it.
     pub fn put(&self, path: &Path, cache: StatCache) {
+        if cache.key == [0; 16] {
+            return;
+        }
         self.keep(Held {
             path: path.to_path_buf(),
             cache: std::sync::Arc::new(cache),
@@ -630,12 +624,12 @@ impl CacheMemo {
         let writing = std::thread::Builder::new()
             .name("cairn-statcache".into())
             .spawn(move || {
-                let _ = shared.save_to(&tmp, &to);
+                let _ = shared.save(&tmp, &to);
             });
         let writing = match writing {
             Ok(handle) => Some(handle),
             Err(_) => {
-                let _ = cache.save_to(tmp_dir, path);
+                let _ = cache.save(tmp_dir, path);
                 None
             }
         };

@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::exclude::{ExcludeReason, Excludes, IgnoreChain};
-use crate::statcache::{CachedEntry, CachedKind, DirRecord, StatCache, StatRecord};
+use crate::statcache::{CachedEntry, CachedKind, DirRecord, StatCache, StatRecord, Update};
 use cairn_store::relpath::join;
 use cairn_store::{
     CancelToken, EntryKind, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason, Skipped, Tree,
@@ -70,14 +70,6 @@ pub(crate) struct Counters {
     pub reused: AtomicU64,
 }
 
-/// A directory's record for the next stat cache.
-pub(crate) enum NewDir {
-    /// The same as the cache's record of this path.
-    Same(Vec<u8>),
-    /// A new record.
-    Fresh(DirRecord),
-}
-
 pub(crate) struct Walker<'a> {
     pub root: PathBuf,
     pub store_dir: Option<(u64, u64)>,
@@ -94,7 +86,7 @@ pub(crate) struct Walker<'a> {
     pub counters: &'a Counters,
     pub skipped: Mutex<Vec<Skipped>>,
     pub kept: Mutex<Vec<Kept>>,
-    pub dirs: Mutex<Vec<NewDir>>,
+    pub dirs: Mutex<Vec<Update>>,
 }
 
 /// A walked directory: its tree (stored, or the cache's when nothing in it changed) and the
@@ -587,9 +579,9 @@ impl Walker<'_> {
             }
         };
         let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
-            NewDir::Same(rel.to_vec())
+            Update::Same(rel.to_vec())
         } else {
-            NewDir::Fresh(DirRecord {
+            Update::Fresh(DirRecord {
                 path: rel.to_vec(),
                 stat: fresh,
                 entries: records,

@@ -644,27 +644,29 @@ impl Store {
             return Ok(v);
         }
         let mut locs: Vec<Location> = self.large_location(id).into_iter().collect();
-        if locs.is_empty() && packs.is_empty() {
+        if packs.is_empty() && locs.is_empty() {
+            // Not here as this handle knows the store: look again (another writer may have
+            // added a pack), then ask the remote for a large object.
             self.refresh()?;
             locs = self.locations(id);
-        }
-        if locs.is_empty() && packs.is_empty() && self.fetch_large(id)? {
-            locs = self.locations(id);
-        }
-        if locs.is_empty() && packs.is_empty() {
-            // A pack index that cannot be read may well hold it: the store is damaged, which
-            // is CORRUPT (and what `verify` reports), not a name that does not exist.
-            if let Some(broken) = self.broken_indexes().first() {
-                return Err(Error::corrupt(
-                    format!("object {id}"),
-                    &broken.path,
-                    format!(
-                        "it is in no readable pack, and this pack index is damaged ({})",
-                        broken.error
-                    ),
-                ));
+            if locs.is_empty() && self.fetch_large(id)? {
+                locs = self.locations(id);
             }
-            return Err(Error::not_found(format!("object {id}")));
+            if locs.is_empty() {
+                // A pack index that cannot be read may well hold it: the store is damaged,
+                // which is CORRUPT (and what `verify` reports), not a name that does not exist.
+                if let Some(broken) = self.broken_indexes().first() {
+                    return Err(Error::corrupt(
+                        format!("object {id}"),
+                        &broken.path,
+                        format!(
+                            "it is in no readable pack, and this pack index is damaged ({})",
+                            broken.error
+                        ),
+                    ));
+                }
+                return Err(Error::not_found(format!("object {id}")));
+            }
         }
         if let Some(v) = first_good(&locs, &mut last_err) {
             return Ok(v);
