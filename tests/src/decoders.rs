@@ -224,17 +224,27 @@ pub fn is_normal_path(path: &[u8]) -> bool {
 /// root must be refused before anything is done); everything else is `CORRUPT` or
 /// `UNSUPPORTED`.
 pub fn journal(data: &[u8]) {
-    match cairn_restore::journal::decode(data, origin()) {
-        Ok(j) => {
-            for a in &j.plan.actions {
-                assert!(
-                    is_normal_path(a.path().as_bytes()),
-                    "a decoded journal acts on {:?}",
-                    a.path()
+    use cairn_restore::journal::State;
+    // The state is the file's name: the same bytes, read under each.
+    for state in [State::Staging, State::Pending, State::Applied, State::Done] {
+        match cairn_restore::journal::decode(data, origin(), state) {
+            Ok(j) => {
+                for a in &j.plan.actions {
+                    assert!(
+                        is_normal_path(a.path().as_bytes()),
+                        "a decoded journal acts on {:?}",
+                        a.path()
+                    );
+                }
+                assert!(!j.id.is_empty() && !j.id.contains('/'), "id {:?}", j.id);
+                assert_eq!(
+                    j.report.is_some(),
+                    j.state >= State::Applied,
+                    "a report exactly once applied"
                 );
             }
+            Err(e) => refused(e.kind(), "a journal", &e),
         }
-        Err(e) => refused(e.kind(), "a journal", &e),
     }
 }
 

@@ -16,8 +16,9 @@
 //!
 //! - **cairn**: a workspace on a fresh empty directory sharing the store that holds the tree's
 //!   snapshot (store outside the tree), `Workspace::open` and `Workspace::restore` of that
-//!   snapshot: planned, journalled, files written in staged directories renamed into place,
-//!   then made durable (`syncfs`);
+//!   snapshot: planned, journalled, files written in staged directories renamed into place
+//!   (made durable by the next opening or restore of the workspace, outside the timing, as
+//!   tar's writes are left to the kernel);
 //! - **tar**: `tar -xf` of an archive of the tree made once beforehand (no sync).
 //!
 //! Each output is checked afterwards (untimed) to list the same paths as the tree.

@@ -110,13 +110,10 @@ pub(crate) struct Exec<'a> {
     /// Paths whose creation was already carried out inside those directories (their mode
     /// actions still run, after the rename).
     prestaged: HashSet<Vec<u8>>,
-    /// Directories whose entries the run changed, for a small plan's durability (`None` once
-    /// too many: the whole file system is synced instead).
-    touched: Option<HashSet<Vec<u8>>>,
 }
 
-/// Up to this many actions, a restore makes itself durable file by file (each staged file
-/// synced before its rename, then each directory it changed); above it, one `syncfs`, which
+/// Up to this many actions, a restore is made durable file by file (each file it wrote or
+/// re-moded, then each directory whose entries it changed); above it, by one `syncfs`, which
 /// also flushes whatever else is pending on the file system.
 const SYNC_EACH_MAX: usize = 256;
 
@@ -144,7 +141,6 @@ impl<'a> Exec<'a> {
             safety_trees: HashMap::new(),
             new_dirs: HashMap::new(),
             prestaged: HashSet::new(),
-            touched: Some(HashSet::new()),
         })
     }
 
@@ -256,10 +252,7 @@ impl<'a> Exec<'a> {
     /// Writes every new content into temporary files beside (or above) its target, verifying
     /// each against its id. Nothing in the workspace changes if this fails.
     pub(crate) fn stage(&mut self, actions: &[&Action]) -> Result<()> {
-        if actions.len() > SYNC_EACH_MAX {
-            self.touched = None;
-        }
-        let mut to_sync = self.stage_new_dirs(actions)?;
+        self.stage_new_dirs(actions)?;
         for a in actions {
             let Action::WriteFile {
                 path, blob, mode, ..
@@ -284,25 +277,16 @@ impl<'a> Exec<'a> {
             }
             rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
                 .map_err(|e| Error::io("set mode", self.abs(&path.0), e.into()))?;
-            if self.touched.is_some() {
-                to_sync.push((file, path.0.clone()));
-            }
             self.staged.insert(path.0.clone(), (dir, name));
         }
-        sync_together(
-            to_sync
-                .into_iter()
-                .map(|(f, p)| (f, self.abs(&p)))
-                .collect(),
-        )
+        Ok(())
     }
 
     /// Builds each directory the plan makes where nothing stands, with everything the plan
     /// puts inside it, under a temporary name beside its place (files written in parallel): at
     /// run time one rename puts the whole directory in place, instead of one rename per file.
     /// Nothing in the workspace changes.
-    /// Returns the staged files to sync (for a small plan).
-    fn stage_new_dirs(&mut self, actions: &[&Action]) -> Result<Vec<(std::fs::File, Vec<u8>)>> {
+    fn stage_new_dirs(&mut self, actions: &[&Action]) -> Result<()> {
         let mut staged: HashMap<Vec<u8>, Arc<OwnedFd>> = HashMap::new();
         let mut work: Vec<(Arc<OwnedFd>, &Action)> = Vec::new();
         for a in actions {
@@ -344,12 +328,7 @@ impl<'a> Exec<'a> {
         }
         let store = self.ws.store();
         let dirs = &self.dirs;
-        let sync_each = self.touched.is_some();
-        if let Some(t) = &mut self.touched {
-            t.extend(staged.keys().cloned());
-        }
-        let written = work
-            .par_iter()
+        work.par_iter()
             .map(|(fd, a)| {
                 let (_, name) = a.path().split_last();
                 match a {
@@ -360,20 +339,17 @@ impl<'a> Exec<'a> {
                             .copy_object_to(blob, &mut file)
                             .map_err(|e| stage_error(dirs.abs(&a.path().0), e))?;
                         rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))?;
-                        Ok(sync_each.then(|| (file, a.path().0.clone())))
+                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))
                     }
                     Action::MakeSymlink { target, .. } => {
                         let bytes = store.read_object(target)?.1;
                         safe::symlink(&bytes, &**fd, name)
-                            .map_err(|e| Error::io("make symlink", dirs.abs(&a.path().0), e))?;
-                        Ok(None)
+                            .map_err(|e| Error::io("make symlink", dirs.abs(&a.path().0), e))
                     }
-                    _ => Ok(None),
+                    _ => Ok(()),
                 }
             })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(written.into_iter().flatten().collect())
+            .collect::<Result<()>>()
     }
 
     /// Removes staged files (after a failure before any change).
@@ -587,20 +563,6 @@ impl<'a> Exec<'a> {
         let rel = a.path().clone();
         let (parent, name) = rel.split_last();
         let (parent, name) = (parent.to_vec(), name.to_vec());
-        if let Some(t) = &mut self.touched {
-            if !matches!(a, Action::SetMode { .. }) {
-                t.insert(parent.clone());
-            }
-            if matches!(a, Action::WriteFile { .. }) {
-                // Where it was staged.
-                if let Some((sdir, _)) = self.staged.get(&rel.0) {
-                    t.insert(sdir.clone());
-                }
-            }
-            if t.len() > SYNC_EACH_MAX {
-                self.touched = None;
-            }
-        }
         let abs = self.abs(&rel.0);
         match a {
             Action::RemoveFile { .. } => self
@@ -663,25 +625,62 @@ impl<'a> Exec<'a> {
             }
         }
     }
+}
 
-    /// Makes everything durable: each directory the run changed (staged files were synced
-    /// before their rename), or, for a large plan, the whole file system.
-    pub(crate) fn finish(&mut self) -> Result<()> {
-        let Some(touched) = self.touched.take() else {
-            return rustix::fs::syncfs(self.dirs.root_fd())
-                .map_err(|e| Error::io("sync", self.abs(b""), e.into()));
-        };
-        let mut dirs = Vec::new();
-        for rel in touched {
-            // A directory the plan removed is gone; its parent is in the set.
-            if let Ok(fd) = self.dirs.dir(&rel) {
-                if let Ok(dup) = fd.try_clone() {
-                    dirs.push((std::fs::File::from(dup), self.abs(&rel)));
+/// Makes what `plan` changed durable: for a small plan, each file it wrote or re-moded and each
+/// directory whose entries it changed (what has changed since is synced as it is; what is gone
+/// is passed over); for a large one, the whole file system (`syncfs`).
+pub(crate) fn make_durable(ws: &Workspace, plan: &Plan) -> Result<()> {
+    let mut dirs = Dirs::open(ws.root())?;
+    if plan.actions.len() > SYNC_EACH_MAX {
+        return rustix::fs::syncfs(dirs.root_fd())
+            .map_err(|e| Error::io("sync", ws.root(), e.into()));
+    }
+    let mut parents: Vec<&[u8]> = Vec::new();
+    let mut files = Vec::new();
+    for a in &plan.actions {
+        let (parent, name) = a.path().split_last();
+        let own = match a {
+            Action::WriteFile { .. } | Action::SetMode { dir: false, .. } => {
+                let Ok(fd) = dirs.dir(parent) else { continue };
+                match safe::open_read(&*fd, name) {
+                    Ok(f) => Some(f),
+                    // Gone, or a symlink now: not what the plan made.
+                    Err(e) if matches!(e.raw_os_error(), Some(n) if n == rustix::io::Errno::NOENT.raw_os_error() || n == rustix::io::Errno::LOOP.raw_os_error()) => {
+                        None
+                    }
+                    // Not readable (a mode without `r`): the whole file system instead.
+                    Err(_) => {
+                        return rustix::fs::syncfs(dirs.root_fd())
+                            .map_err(|e| Error::io("sync", ws.root(), e.into()))
+                    }
                 }
             }
+            Action::MakeDir { .. } | Action::SetMode { dir: true, .. } => dirs
+                .dir(&a.path().0)
+                .ok()
+                .and_then(|fd| fd.try_clone().ok())
+                .map(std::fs::File::from),
+            Action::RemoveFile { .. } | Action::RemoveDir { .. } | Action::MakeSymlink { .. } => {
+                None
+            }
+        };
+        files.extend(own.map(|f| (f, dirs.abs(&a.path().0))));
+        if !matches!(a, Action::SetMode { .. }) {
+            parents.push(parent);
         }
-        sync_together(dirs)
     }
+    parents.sort_unstable();
+    parents.dedup();
+    for p in parents {
+        // A directory removed since (or by the plan) is gone; its parent is in the list.
+        if let Ok(fd) = dirs.dir(p) {
+            if let Ok(dup) = fd.try_clone() {
+                files.push((std::fs::File::from(dup), dirs.abs(p)));
+            }
+        }
+    }
+    sync_together(files)
 }
 
 /// Syncs `files` (data and what names them) from several threads at once, so that the file
@@ -779,8 +778,8 @@ fn safety_options(
 fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Report> {
     if let Some(key) = &options.key {
         if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
-            if let (State::Done, Some(report)) = (j.state, &j.report) {
-                return Ok(report.clone());
+            if let (true, Some(report)) = (j.finished(), j.report) {
+                return Ok(report);
             }
         }
     }
@@ -796,7 +795,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
     }
     if let Some(key) = &options.key {
         if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
-            if let (State::Done, Some(report)) = (j.state, &j.report) {
+            if let (true, Some(report)) = (j.finished(), &j.report) {
                 return Ok(report.clone());
             }
             if j.state == State::Staging {
@@ -883,44 +882,39 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
         return Err(Error::Cancelled);
     }
     let jid = journal::journal_id(options.key.as_deref());
-    let mut j = Journal {
-        id: jid.clone(),
-        key: options.key.clone(),
-        workspace_id: ws.id().to_string(),
-        target: plan.snapshot_id,
-        safety: Some(safety.id),
-        plan: plan.clone(),
-        state: State::Staging,
-        report: None,
-    };
+    let mut j = Journal::new(
+        ws,
+        jid.clone(),
+        options.key.clone(),
+        plan.snapshot_id,
+        safety.id,
+        plan.clone(),
+    );
     let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops)?;
     // Stage (and verify) before the journal makes the restore pending, so a corrupt object
     // fails with nothing changed and nothing to recover. The journal is written first in the
     // staging state, so that staged files a crash leaves behind are found and removed.
-    journal::write(ws, &j)?;
+    journal::create(ws, &j)?;
     let all: Vec<&Action> = plan.actions.iter().collect();
     if let Err(e) = exec.stage(&all) {
         exec.unstage();
-        let _ = journal::remove(ws, &jid);
+        let _ = journal::remove(ws, &j);
         return Err(e);
     }
-    j.state = State::Pending;
-    if let Err(e) = journal::write(ws, &j) {
+    if let Err(e) = journal::advance(ws, &mut j, State::Pending, true) {
         exec.unstage();
-        let _ = journal::remove(ws, &jid);
+        let _ = journal::remove(ws, &j);
         return Err(e);
     }
     if let Err(e) = exec.run(plan) {
         exec.unstage();
         return Err(e);
     }
-    exec.finish()?;
-    let report = Report::from_plan(plan, false, Some(safety.id), Some(jid));
-    j.state = State::Done;
-    j.report = Some(report.clone());
-    journal::write(ws, &j)?;
+    // Every change is made. Durability is confirmed by the next restore or opening of the
+    // workspace (see the journal module), not waited for here.
+    journal::advance(ws, &mut j, State::Applied, false)?;
     drop(lock);
-    Ok(report)
+    Ok(Report::from_plan(plan, false, Some(safety.id), Some(jid)))
 }
 
 /// For a plan made earlier: `None` when it changes nothing (checked again against the files as
@@ -1002,6 +996,10 @@ fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
 /// written only when the plan changes something (a restore with nothing to do leaves no
 /// snapshot). [`apply`] of a plan made earlier walks again for its safety snapshot and checks
 /// the plan against it.
+///
+/// It returns once every change is made, without waiting for the disk: the next restore or
+/// opening of the workspace, or [`Workspace::recover`], makes the changes durable (see the
+/// journal module for what a crash or a power cut leaves).
 pub fn restore(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
     if options.dry_run {
         let plan = plan::plan(ws, snapshot, options)?;

@@ -1,17 +1,36 @@
 //! Restore journals: the durable record of a restore in flight, completed after a crash.
 //!
-//! A journal file is `"CAIRNJNL"`, a little-endian `u32` version, then the [`Journal`] as JSON
-//! (the plan it holds is the same document a dry run prints). It is synced before the first
-//! change. Opening the workspace completes a pending journal: a path already in its target
-//! state is skipped, one still as the safety snapshot holds it is done, and one an unrelated
-//! later edit obstructs is left as it is and reported, the journal staying for a retry.
+//! A journal file is `"CAIRNJNL"`, a little-endian `u32` version (2), then the journal's id,
+//! key, workspace, target, safety snapshot, boot id and plan in postcard. It is written once;
+//! where the restore stands is the file's name, and each step is one rename:
 //!
-//! A journal lives in `<store>/journal/<workspace>/<id>.journal` until it is done, then in
-//! `<id>.done`; opening the workspace reads only the `.journal` files.
+//! | file | state | |
+//! | --- | --- | --- |
+//! | `<id>.staging` | [`State::Staging`] | written and synced before the first content is staged beside its target |
+//! | `<id>.journal` | [`State::Pending`] | renamed, and the directory synced, before the first change |
+//! | `<id>.applied` | [`State::Applied`] | renamed once every change is made, not synced: the restore returns |
+//! | `<id>.done` | [`State::Done`] | renamed, and the directory synced, once the changes are known durable |
 //!
-//! A journal is first written in the `staging` state, before the first content is staged
-//! beside its target: a restore that dies while staging has changed nothing but left staged
-//! files, and opening the workspace removes them and the journal (the restore is abandoned).
+//! A restore returns once its changes are made, as `tar -x` or `git checkout` do, without
+//! waiting for the disk. Its journal is confirmed by the next restore of the workspace or the
+//! next time it is opened, under the restore lock: made durable (`syncfs`, or each changed
+//! file and directory for a small plan) and moved to `.done`. The journal records the boot
+//! id of the machine (`/proc/sys/kernel/random/boot_id`): an applied journal from another boot
+//! may have lost changes the kernel had not yet written when the machine stopped, so it is
+//! completed path by path like a pending one.
+//!
+//! Opening the workspace completes a pending journal: a path already in its target state is
+//! skipped, one still as the safety snapshot holds it is done, and one an unrelated later edit
+//! obstructs is left as it is and reported, the journal staying for a retry. A staging journal
+//! is abandoned: nothing in the workspace had changed, and its staged files are removed.
+//!
+//! Journals live in `<store>/journal/<workspace>/`. Opening the workspace reads the
+//! unfinished ones (staging, pending, applied), never the `.done` files kept for their
+//! idempotency keys. A journal's name only moves forward through the table above, so a
+//! reader that finds a name gone looks at the later ones.
+//!
+//! Format 1 (the journal as JSON, its state inside, in `<id>.journal` or `<id>.done`) is still
+//! read; its next step writes it again in format 2.
 
 use crate::apply::{Exec, Mode, Report};
 use crate::error::{Error, Result};
@@ -19,15 +38,17 @@ use crate::plan::Plan;
 use crate::workspace::Workspace;
 use cairn_store::{fsutil, RelPath, SnapshotId};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Magic at the start of a journal file.
 pub const JOURNAL_MAGIC: &[u8; 8] = b"CAIRNJNL";
-/// The journal format version.
-pub const JOURNAL_VERSION: u32 = 1;
+/// The journal format version written.
+pub const JOURNAL_VERSION: u32 = 2;
+/// The first format version (JSON, the state inside), still read.
+const JSON_VERSION: u32 = 1;
 
-/// Where a restore stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a restore stands, in the order a journal goes through the states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// Contents are being staged beside their targets; nothing in the workspace has changed.
@@ -35,8 +56,29 @@ pub enum State {
     Staging,
     /// Changes may have been made; not finished.
     Pending,
-    /// Finished; the report is kept for its idempotency key.
+    /// Every change is made; not yet known to be on disk.
+    Applied,
+    /// Finished and durable; kept for its idempotency key.
     Done,
+}
+
+impl State {
+    /// Every state, in order.
+    const ALL: [State; 4] = [State::Staging, State::Pending, State::Applied, State::Done];
+
+    /// The extension of a format 2 journal file in this state.
+    fn extension(self) -> &'static str {
+        match self {
+            State::Staging => "staging",
+            State::Pending => "journal",
+            State::Applied => "applied",
+            State::Done => "done",
+        }
+    }
+
+    fn of_extension(ext: &str) -> Option<State> {
+        State::ALL.into_iter().find(|s| s.extension() == ext)
+    }
 }
 
 /// A restore journal.
@@ -56,8 +98,128 @@ pub struct Journal {
     pub plan: Plan,
     /// Where it stands.
     pub state: State,
-    /// The report, once done.
+    /// The report, once applied.
     pub report: Option<Report>,
+    /// The boot id of the machine the restore ran on, when known.
+    #[serde(default)]
+    pub boot_id: Option<String>,
+    /// Read from a format 1 file (named `.journal` whether staging or pending).
+    #[serde(skip)]
+    legacy: bool,
+}
+
+/// The body of a format 2 journal file (the state is its name; the report follows from the
+/// plan).
+#[derive(Serialize)]
+struct BodyRef<'a> {
+    id: &'a str,
+    key: Option<&'a str>,
+    workspace_id: &'a str,
+    target: &'a SnapshotId,
+    safety: Option<&'a SnapshotId>,
+    boot_id: Option<&'a str>,
+    plan: &'a Plan,
+}
+
+/// [`BodyRef`], read back.
+#[derive(Deserialize)]
+struct Body {
+    id: String,
+    key: Option<String>,
+    workspace_id: String,
+    target: SnapshotId,
+    safety: Option<SnapshotId>,
+    boot_id: Option<String>,
+    plan: Plan,
+}
+
+impl Journal {
+    /// A new journal, staging.
+    pub(crate) fn new(
+        ws: &Workspace,
+        id: String,
+        key: Option<String>,
+        target: SnapshotId,
+        safety: SnapshotId,
+        plan: Plan,
+    ) -> Journal {
+        Journal {
+            id,
+            key,
+            workspace_id: ws.id().to_string(),
+            target,
+            safety: Some(safety),
+            plan,
+            state: State::Staging,
+            report: None,
+            boot_id: boot_id(),
+            legacy: false,
+        }
+    }
+
+    /// Whether the restore is finished for its caller: done, or applied during this boot of
+    /// the machine (what the kernel holds of its changes will reach the disk).
+    pub fn finished(&self) -> bool {
+        match self.state {
+            State::Done => true,
+            State::Applied => self.this_boot(),
+            State::Staging | State::Pending => false,
+        }
+    }
+
+    fn this_boot(&self) -> bool {
+        self.boot_id.is_some() && self.boot_id == boot_id()
+    }
+
+    fn set_state(&mut self, state: State) {
+        self.state = state;
+        self.report = (state >= State::Applied)
+            .then(|| Report::from_plan(&self.plan, false, self.safety, Some(self.id.clone())));
+    }
+
+    /// Its file in `dir`.
+    fn file(&self, dir: &Path) -> PathBuf {
+        if self.legacy {
+            let done = self.state == State::Done;
+            return dir.join(format!(
+                "{}.{}",
+                self.id,
+                if done { "done" } else { "journal" }
+            ));
+        }
+        path_of(dir, &self.id, self.state)
+    }
+
+    /// The journal file's bytes (format 2; the state is the file's name, not in them).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(64 + self.plan.actions.len() * 96);
+        bytes.extend_from_slice(JOURNAL_MAGIC);
+        bytes.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
+        let body = BodyRef {
+            id: &self.id,
+            key: self.key.as_deref(),
+            workspace_id: &self.workspace_id,
+            target: &self.target,
+            safety: self.safety.as_ref(),
+            boot_id: self.boot_id.as_deref(),
+            plan: &self.plan,
+        };
+        postcard::to_io(&body, &mut bytes).expect("a journal serialises into memory");
+        bytes
+    }
+}
+
+/// This boot of the machine (Linux: `/proc/sys/kernel/random/boot_id`); `None` where the
+/// system does not say, and then an applied journal is always checked path by path.
+fn boot_id() -> Option<String> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })
+    .clone()
 }
 
 /// What completing a pending journal did.
@@ -103,64 +265,124 @@ pub(crate) fn journal_id(key: Option<&str>) -> String {
     }
 }
 
-/// The file of a journal: `<id>.journal` while it is staging or pending, `<id>.done` once
-/// done. Opening a workspace reads only the `.journal` files, so its cost does not grow with
-/// the number of restores ever made.
-fn path_of(dir: &std::path::Path, id: &str, done: bool) -> PathBuf {
-    dir.join(format!("{id}.{}", if done { "done" } else { "journal" }))
+/// The format 2 file of journal `id` in `state`.
+fn path_of(dir: &Path, id: &str, state: State) -> PathBuf {
+    dir.join(format!("{id}.{}", state.extension()))
 }
 
-pub(crate) fn write(ws: &Workspace, j: &Journal) -> Result<()> {
+/// Writes a new journal (staging) durably.
+pub(crate) fn create(ws: &Workspace, j: &Journal) -> Result<()> {
+    debug_assert_eq!(j.state, State::Staging);
     let dir = journal_dir(ws)?;
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(JOURNAL_MAGIC);
-    bytes.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&serde_json::to_vec(j).expect("a journal serialises"));
-    let done = j.state == State::Done;
-    fsutil::write_atomic(
-        &ws.store().layout().tmp,
-        &path_of(&dir, &j.id, done),
-        &bytes,
-    )?;
-    if done {
-        // A crash before this removal leaves both: the `.done` file wins (see `list`).
-        fsutil::remove_if_exists(&path_of(&dir, &j.id, false))?;
-    }
+    fsutil::write_atomic(&ws.store().layout().tmp, &j.file(&dir), &j.encode())?;
     Ok(())
 }
 
-pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
+/// Moves journal `j` to state `to` (one rename; the journal directory synced when `durable`).
+pub(crate) fn advance(ws: &Workspace, j: &mut Journal, to: State, durable: bool) -> Result<()> {
     let dir = journal_dir(ws)?;
-    // `.done` wins over `.journal` (a crash between writing one and removing the other leaves
-    // both); looked for again last, in case the restore finished between the first two looks.
-    for done in [true, false, true] {
-        let path = path_of(&dir, id, done);
-        match std::fs::read(&path) {
-            Ok(b) => return decode(&b, &path).map(Some),
+    let from = j.file(&dir);
+    let dest = path_of(&dir, &j.id, to);
+    if j.legacy {
+        // A format 1 file: written again in format 2 under its new name (synced), then the old
+        // one removed; a crash between the two leaves both, and the later state wins.
+        fsutil::write_atomic(&ws.store().layout().tmp, &dest, &j.encode())?;
+        fsutil::remove_if_exists(&from)?;
+        j.legacy = false;
+    } else {
+        std::fs::rename(&from, &dest).map_err(|e| Error::io("move the journal", &from, e))?;
+        if durable {
+            fsutil::sync_dir(&dir)?;
+        }
+    }
+    j.set_state(to);
+    Ok(())
+}
+
+/// Reads journal `id`, in whatever state it is.
+pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
+    read_from(&journal_dir(ws)?, id, State::Staging)
+}
+
+/// Reads journal `id`, looking at its files from state `first` on. A journal's name only moves
+/// forward (staging, pending, applied, done), so looking in that order cannot miss one that
+/// another process moves meanwhile.
+fn read_from(dir: &Path, id: &str, first: State) -> Result<Option<Journal>> {
+    for state in State::ALL.into_iter().filter(|s| *s >= first) {
+        let path = path_of(dir, id, state);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("read journal", &path, e)),
+        };
+        let j = decode(&bytes, &path, state)?;
+        if j.id != id {
+            return Err(cairn_store::Error::corrupt(
+                "journal",
+                &path,
+                format!("it holds journal {:?}", j.id),
+            )
+            .into());
         }
+        if j.legacy && j.state != State::Done {
+            // Format 1 wrote `.done` before removing `.journal`: both may be there.
+            if let Some(done) = read_from(dir, id, State::Done)? {
+                return Ok(Some(done));
+            }
+        }
+        return Ok(Some(j));
     }
     Ok(None)
 }
 
-/// Decodes journal file bytes (`path` is only named in errors). Bytes that are not a journal
-/// are `CORRUPT`; another format version is `UNSUPPORTED`.
-pub fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
+/// Decodes journal file bytes, read from a file named for `state` (`path` is only named in
+/// errors). Bytes that are not a journal are `CORRUPT`; another format version is
+/// `UNSUPPORTED`.
+pub fn decode(bytes: &[u8], path: &Path, state: State) -> Result<Journal> {
+    let corrupt = |d: String| Error::from(cairn_store::Error::corrupt("journal", path, d));
     if bytes.len() < 12 || &bytes[..8] != JOURNAL_MAGIC {
-        return Err(cairn_store::Error::corrupt("journal", path, "bad magic").into());
+        return Err(corrupt("bad magic".into()));
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version != JOURNAL_VERSION {
-        return Err(cairn_store::Error::UnsupportedVersion {
-            path: path.to_path_buf(),
-            found: version,
-            supported: JOURNAL_VERSION,
+    let mut j = match version {
+        JOURNAL_VERSION => {
+            let (body, rest): (Body, _) =
+                postcard::take_from_bytes(&bytes[12..]).map_err(|e| corrupt(e.to_string()))?;
+            if !rest.is_empty() {
+                return Err(corrupt(format!("{} bytes after its end", rest.len())));
+            }
+            Journal {
+                id: body.id,
+                key: body.key,
+                workspace_id: body.workspace_id,
+                target: body.target,
+                safety: body.safety,
+                plan: body.plan,
+                state,
+                report: None,
+                boot_id: body.boot_id,
+                legacy: false,
+            }
         }
-        .into());
-    }
-    let j: Journal = serde_json::from_slice(&bytes[12..])
-        .map_err(|e| cairn_store::Error::corrupt("journal", path, e.to_string()))?;
+        JSON_VERSION => {
+            let mut j: Journal =
+                serde_json::from_slice(&bytes[12..]).map_err(|e| corrupt(e.to_string()))?;
+            j.legacy = true;
+            // Format 1 had no applied state: a `done` journal was made durable.
+            if j.state == State::Applied {
+                return Err(corrupt("format 1 has no applied state".into()));
+            }
+            j
+        }
+        found => {
+            return Err(cairn_store::Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found,
+                supported: JOURNAL_VERSION,
+            }
+            .into())
+        }
+    };
     // A journal is carried out when the workspace is opened: every path it acts on must be a
     // plain relative path whose components a tree could hold (never empty, `.` or `..`).
     let plain = |p: &[u8]| {
@@ -169,31 +391,27 @@ pub fn decode(bytes: &[u8], path: &std::path::Path) -> Result<Journal> {
                 .all(|c| cairn_store::tree::check_name(c).is_ok())
     };
     if let Some(a) = j.plan.actions.iter().find(|a| !plain(a.path().as_bytes())) {
-        return Err(cairn_store::Error::corrupt(
-            "journal",
-            path,
-            format!(
-                "it acts on {:?}, which is not a path inside the workspace",
-                a.path().display()
-            ),
-        )
-        .into());
+        return Err(corrupt(format!(
+            "it acts on {:?}, which is not a path inside the workspace",
+            a.path().display()
+        )));
     }
+    if j.id.is_empty() || j.id.contains(['/', '\0']) || j.id.starts_with('.') {
+        return Err(corrupt(format!("{:?} is not a journal id", j.id)));
+    }
+    // The report follows from the plan (format 1 also stored it).
+    j.set_state(j.state);
     Ok(j)
 }
 
 /// Every journal of the workspace, done ones included.
 pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
-    let mut out = read_all(ws, true)?;
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
+    read_all(ws, true)
 }
 
 /// The journals not done: the only ones opening a workspace reads.
 fn list_unfinished(ws: &Workspace) -> Result<Vec<Journal>> {
-    let mut out = read_all(ws, false)?;
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
+    read_all(ws, false)
 }
 
 fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
@@ -201,58 +419,50 @@ fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))? {
         let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
-        let path = entry.path();
-        let done = match path.extension().and_then(|e| e.to_str()) {
-            Some("journal") => false,
-            Some("done") if with_done => true,
-            _ => continue,
+        let name = entry.file_name();
+        let Some((id, state)) = name
+            .to_str()
+            .and_then(|n| n.rsplit_once('.'))
+            .and_then(|(id, ext)| Some((id, State::of_extension(ext)?)))
+        else {
+            continue;
         };
-        if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+        if (state == State::Done && !with_done)
+            || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
+        {
             continue;
         }
-        // A journal whose `.done` file exists is done (a crash came between the two).
-        if !done && path.with_extension("done").exists() {
-            continue;
+        // One moved on since the listing (by its restore, in another process) is read under
+        // its later name; one abandoned meanwhile is gone.
+        match read_from(&dir, id, state)? {
+            Some(j) if with_done || j.state != State::Done => out.push(j),
+            _ => {}
         }
-        out.extend(read_listed(&path, with_done)?);
     }
-    // The listing may also have met the `.done` file read in place of a vanished `.journal`.
-    out.sort_by(|a, b| a.id.cmp(&b.id));
+    // The listing may have met one journal under two names: the later state wins.
+    out.sort_by(|a, b| a.id.cmp(&b.id).then(b.state.cmp(&a.state)));
     out.dedup_by(|a, b| a.id == b.id);
     Ok(out)
 }
 
-/// Reads the journal file `path` a listing of the journal directory met. One finished
-/// (moved to `.done`) or abandoned (removed) by its restore, in another process, since the
-/// listing is not an error: with `with_done`, its `.done` file is read in its place, else it
-/// is `None`.
-fn read_listed(path: &std::path::Path, with_done: bool) -> Result<Option<Journal>> {
-    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
-    match std::fs::read(path) {
-        Ok(bytes) => decode(&bytes, path).map(Some),
-        Err(e) if gone(&e) => {
-            let finished = path.with_extension("done");
-            if !with_done || finished == path {
-                return Ok(None);
-            }
-            match std::fs::read(&finished) {
-                Ok(bytes) => decode(&bytes, &finished).map(Some),
-                Err(e) if gone(&e) => Ok(None),
-                Err(e) => Err(Error::io("read journal", &finished, e)),
-            }
-        }
-        Err(e) => Err(Error::io("read journal", path, e)),
-    }
-}
-
-/// Completes every pending journal of the workspace (see the module documentation).
+/// Completes every unfinished journal of the workspace (see the module documentation).
 ///
-/// A restore that is running holds the workspace's restore lock until it ends, and its
-/// journal is its own: recovery takes that lock without waiting, and leaves every journal
-/// alone when it cannot (another process opening the workspace meanwhile must not race the
-/// restore through its plan). A journal whose process died has no holder.
+/// Applied journals of this boot are confirmed first, without the restore lock: their
+/// restores have finished, and confirming one twice is harmless. For the others, a restore
+/// that is running holds the workspace's restore lock until it ends, and its journal is its
+/// own: recovery takes that lock without waiting, and leaves every journal alone when it
+/// cannot (another process opening the workspace meanwhile must not race the restore through
+/// its plan). A journal whose process died has no holder.
 pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
-    if list_unfinished(ws)?.iter().all(|j| j.state == State::Done) {
+    let mut rest = false;
+    for j in list_unfinished(ws)? {
+        if j.state == State::Applied && j.this_boot() {
+            confirm(ws, j)?;
+        } else {
+            rest = true;
+        }
+    }
+    if !rest {
         return Ok(Vec::new());
     }
     let path = crate::workspace::restore_lock_path(&ws.store().layout().locks, ws.id());
@@ -263,17 +473,29 @@ pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
     recover_locked(ws)
 }
 
-/// [`recover_all`] for a caller that holds the restore lock.
+/// [`recover_all`] for a caller that holds the restore lock. Confirming an applied journal of
+/// this boot is not reported: that restore had finished.
 pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
     for j in list_unfinished(ws)? {
         match j.state {
-            State::Pending => out.push(recover_one(ws, j)?),
             State::Staging => abandon(ws, &j)?,
+            State::Applied if j.this_boot() => confirm(ws, j)?,
+            State::Pending | State::Applied => out.push(recover_one(ws, j)?),
             State::Done => {}
         }
     }
     Ok(out)
+}
+
+/// Makes the changes of an applied journal durable, then marks it done. Another process may
+/// have confirmed it meanwhile: then there is nothing left to move.
+fn confirm(ws: &Workspace, mut j: Journal) -> Result<()> {
+    crate::apply::make_durable(ws, &j.plan)?;
+    match advance(ws, &mut j, State::Done, true) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
 }
 
 /// Removes the staged files of a restore that died while staging (nothing in the workspace
@@ -281,17 +503,18 @@ pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
 pub(crate) fn abandon(ws: &Workspace, j: &Journal) -> Result<()> {
     let mut exec = Exec::new(ws, &j.id, Mode::Apply, None)?;
     exec.cleanup_temp(&j.plan)?;
-    remove(ws, &j.id)
+    remove(ws, j)
 }
 
-/// Removes a journal file.
-pub(crate) fn remove(ws: &Workspace, id: &str) -> Result<()> {
+/// Removes a journal's file.
+pub(crate) fn remove(ws: &Workspace, j: &Journal) -> Result<()> {
     let dir = journal_dir(ws)?;
-    fsutil::remove_if_exists(&dir.join(format!("{id}.journal")))?;
+    fsutil::remove_if_exists(&j.file(&dir))?;
     fsutil::sync_dir(&dir)?;
     Ok(())
 }
 
+/// Completes a pending journal (or an applied one from another boot), path by path.
 pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
     let _op = ws.store().begin_operation(
         cairn_store::OperationKind::Restore,
@@ -300,13 +523,10 @@ pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
     let mut exec = Exec::new(ws, &j.id, Mode::Recover { safety: j.safety }, None)?;
     exec.cleanup_temp(&j.plan)?;
     let obstructed = exec.run(&j.plan)?;
-    exec.finish()?;
+    crate::apply::make_durable(ws, &j.plan)?;
     let completed = obstructed.is_empty();
     if completed {
-        let report = Report::from_plan(&j.plan, false, j.safety, Some(j.id.clone()));
-        j.state = State::Done;
-        j.report = Some(report);
-        write(ws, &j)?;
+        advance(ws, &mut j, State::Done, true)?;
     }
     Ok(Recovery {
         journal: j.id,
@@ -321,7 +541,11 @@ impl Workspace {
     /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
     /// later edit stays pending (and later restores are refused with `CONFLICT`) until the
     /// obstruction is resolved and this is called again. While a restore of the workspace is
-    /// running (in any process) this does nothing: that restore finishes its own journal.
+    /// running (in any process) this leaves its journal alone: that restore finishes it.
+    ///
+    /// It also makes the changes of finished restores durable (a restore returns once its
+    /// changes are made, before the disk has them): call it after a restore to have them on
+    /// disk before going on. Opening the workspace and the next restore do it anyway.
     pub fn recover(&self) -> Result<Vec<Recovery>> {
         recover_all(self)
     }
@@ -342,39 +566,147 @@ impl Workspace {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_listed_journal_that_finished_before_it_was_read_is_read_from_its_done_file() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let root = dir.path().join("root");
+    /// A workspace holding `a.txt` ("one") and `b.txt` ("bee"), snapshotted, both edited,
+    /// then restored to that snapshot: the workspace, the restore's report and the journal
+    /// directory.
+    fn restored(dir: &Path) -> (Workspace, Report, PathBuf) {
+        let root = dir.join("root");
         std::fs::create_dir(&root).expect("root");
         std::fs::write(root.join("a.txt"), b"one\n").expect("write");
+        std::fs::write(root.join("b.txt"), b"bee\n").expect("write");
         let ws = Workspace::open(
             &root,
             crate::WorkspaceOptions {
-                store: Some(dir.path().join("store")),
+                store: Some(dir.join("store")),
                 ..Default::default()
             },
         )
         .expect("open");
         let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
         std::fs::write(root.join("a.txt"), b"two\n").expect("write");
+        std::fs::write(root.join("b.txt"), b"bzz\n").expect("write");
         let report = ws
             .restore(&snap.id, &crate::RestoreOptions::default())
             .expect("restore");
-        let id = report.journal.expect("a journal");
         let jdir = journal_dir(&ws).expect("dir");
-        // The listing met `<id>.journal`; by the time it reads it, the restore moved it.
-        let listed = path_of(&jdir, &id, false);
-        assert!(!listed.exists());
-        let read = read_listed(&listed, true)
+        (ws, report, jdir)
+    }
+
+    #[test]
+    fn a_listed_journal_that_moved_on_before_it_was_read_is_read_under_its_later_name() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (_ws, report, jdir) = restored(dir.path());
+        let id = report.journal.clone().expect("a journal");
+        // A listing met `<id>.journal`; by the time it reads it, the restore moved it on.
+        assert!(!path_of(&jdir, &id, State::Pending).exists());
+        let read = read_from(&jdir, &id, State::Pending)
             .expect("read")
-            .expect("the done journal");
+            .expect("the applied journal");
         assert_eq!(read.id, id);
-        assert_eq!(read.state, State::Done);
-        // Opening a workspace reads only unfinished journals: nothing.
-        assert!(read_listed(&listed, false).expect("read").is_none());
-        // Abandoned: neither file.
-        std::fs::remove_file(path_of(&jdir, &id, true)).expect("remove");
-        assert!(read_listed(&listed, true).expect("read").is_none());
+        assert_eq!(read.state, State::Applied);
+        assert!(read.finished());
+        assert_eq!(read.report.as_ref(), Some(&report));
+        // Abandoned: no file at all.
+        std::fs::remove_file(path_of(&jdir, &id, State::Applied)).expect("remove");
+        assert!(read_from(&jdir, &id, State::Pending)
+            .expect("read")
+            .is_none());
+    }
+
+    #[test]
+    fn a_restore_returns_applied_and_the_next_opening_makes_it_durable_and_done() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (ws, report, jdir) = restored(dir.path());
+        let id = report.journal.expect("a journal");
+        assert!(path_of(&jdir, &id, State::Applied).exists());
+        // An edit made since the restore is not the restore's business: confirming it during
+        // this boot makes it durable and done, and leaves the edit alone.
+        std::fs::write(ws.root().join("a.txt"), b"three\n").expect("write");
+        let again = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        assert!(again.recovered().is_empty(), "{:?}", again.recovered());
+        assert!(path_of(&jdir, &id, State::Done).exists());
+        assert!(!path_of(&jdir, &id, State::Applied).exists());
+        assert_eq!(
+            std::fs::read(ws.root().join("a.txt")).expect("read"),
+            b"three\n"
+        );
+        let j = read(&again, &id).expect("read").expect("journal");
+        assert_eq!(j.state, State::Done);
+        assert!(j.finished());
+    }
+
+    /// Rewrites journal `id`'s file (in `state`) as if written during another boot.
+    fn from_another_boot(jdir: &Path, id: &str, state: State) {
+        let path = path_of(jdir, id, state);
+        let mut j = decode(&std::fs::read(&path).expect("read"), &path, state).expect("decode");
+        j.boot_id = Some("another-boot".into());
+        std::fs::write(&path, j.encode()).expect("write");
+    }
+
+    #[test]
+    fn an_applied_journal_from_another_boot_is_checked_path_by_path() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (ws, report, jdir) = restored(dir.path());
+        let id = report.journal.expect("a journal");
+        from_another_boot(&jdir, &id, State::Applied);
+        assert!(!read(&ws, &id).expect("read").expect("journal").finished());
+        // As a power cut may leave them: a.txt lost the restore's change (as before it),
+        // b.txt holds neither the snapshot's content nor the one before (an edit, or a torn
+        // write): it is reported, never overwritten.
+        std::fs::write(ws.root().join("a.txt"), b"two\n").expect("write");
+        std::fs::write(ws.root().join("b.txt"), b"torn").expect("write");
+        let again = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        let rec = again.recovered();
+        assert_eq!(rec.len(), 1, "{rec:?}");
+        assert!(!rec[0].completed);
+        assert_eq!(rec[0].obstructed, vec![RelPath::from("b.txt")]);
+        assert_eq!(
+            std::fs::read(ws.root().join("a.txt")).expect("read"),
+            b"one\n"
+        );
+        assert_eq!(
+            std::fs::read(ws.root().join("b.txt")).expect("read"),
+            b"torn"
+        );
+        assert!(path_of(&jdir, &id, State::Applied).exists());
+        // Once the obstruction is resolved, the next opening finishes it.
+        std::fs::write(ws.root().join("b.txt"), b"bee\n").expect("write");
+        let third = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        assert!(
+            third.recovered().iter().all(|r| r.completed),
+            "{:?}",
+            third.recovered()
+        );
+        assert!(path_of(&jdir, &id, State::Done).exists());
+    }
+
+    #[test]
+    fn a_format_1_journal_is_still_recovered_and_moves_on_in_format_2() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (ws, report, jdir) = restored(dir.path());
+        let id = report.journal.expect("a journal");
+        let applied = path_of(&jdir, &id, State::Applied);
+        let mut j = read(&ws, &id).expect("read").expect("journal");
+        // As format 1 wrote it: pending, JSON, in `<id>.journal`; the file as before.
+        j.state = State::Pending;
+        j.report = None;
+        let mut bytes = JOURNAL_MAGIC.to_vec();
+        bytes.extend_from_slice(&JSON_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&serde_json::to_vec(&j).expect("json"));
+        std::fs::remove_file(&applied).expect("remove");
+        std::fs::write(path_of(&jdir, &id, State::Pending), bytes).expect("write");
+        std::fs::write(ws.root().join("a.txt"), b"two\n").expect("write");
+        let again = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        assert_eq!(again.recovered().len(), 1);
+        assert!(again.recovered()[0].completed);
+        assert_eq!(
+            std::fs::read(ws.root().join("a.txt")).expect("read"),
+            b"one\n"
+        );
+        assert!(!path_of(&jdir, &id, State::Pending).exists());
+        let done = path_of(&jdir, &id, State::Done);
+        let bytes = std::fs::read(&done).expect("done journal");
+        assert_eq!(bytes[8..12], JOURNAL_VERSION.to_le_bytes());
+        assert_eq!(decode(&bytes, &done, State::Done).expect("decode").id, id);
     }
 }

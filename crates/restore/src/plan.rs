@@ -11,27 +11,56 @@ use cairn_store::{
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// One change a restore makes, in the order it is made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum Action {
+/// Defines [`Action`] and the two serde forms of it from one list of variants.
+macro_rules! actions {
+    ($(
+        $(#[$vdoc:meta])*
+        $variant:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty,)* }
+    )*) => {
+        /// One change a restore makes, in the order it is made.
+        ///
+        /// In JSON (a dry run's plan) an action is an object tagged by `op`; in binary formats
+        /// (a journal) it is the variant's index then its fields, which postcard can read back
+        /// (it cannot read the tagged form, whose tag must be found among the fields first).
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Action {
+            $($(#[$vdoc])* $variant { $($(#[$fdoc])* $field: $ty,)* },)*
+        }
+
+        /// [`Action`] as JSON: an object tagged by `op`.
+        #[derive(Serialize, Deserialize)]
+        #[serde(remote = "Action", tag = "op", rename_all = "snake_case")]
+        enum TaggedAction {
+            $($variant { $($field: $ty,)* },)*
+        }
+
+        /// [`Action`] in binary formats: the variant's index, then its fields.
+        #[derive(Serialize, Deserialize)]
+        #[serde(remote = "Action")]
+        enum CompactAction {
+            $($variant { $($field: $ty,)* },)*
+        }
+    };
+}
+
+actions! {
     /// Remove a file or a symlink.
     RemoveFile {
         /// The path.
         path: RelPath,
-    },
+    }
     /// Remove a directory, empty once the removals listed before it are done.
     RemoveDir {
         /// The path.
         path: RelPath,
-    },
+    }
     /// Create a directory.
     MakeDir {
         /// The path.
         path: RelPath,
         /// Its final mode.
         mode: u32,
-    },
+    }
     /// Write a file (through a temporary file renamed over the path).
     WriteFile {
         /// The path.
@@ -42,14 +71,14 @@ pub enum Action {
         mode: u32,
         /// Its size.
         size: u64,
-    },
+    }
     /// Make a symlink (through a temporary link renamed over the path).
     MakeSymlink {
         /// The path.
         path: RelPath,
         /// The blob of its target bytes.
         target: ObjectId,
-    },
+    }
     /// Set the mode of a file or directory whose content is right.
     SetMode {
         /// The path.
@@ -58,7 +87,27 @@ pub enum Action {
         mode: u32,
         /// Whether it is a directory.
         dir: bool,
-    },
+    }
+}
+
+impl Serialize for Action {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            TaggedAction::serialize(self, s)
+        } else {
+            CompactAction::serialize(self, s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Action {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Action, D::Error> {
+        if d.is_human_readable() {
+            TaggedAction::deserialize(d)
+        } else {
+            CompactAction::deserialize(d)
+        }
+    }
 }
 
 impl Action {

@@ -5,7 +5,6 @@
 
 use crate::error::FilesError;
 use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files};
-use cairn_restore::journal::State;
 use cairn_restore::{Plan, Report, RestoreOptions, Workspace};
 use cairn_store::{ErrorKind, SnapshotId, Store};
 use std::path::Path;
@@ -106,7 +105,7 @@ impl Files for Workspace {
     /// when later edits obstruct it (`None` here).
     fn finished(&self, key: &str, target: &SnapshotId) -> Result<Option<FileOutcome>, FilesError> {
         if let Some(j) = self.journal_for_key(key).map_err(FilesError::new)? {
-            if j.target == *target && j.state == State::Done {
+            if j.target == *target && j.finished() {
                 let report = match &j.report {
                     Some(r) => json(r)?,
                     None => serde_json::Value::Null,

@@ -159,7 +159,25 @@ fn write_seed_corpora() {
     populate(&root.join("more"), 0);
     ws.restore(&snap.id, &RestoreOptions::default())
         .expect("restore");
-    let j = ws.journals().expect("journals").pop().expect("a journal");
+    let mut j = ws.journals().expect("journals").pop().expect("a journal");
+    // Format 2 (postcard), then the same acting on `..`.
+    seed_with_damage("journal", &j.encode());
+    if let Some(a) = j.plan.actions.first().cloned() {
+        j.plan.actions.push(match a {
+            cairn_restore::plan::Action::WriteFile {
+                blob, mode, size, ..
+            } => cairn_restore::plan::Action::WriteFile {
+                path: "../x".into(),
+                blob,
+                mode,
+                size,
+            },
+            _ => cairn_restore::plan::Action::RemoveDir { path: "..".into() },
+        });
+        seed("journal", &j.encode());
+        j.plan.actions.pop();
+    }
+    // Format 1 (JSON), still read.
     let mut value = serde_json::to_value(&j).expect("json");
     let frame = |v: &serde_json::Value| {
         let mut b = b"CAIRNJNL".to_vec();

@@ -600,16 +600,27 @@ fn a_finished_journal_is_set_aside_and_not_read_when_the_workspace_opens() {
     };
     let report = fx.ws.restore(&snap.id, &opts).expect("restore");
     let dir = fx.ws.store().layout().journal.join(fx.ws.id());
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("journal dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert_eq!(names.len(), 1, "{names:?}");
-    assert!(names[0].ends_with(".done"), "{names:?}");
-    // Its key still finds it.
+    let names = || {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("journal dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    // The restore returns once its changes are made; the next recovery (any restore or
+    // opening of the workspace) makes them durable and sets the journal aside.
+    let applied = names();
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    assert!(applied[0].ends_with(".applied"), "{applied:?}");
+    assert!(fx.ws.recover().expect("recover").is_empty());
+    let done = names();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert!(done[0].ends_with(".done"), "{done:?}");
+    // Its key still finds it, and repeating the key returns the same report.
     let j = fx.ws.journal_for_key("k1").expect("read").expect("found");
     assert_eq!(j.report.as_ref(), Some(&report));
+    assert_eq!(fx.ws.restore(&snap.id, &opts).expect("again"), report);
     // A damaged finished journal does not stop recovery, which reads only unfinished ones...
     std::fs::write(dir.join("r-damaged.done"), b"not a journal").expect("write");
     assert!(fx.ws.recover().expect("recover").is_empty());
@@ -623,9 +634,10 @@ fn a_finished_journal_is_set_aside_and_not_read_when_the_workspace_opens() {
 
 #[test]
 fn a_workspace_opens_while_restores_finish_beside_it() {
-    // Each restore that finishes moves its journal from `<id>.journal` to `<id>.done`; a
-    // workspace opening meanwhile lists the journal directory and then reads what it listed.
-    // A journal gone between the two is finished (or abandoned), not an error. (The window
+    // Each restore moves its journal from `<id>.staging` to `<id>.journal` to `<id>.applied`,
+    // and the next one (or an opening) to `<id>.done`; a workspace opening meanwhile lists the
+    // journal directory and then reads what it listed. A journal gone between the two is read
+    // under its later name (or was abandoned), not an error. (The window
     // is narrow: this is a stress test; `journal::tests` checks the same case exactly.)
     let fx = Fx::new();
     fx.write("a.txt", b"one\n");
