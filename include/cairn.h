@@ -840,7 +840,8 @@ cairn_status cairn_workspace_apply(const struct cairn_workspace *ws,
  Restores a snapshot: plans, then (unless `"dry_run": true`) applies. Options, may be empty:
  `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"skip", "key": str}`.
  Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`, `drifted`,
- `safety_snapshot_id`, ...).
+ `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
+ waits for the disk to have them.
 
  # Safety
  `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
@@ -856,7 +857,9 @@ cairn_status cairn_workspace_restore(const struct cairn_workspace *ws,
                                      struct cairn_error **err_out);
 
 /*
- Completes restores a crash left pending; writes what it did as JSON.
+ Completes restores a crash left pending; writes what it did as JSON. It also makes the
+ changes of finished restores durable (a restore returns once its changes are made, before
+ the disk has them; the next restore or opening does this anyway).
 
  # Safety
  `ws` a live handle; `out` writable; `err_out` NULL or writable.

@@ -288,8 +288,9 @@ func (w *Workspace) Restore(ctx context.Context, name string, opts *RestoreOptio
 	})
 }
 
-// Recover completes restores a crash left pending and says what it did. ctx is checked
-// before the call.
+// Recover completes restores a crash left pending and says what it did, and makes the
+// changes of finished restores durable (a restore returns once its changes are made, before
+// the disk has them). ctx is checked before the call.
 func (w *Workspace) Recover(ctx context.Context) ([]Recovery, error) {
 	return result[[]Recovery](ctx, w, false, "recovery", func(ws *C.cairn_workspace, _ *C.cairn_cancel, out **C.cairn_buf, cerr **C.cairn_error) C.cairn_status {
 		return C.cairn_workspace_recover(ws, out, cerr)

@@ -252,7 +252,11 @@ export class Workspace extends NativeHandle {
     return fromNative(await runAsync([this], 'cairn_workspace_restore', ([ws], scope) => [ws, n, n.length, o, o.length, scope.ptr], options));
   }
 
-  /** Completes restores a crash left pending. `signal`/`cancel` are checked before it starts. */
+  /**
+   * Completes restores a crash left pending, and makes the changes of finished restores durable
+   * (a restore returns once its changes are made, before the disk has them). `signal`/`cancel`
+   * are checked before it starts.
+   */
   async recover(options?: CallOptions): Promise<Recovery[]> {
     checkNotCancelled(options);
     return fromNative(await runAsync([this], 'cairn_workspace_recover', ([ws]) => [ws]));

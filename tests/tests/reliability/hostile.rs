@@ -314,24 +314,40 @@ fn a_planted_journal_naming_paths_outside_the_root_is_refused_with_corrupt_and_c
             };
             j["plan"]["actions"] = serde_json::json!([action]);
             let dir = base.path().join("store").join("journal").join(WS_ID);
-            let file = dir.join(format!("r-hostile-{i}.journal"));
-            std::fs::write(&file, journal_bytes(&j)).expect("plant");
-            let files = picture(&root);
-            let beside = picture(&out);
-            let what = format!("a {state} journal that would {op} {path:?}");
-            match Workspace::open(&root, ws_options(&base.path().join("store"))) {
-                Ok(ws) => panic!("{what}: opened, recovering {:?}", ws.recovered()),
-                Err(e) => assert_eq!(e.kind(), ErrorKind::Corrupt, "{what}: {e}"),
+            // Format 1 as it was written (JSON, the state inside, `<id>.journal`), and format
+            // 2 (postcard, the state its name) in each state recovery acts on.
+            let mut plants = vec![(
+                dir.join(format!("r-hostile-{i}.journal")),
+                journal_bytes(&j),
+                format!("a {state} format 1 journal that would {op} {path:?}"),
+            )];
+            let journal: cairn_restore::Journal =
+                serde_json::from_value(j.clone()).expect("a journal");
+            for ext in ["staging", "journal", "applied"] {
+                plants.push((
+                    dir.join(format!("r-hostile-{i}.{ext}")),
+                    journal.encode(),
+                    format!("a format 2 journal, {ext}, that would {op} {path:?}"),
+                ));
             }
-            assert_eq!(picture(&root), files, "{what}: nothing inside");
-            assert_eq!(picture(&out), beside, "{what}: nothing outside");
-            assert_eq!(
-                std::fs::metadata(base.path()).expect("stat").permissions(),
-                parent_mode,
-                "{what}: the root's parent keeps its mode"
-            );
-            std::fs::remove_file(&file).expect("unplant");
-            refused += 1;
+            for (file, bytes, what) in plants {
+                std::fs::write(&file, bytes).expect("plant");
+                let files = picture(&root);
+                let beside = picture(&out);
+                match Workspace::open(&root, ws_options(&base.path().join("store"))) {
+                    Ok(ws) => panic!("{what}: opened, recovering {:?}", ws.recovered()),
+                    Err(e) => assert_eq!(e.kind(), ErrorKind::Corrupt, "{what}: {e}"),
+                }
+                assert_eq!(picture(&root), files, "{what}: nothing inside");
+                assert_eq!(picture(&out), beside, "{what}: nothing outside");
+                assert_eq!(
+                    std::fs::metadata(base.path()).expect("stat").permissions(),
+                    parent_mode,
+                    "{what}: the root's parent keeps its mode"
+                );
+                std::fs::remove_file(&file).expect("unplant");
+                refused += 1;
+            }
         }
     }
     let store = open_store(&base.path().join("store"));
@@ -340,9 +356,10 @@ fn a_planted_journal_naming_paths_outside_the_root_is_refused_with_corrupt_and_c
     crate::util::figures(
         "hostile-journals",
         &format!(
-            "{refused} planted journals (pending or staging; removing, re-moding, writing or \
-             linking .., ../outside/…, an absolute path, /, ., an empty path, a//b or a/./b) \
-             made opening the workspace fail with CORRUPT before anything was done"
+            "{refused} planted journals (format 1 pending or staging, format 2 staging, \
+             pending or applied; removing, re-moding, writing or linking .., ../outside/…, an \
+             absolute path, /, ., an empty path, a//b or a/./b) made opening the workspace \
+             fail with CORRUPT before anything was done"
         ),
     );
 }

@@ -454,7 +454,9 @@ class Workspace(Managed):
         return RestoreReport.from_json(doc)
 
     def recover(self) -> builtins.list[Recovery]:
-        """Completes restores a crash left pending (opening a workspace does it too)."""
+        """Completes restores a crash left pending (opening a workspace does it too), and makes
+        the changes of finished restores durable: a restore returns once its changes are made,
+        before the disk has them."""
         with self._use() as ws:
             return [Recovery.from_json(r) for r in call_json(lib.cairn_workspace_recover, ws)]
 
