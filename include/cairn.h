@@ -859,7 +859,7 @@ cairn_status cairn_workspace_restore(const struct cairn_workspace *ws,
 /*
  Completes restores a crash left pending; writes what it did as JSON. It also makes the
  changes of finished restores durable (a restore returns once its changes are made, before
- the disk has them; the next restore or opening does this anyway).
+ the disk has them; the next snapshot, restore or opening does this anyway).
 
  # Safety
  `ws` a live handle; `out` writable; `err_out` NULL or writable.

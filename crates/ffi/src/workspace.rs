@@ -576,7 +576,7 @@ pub unsafe extern "C" fn cairn_workspace_restore(
 
 /// Completes restores a crash left pending; writes what it did as JSON. It also makes the
 /// changes of finished restores durable (a restore returns once its changes are made, before
-/// the disk has them; the next restore or opening does this anyway).
+/// the disk has them; the next snapshot, restore or opening does this anyway).
 ///
 /// # Safety
 /// `ws` a live handle; `out` writable; `err_out` NULL or writable.

@@ -910,7 +910,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
         exec.unstage();
         return Err(e);
     }
-    // Every change is made. Durability is confirmed by the next restore or opening of the
+    // Every change is made. Durability is confirmed by the next snapshot, restore or opening of the
     // workspace (see the journal module), not waited for here.
     journal::advance(ws, &mut j, State::Applied, false)?;
     drop(lock);
@@ -997,8 +997,8 @@ fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
 /// snapshot). [`apply`] of a plan made earlier walks again for its safety snapshot and checks
 /// the plan against it.
 ///
-/// It returns once every change is made, without waiting for the disk: the next restore or
-/// opening of the workspace, or [`Workspace::recover`], makes the changes durable (see the
+/// It returns once every change is made, without waiting for the disk: the next snapshot, restore
+/// or opening of the workspace, or [`Workspace::recover`], makes the changes durable (see the
 /// journal module for what a crash or a power cut leaves).
 pub fn restore(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
     if options.dry_run {

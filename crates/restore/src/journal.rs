@@ -12,8 +12,8 @@
 //! | `<id>.done` | [`State::Done`] | renamed, and the directory synced, once the changes are known durable |
 //!
 //! A restore returns once its changes are made, as `tar -x` or `git checkout` do, without
-//! waiting for the disk. Its journal is confirmed by the next restore of the workspace or the
-//! next time it is opened, under the restore lock: made durable (`syncfs`, or each changed
+//! waiting for the disk. Its journal is confirmed by the next snapshot or restore of the
+//! workspace or the next time it is opened: made durable (`syncfs`, or each changed
 //! file and directory for a small plan) and moved to `.done`. The journal records the boot
 //! id of the machine (`/proc/sys/kernel/random/boot_id`): an applied journal from another boot
 //! may have lost changes the kernel had not yet written when the machine stopped, so it is
@@ -488,6 +488,27 @@ pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     Ok(out)
 }
 
+/// Confirms the applied journals of this boot, reading no other journal. A snapshot calls it,
+/// so that a restore's changes are confirmed soon after it in a process that keeps the
+/// workspace open and restores nothing more (an applied journal still there when the machine
+/// restarts is checked path by path, and edits made since would be reported as obstructions).
+pub(crate) fn confirm_applied(ws: &Workspace) -> Result<()> {
+    let dir = journal_dir(ws)?;
+    for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))? {
+        let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".applied")) else {
+            continue;
+        };
+        if let Some(j) = read_from(&dir, id, State::Applied)? {
+            if j.state == State::Applied && j.this_boot() {
+                confirm(ws, j)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Makes the changes of an applied journal durable, then marks it done. Another process may
 /// have confirmed it meanwhile: then there is nothing left to move.
 fn confirm(ws: &Workspace, mut j: Journal) -> Result<()> {
@@ -545,7 +566,7 @@ impl Workspace {
     ///
     /// It also makes the changes of finished restores durable (a restore returns once its
     /// changes are made, before the disk has them): call it after a restore to have them on
-    /// disk before going on. Opening the workspace and the next restore do it anyway.
+    /// disk before going on. Opening the workspace, the next snapshot and the next restore do it anyway.
     pub fn recover(&self) -> Result<Vec<Recovery>> {
         recover_all(self)
     }
@@ -633,6 +654,17 @@ mod tests {
         let j = read(&again, &id).expect("read").expect("journal");
         assert_eq!(j.state, State::Done);
         assert!(j.finished());
+    }
+
+    #[test]
+    fn a_snapshot_after_a_restore_makes_it_durable_and_done() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (ws, report, jdir) = restored(dir.path());
+        let id = report.journal.expect("a journal");
+        assert!(path_of(&jdir, &id, State::Applied).exists());
+        ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        assert!(path_of(&jdir, &id, State::Done).exists());
+        assert!(!path_of(&jdir, &id, State::Applied).exists());
     }
 
     /// Rewrites journal `id`'s file (in `state`) as if written during another boot.

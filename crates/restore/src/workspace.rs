@@ -155,9 +155,9 @@ impl Workspace {
         }
     }
 
-    /// Takes a snapshot. The workspace's excludes are added to `options.excludes`; then the
-    /// workspace's retention runs (its failure is returned in the outcome, never failing the
-    /// snapshot).
+    /// Takes a snapshot. The workspace's excludes are added to `options.excludes`; then
+    /// finished restores are made durable (see [`Workspace::recover`]) and the workspace's
+    /// retention runs (its failure is returned in the outcome, never failing the snapshot).
     pub fn snapshot(&self, options: &SnapshotOptions) -> Result<Snapshot> {
         self.snapshot_with_progress(options, None)
             .map(|o| o.snapshot)
@@ -183,6 +183,10 @@ impl Workspace {
             &opts,
             progress,
         )?;
+        // A restore returns before its changes are known durable; confirm it now rather than
+        // leave it to the next restore or opening. Best effort: a failure here never fails the
+        // snapshot, and the next opening or restore confirms the same journal and reports it.
+        let _ = crate::journal::confirm_applied(self);
         let prune = self.options.retain.as_ref().map(|r| {
             self.store
                 .prune(r, &self.options.gc)
