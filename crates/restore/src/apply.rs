@@ -632,9 +632,11 @@ impl<'a> Exec<'a> {
 /// is passed over); for a large one, the whole file system (`syncfs`).
 pub(crate) fn make_durable(ws: &Workspace, plan: &Plan) -> Result<()> {
     let mut dirs = Dirs::open(ws.root())?;
+    let whole_fs = |dirs: &Dirs| {
+        rustix::fs::syncfs(dirs.root_fd()).map_err(|e| Error::io("sync", ws.root(), e.into()))
+    };
     if plan.actions.len() > SYNC_EACH_MAX {
-        return rustix::fs::syncfs(dirs.root_fd())
-            .map_err(|e| Error::io("sync", ws.root(), e.into()));
+        return whole_fs(&dirs);
     }
     let mut parents: Vec<&[u8]> = Vec::new();
     let mut files = Vec::new();
@@ -646,14 +648,16 @@ pub(crate) fn make_durable(ws: &Workspace, plan: &Plan) -> Result<()> {
                 match safe::open_read(&*fd, name) {
                     Ok(f) => Some(f),
                     // Gone, or a symlink now: not what the plan made.
-                    Err(e) if matches!(e.raw_os_error(), Some(n) if n == rustix::io::Errno::NOENT.raw_os_error() || n == rustix::io::Errno::LOOP.raw_os_error()) => {
+                    Err(e)
+                        if matches!(
+                            rustix::io::Errno::from_io_error(&e),
+                            Some(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP)
+                        ) =>
+                    {
                         None
                     }
                     // Not readable (a mode without `r`): the whole file system instead.
-                    Err(_) => {
-                        return rustix::fs::syncfs(dirs.root_fd())
-                            .map_err(|e| Error::io("sync", ws.root(), e.into()))
-                    }
+                    Err(_) => return whole_fs(&dirs),
                 }
             }
             Action::MakeDir { .. } | Action::SetMode { dir: true, .. } => dirs

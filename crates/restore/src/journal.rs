@@ -414,11 +414,11 @@ fn list_unfinished(ws: &Workspace) -> Result<Vec<Journal>> {
     read_all(ws, false)
 }
 
-fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
-    let dir = journal_dir(ws)?;
+/// The journal files in `dir`, by id and the state their names say.
+fn listing(dir: &Path) -> Result<Vec<(String, State)>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))? {
-        let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))? {
+        let entry = entry.map_err(|e| Error::io("list", dir, e))?;
         let name = entry.file_name();
         let Some((id, state)) = name
             .to_str()
@@ -427,14 +427,23 @@ fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
         else {
             continue;
         };
-        if (state == State::Done && !with_done)
-            || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-        {
+        if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            out.push((id.to_string(), state));
+        }
+    }
+    Ok(out)
+}
+
+fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
+    let dir = journal_dir(ws)?;
+    let mut out = Vec::new();
+    for (id, state) in listing(&dir)? {
+        if state == State::Done && !with_done {
             continue;
         }
         // One moved on since the listing (by its restore, in another process) is read under
         // its later name; one abandoned meanwhile is gone.
-        match read_from(&dir, id, state)? {
+        match read_from(&dir, &id, state)? {
             Some(j) if with_done || j.state != State::Done => out.push(j),
             _ => {}
         }
@@ -454,15 +463,8 @@ fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
 /// cannot (another process opening the workspace meanwhile must not race the restore through
 /// its plan). A journal whose process died has no holder.
 pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
-    let mut rest = false;
-    for j in list_unfinished(ws)? {
-        if j.state == State::Applied && j.this_boot() {
-            confirm(ws, j)?;
-        } else {
-            rest = true;
-        }
-    }
-    if !rest {
+    confirm_applied(ws)?;
+    if list_unfinished(ws)?.is_empty() {
         return Ok(Vec::new());
     }
     let path = crate::workspace::restore_lock_path(&ws.store().layout().locks, ws.id());
@@ -494,13 +496,11 @@ pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
 /// restarts is checked path by path, and edits made since would be reported as obstructions).
 pub(crate) fn confirm_applied(ws: &Workspace) -> Result<()> {
     let dir = journal_dir(ws)?;
-    for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("list", &dir, e))? {
-        let entry = entry.map_err(|e| Error::io("list", &dir, e))?;
-        let name = entry.file_name();
-        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".applied")) else {
+    for (id, state) in listing(&dir)? {
+        if state != State::Applied {
             continue;
-        };
-        if let Some(j) = read_from(&dir, id, State::Applied)? {
+        }
+        if let Some(j) = read_from(&dir, &id, State::Applied)? {
             if j.state == State::Applied && j.this_boot() {
                 confirm(ws, j)?;
             }
