@@ -103,7 +103,8 @@ pub struct GcPlan {
     pub delete_large: Vec<ObjectId>,
     /// Pack files without an index, old enough: deleted.
     pub orphan_packs: Vec<PathBuf>,
-    /// Temporary files left by processes that died.
+    /// Temporary files older than the grace period, left by processes that died: deleted.
+    /// Younger ones are kept, since a live writer may still be about to rename one.
     pub temp_files: Vec<PathBuf>,
     /// Unreachable objects kept because they are younger than the grace period.
     pub young_unreachable: u64,
@@ -331,10 +332,14 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
         }
     }
 
-    // Temporary files: only regular `*.tmp` files; anything else is foreign.
+    // Temporary files: only regular `*.tmp` files older than the grace period (a younger one
+    // may belong to a writer that holds no operation marker, such as the stat cache's
+    // background writer after its snapshot returned); anything else is foreign.
     for (name, path, ft) in read_dir(&layout.tmp)? {
         if ft.is_file() && name.ends_with(".tmp") {
-            plan.temp_files.push(path);
+            if old(&path) {
+                plan.temp_files.push(path);
+            }
         } else {
             plan.foreign.push(path);
         }

@@ -145,6 +145,10 @@ fn check_store_usable(dir: &Path, what: &str) {
     );
     ws.snapshot(&ws.snapshot_options())
         .unwrap_or_else(|e| panic!("{what}: the next snapshot: {e}"));
+    // That snapshot's stat cache is written by a background thread after it returned, through
+    // `tmp/statcache-*.tmp`: wait for it, or the check below races this test's own writer
+    // (issue 18: "tmp/ after a collection: [statcache-….tmp]").
+    ws.flush_stat_cache();
     let gc = store
         .gc(&eager_gc())
         .unwrap_or_else(|e| panic!("{what}: the next collection: {e}"));
