@@ -237,12 +237,21 @@ impl StatCacheFile {
     }
 }
 
-/// The fingerprint of capture rules that decide what is left out: the exclude globs and
-/// whether ignore files count. Never all zero.
-pub fn rules_fingerprint(excludes: &[String], gitignore: bool) -> [u8; 32] {
+/// The fingerprint of every capture setting that decides what is left out: the exclude globs,
+/// whether ignore files count, the size limit and whether hard-linked files are refused (the
+/// default excludes are fixed by the `v2` in the text). An exclusion decision the cache holds
+/// is reused only under the same fingerprint, so a decision made under one size limit is never
+/// trusted under another (issue 28). Never all zero.
+pub fn rules_fingerprint(
+    excludes: &[String],
+    gitignore: bool,
+    max_file_bytes: u64,
+    refuse_hard_links: bool,
+) -> [u8; 32] {
     let mut h = Hasher::new();
-    h.update(b"cairn capture rules v1\0");
-    h.update(&[u8::from(gitignore)]);
+    h.update(b"cairn capture rules v2\0");
+    h.update(&[u8::from(gitignore), u8::from(refuse_hard_links)]);
+    h.update(&max_file_bytes.to_le_bytes());
     for e in excludes {
         h.update(&(e.len() as u64).to_le_bytes());
         h.update(e.as_bytes());

@@ -578,6 +578,12 @@ impl Walker<'_> {
                 }
             }
         };
+        // A listing is vouched for only when every name in it has a record: a file skipped
+        // (too large, hard-linked, unreadable, changing) or gone has none, and a listing taken
+        // from the records would leave it out of every later snapshot, however the rules
+        // change or the file is edited, while the directory's own `lstat` stays the same
+        // (issue 28). Such a directory is listed again by the next walk.
+        let fresh = fresh.filter(|_| records.len() == listing.ends.len());
         let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
             Update::Same(rel.to_vec())
         } else {

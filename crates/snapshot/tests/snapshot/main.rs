@@ -5,3 +5,4 @@ mod diff;
 mod fixtures;
 mod skipping;
 mod statcache;
+mod statcache_property;

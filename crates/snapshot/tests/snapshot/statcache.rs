@@ -418,3 +418,56 @@ fn a_header_that_names_another_body_leaves_the_cache_unused() {
     StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16]).expect("confirm");
     assert_eq!(ws.snap(&Options::default()).stats.hashed, 20);
 }
+
+#[test]
+fn a_file_left_out_under_a_lower_size_limit_is_kept_again_under_the_default_one() {
+    // Issue 28's reproduction: one snapshot under a lower limit, an edit in place with the
+    // directory's mtime unchanged, then a snapshot under the default limit must keep the file.
+    let ws = Ws::new();
+    ws.write("big", &[b'b'; 5000]);
+    ws.write("small", b"s\n");
+    ws.snap(&Options::default());
+    wait_out_the_racy_window();
+    let z = ws.snap(&Options {
+        max_file_bytes: 1024,
+        ..Options::default()
+    });
+    assert!(ws.entry(&z, b"big").is_none(), "skipped as too large");
+    assert_eq!(z.skipped.len(), 1);
+    // Edited in place: the directory's own lstat does not change.
+    std::fs::write(ws.root().join("big"), [b'c'; 5000]).expect("edit in place");
+    wait_out_the_racy_window();
+    let n1 = ws.snap(&Options::default());
+    let big = ws.entry(&n1, b"big").expect("big is in the snapshot again");
+    assert_eq!(blob(&ws.store, &big), [b'c'; 5000]);
+    assert!(n1.skipped.is_empty(), "{:?}", n1.skipped);
+    // And with a limit of 0, every later snapshot under the default keeps it as well.
+    ws.snap(&Options {
+        max_file_bytes: 0,
+        ..Options::default()
+    });
+    std::fs::write(ws.root().join("big"), [b'd'; 5000]).expect("edit in place");
+    wait_out_the_racy_window();
+    let n2 = ws.snap(&Options::default());
+    let big = ws.entry(&n2, b"big").expect("big again");
+    assert_eq!(blob(&ws.store, &big), [b'd'; 5000]);
+    assert_eq!(ws.paths(&n2), ["big", "small"]);
+}
+
+#[test]
+fn a_snapshot_refusing_hard_links_decides_again_what_an_earlier_one_kept() {
+    let ws = Ws::new();
+    ws.write("a", b"linked\n");
+    std::fs::hard_link(ws.root().join("a"), ws.dir.path().join("outside")).expect("link");
+    wait_out_the_racy_window();
+    let kept = ws.snap(&Options::default());
+    assert!(ws.entry(&kept, b"a").is_some());
+    wait_out_the_racy_window();
+    let refused = ws.snap(&Options {
+        refuse_hard_links: true,
+        ..Options::default()
+    });
+    assert!(ws.entry(&refused, b"a").is_none(), "refused as hard-linked");
+    let again = ws.snap(&Options::default());
+    assert!(ws.entry(&again, b"a").is_some(), "kept again by default");
+}
