@@ -182,6 +182,10 @@ pub struct SnapshotArgs {
     /// Do not honour .gitignore and .cairnignore files.
     #[arg(long)]
     pub no_gitignore: bool,
+    /// Skip files with more than one hard link (reported as `hard-link`) without reading
+    /// them: their inode may be a file outside the workspace.
+    #[arg(long)]
+    pub refuse_hard_links: bool,
 }
 
 /// Arguments of `cairn prune`.

@@ -70,6 +70,9 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     if args.no_gitignore {
         options.gitignore = false;
     }
+    if args.refuse_hard_links {
+        options.refuse_hard_links = true;
+    }
     let bar = ctx.spinner("snapshot: walking");
     let mut report = |p: &cairn_snapshot::Progress| {
         if let Some(bar) = &bar {

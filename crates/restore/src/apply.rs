@@ -110,6 +110,9 @@ pub(crate) struct Exec<'a> {
     /// Paths whose creation was already carried out inside those directories (their mode
     /// actions still run, after the rename).
     prestaged: HashSet<Vec<u8>>,
+    /// The root tree of the plan being run: where a mode-only change on a hard-linked file
+    /// finds the content it writes as a new file.
+    target_root: Option<TreeId>,
 }
 
 /// Up to this many actions, a restore is made durable file by file (each file it wrote or
@@ -141,6 +144,7 @@ impl<'a> Exec<'a> {
             safety_trees: HashMap::new(),
             new_dirs: HashMap::new(),
             prestaged: HashSet::new(),
+            target_root: None,
         })
     }
 
@@ -436,6 +440,7 @@ impl<'a> Exec<'a> {
         // An apply has staged everything before it wrote its journal; a recovery stages each
         // file it finds still to do.
         let recover = matches!(self.mode, Mode::Recover { .. });
+        self.target_root = Some(plan.target_root);
         let mut obstructed = Vec::new();
         // Paths the plan removes before it creates something there (a type change): for the
         // creation, "absent" is the state before it too.
@@ -559,6 +564,67 @@ impl<'a> Exec<'a> {
         })
     }
 
+    /// Whether the regular file `name` in `parent` has more than one hard link: its inode may
+    /// be a file outside the root, which a restore must never change (issue 29).
+    fn linked_elsewhere(&mut self, parent: &[u8], name: &[u8]) -> Result<bool> {
+        let st = self
+            .in_dir(parent, |fd| safe::lstat(fd, name))
+            .map_err(|e| Error::io("lstat", self.abs(&join_rel(parent, name)), e))?;
+        Ok(st.is_some_and(|st| {
+            safe::file_type(&st) == rustix::fs::FileType::RegularFile && st.st_nlink > 1
+        }))
+    }
+
+    /// Gives the hard-linked file at `rel` its `mode` by writing its content, from the store
+    /// (the target tree's blob, never the linked inode), into a new file beside it and renaming
+    /// that over the path: the link is broken and the other names of the inode keep their
+    /// content, mode and times.
+    fn rewrite_linked(
+        &mut self,
+        rel: &RelPath,
+        parent: &[u8],
+        name: &[u8],
+        mode: u32,
+    ) -> Result<()> {
+        let abs = self.abs(&rel.0);
+        let root = self.target_root.ok_or_else(|| {
+            Error::io(
+                "set mode",
+                abs.clone(),
+                std::io::Error::other("no target tree (internal error)"),
+            )
+        })?;
+        let blob = target_blob(self.ws.store(), root, &rel.0)?.ok_or_else(|| {
+            Error::io(
+                "set mode",
+                abs.clone(),
+                std::io::Error::other("the target tree has no file there (internal error)"),
+            )
+        })?;
+        let tmp = self.next_temp();
+        let fd = self.dirs.dir(parent)?;
+        let mut file =
+            safe::create_file(&*fd, &tmp, 0o600).map_err(|e| Error::io("stage", abs.clone(), e))?;
+        let written = self
+            .ws
+            .store()
+            .copy_object_to(&blob, &mut file)
+            .map_err(|e| stage_error(abs.clone(), e))
+            .and_then(|_| {
+                rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
+                    .map_err(|e| Error::io("set mode", abs.clone(), e.into()))
+            });
+        drop(file);
+        if let Err(e) = written {
+            let _ = safe::unlink(&*fd, &tmp);
+            return Err(e);
+        }
+        safe::rename(&*fd, &tmp, &*fd, name).map_err(|e| {
+            let _ = safe::unlink(&*fd, &tmp);
+            Error::io("rename into place", abs, e)
+        })
+    }
+
     fn one(&mut self, a: &Action) -> Result<()> {
         let rel = a.path().clone();
         let (parent, name) = rel.split_last();
@@ -618,6 +684,8 @@ impl<'a> Exec<'a> {
                 if *dir {
                     let fd = self.dirs.dir(&rel.0)?;
                     safe::chmod_dir(&*fd, *mode).map_err(|e| Error::io("set mode", abs, e))
+                } else if self.linked_elsewhere(&parent, &name)? {
+                    self.rewrite_linked(&rel, &parent, &name, *mode)
                 } else {
                     self.in_dir(&parent, |fd| safe::chmod_file(fd, &name, *mode))
                         .map_err(|e| Error::io("set mode", abs, e))
@@ -1027,4 +1095,33 @@ impl Workspace {
     pub fn restore(&self, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
         restore(self, snapshot, options)
     }
+}
+
+/// `parent/name` as one relative path.
+fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = parent.to_vec();
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+/// The blob of the file at `rel` in the tree `root`, if it holds a file there.
+fn target_blob(store: &cairn_store::Store, root: TreeId, rel: &[u8]) -> Result<Option<ObjectId>> {
+    let mut tree = store.read_tree(&root)?;
+    let mut parts = rel.split(|&b| b == b'/').peekable();
+    while let Some(part) = parts.next() {
+        let Some(e) = tree.get(part).cloned() else {
+            return Ok(None);
+        };
+        if parts.peek().is_none() {
+            return Ok((e.kind == cairn_store::EntryKind::File).then_some(e.id));
+        }
+        if e.kind != cairn_store::EntryKind::Dir {
+            return Ok(None);
+        }
+        tree = store.read_tree(&TreeId(e.id))?;
+    }
+    Ok(None)
 }

@@ -27,6 +27,18 @@ fn snapshot_prints_its_id_stats_and_skipped_paths_as_json() {
 }
 
 #[test]
+fn snapshot_with_refuse_hard_links_skips_a_file_linked_elsewhere_without_reading_it() {
+    let f = Fixture::new();
+    f.write("linked.txt", "shared\n");
+    std::fs::hard_link(f.path("linked.txt"), f.path("../outside.txt")).expect("link");
+    let v = f.json(&["snapshot", "--refuse-hard-links"]);
+    assert_eq!(v["skipped"][0]["path"], "linked.txt", "{v}");
+    assert_eq!(v["skipped"][0]["reason"], "hard-link");
+    let v = f.json(&["snapshot"]);
+    assert!(v["skipped"].as_array().is_some_and(|a| a.is_empty()), "{v}");
+}
+
+#[test]
 fn snapshot_for_people_names_the_snapshot_and_what_it_cost() {
     let f = Fixture::new();
     f.cairn(&["snapshot", "--label", "one"])

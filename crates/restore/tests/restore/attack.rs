@@ -103,3 +103,96 @@ fn a_parent_directory_swapped_for_a_symlink_while_a_restore_runs_never_leads_out
         );
     }
 }
+
+/// Content, permission bits and modification time of a file: what a restore must never
+/// change outside the root.
+fn state(p: &std::path::Path) -> (Vec<u8>, u32, i128) {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(p).expect("stat");
+    (
+        std::fs::read(p).expect("read"),
+        m.permissions().mode() & 0o7777,
+        crate::fixtures::mtime_ns(p),
+    )
+}
+
+#[test]
+fn mode_content_and_delete_changes_on_paths_hard_linked_outside_leave_the_outside_files_untouched()
+{
+    use std::os::unix::fs::PermissionsExt;
+    for refuse_hard_links in [false, true] {
+        let dir = tempfile::tempdir().expect("tmp");
+        std::fs::create_dir(dir.path().join("root")).expect("root");
+        let ws = cairn_restore::Workspace::open(
+            dir.path().join("root"),
+            cairn_restore::WorkspaceOptions {
+                store: Some(dir.path().join("store")),
+                refuse_hard_links,
+                ..Default::default()
+            },
+        )
+        .expect("open");
+        let root = ws.root().to_path_buf();
+        std::fs::write(root.join("modeonly"), b"same\n").expect("write");
+        crate::fixtures::chmod(&root.join("modeonly"), 0o755);
+        std::fs::write(root.join("content"), b"snapshot content\n").expect("write");
+        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        // Planted: hard links to files outside the root, one with the same content as the
+        // snapshot (only its mode differs), one with other content, one where nothing was.
+        let out = dir.path().join("outside");
+        std::fs::create_dir(&out).expect("outside");
+        std::fs::write(out.join("same"), b"same\n").expect("write");
+        crate::fixtures::chmod(&out.join("same"), 0o600);
+        std::fs::write(out.join("other"), b"a key\n").expect("write");
+        crate::fixtures::chmod(&out.join("other"), 0o600);
+        std::fs::write(out.join("gone"), b"another key\n").expect("write");
+        crate::fixtures::chmod(&out.join("gone"), 0o600);
+        for (inside, outside) in [("modeonly", "same"), ("content", "other")] {
+            std::fs::remove_file(root.join(inside)).expect("rm");
+            std::fs::hard_link(out.join(outside), root.join(inside)).expect("link");
+        }
+        std::fs::hard_link(out.join("gone"), root.join("extra")).expect("link");
+        let before: Vec<_> = ["same", "other", "gone"]
+            .iter()
+            .map(|n| state(&out.join(n)))
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let r = ws.restore(&snap.id, &RestoreOptions::default());
+        if refuse_hard_links {
+            // Under refuse_hard_links the safety snapshot cannot read those paths, so the
+            // restore refuses them before any change.
+            let e = r.expect_err("refused");
+            assert_eq!(
+                cairn_store::Classify::kind(&e),
+                cairn_store::ErrorKind::Denied,
+                "{e}"
+            );
+        } else {
+            r.expect("restore");
+        }
+        let after: Vec<_> = ["same", "other", "gone"]
+            .iter()
+            .map(|n| state(&out.join(n)))
+            .collect();
+        assert_eq!(
+            after, before,
+            "refuse_hard_links {refuse_hard_links}: outside files"
+        );
+        let what = format!("refuse_hard_links {refuse_hard_links}");
+        if !refuse_hard_links {
+            assert_eq!(
+                std::fs::read(root.join("modeonly")).expect("read"),
+                b"same\n"
+            );
+            let m = std::fs::metadata(root.join("modeonly")).expect("stat");
+            assert_eq!(m.permissions().mode() & 0o777, 0o755, "{what}");
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(m.nlink(), 1, "{what}: the link is broken");
+            assert_eq!(
+                std::fs::read(root.join("content")).expect("read"),
+                b"snapshot content\n"
+            );
+            assert!(!root.join("extra").exists(), "{what}");
+        }
+    }
+}
