@@ -125,6 +125,9 @@ impl IgnoreChain {
         let mut matchers = Vec::new();
         for text in files {
             let mut b = GitignoreBuilder::new(dir);
+            // A UTF-8 byte-order mark (as some editors write) is not part of the first
+            // pattern: git skips it (issue 33).
+            let text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
             for line in text.split(|&c| c == b'\n') {
                 let line = String::from_utf8_lossy(line);
                 // A line that does not parse is ignored, as git does.

@@ -160,6 +160,21 @@ fn gitignore_negation_nesting_and_anchoring_are_honoured() {
 }
 
 #[test]
+fn a_byte_order_mark_at_the_start_of_an_ignore_file_is_skipped_as_git_skips_it() {
+    let ws = Ws::new();
+    ws.write(".gitignore", b"\xef\xbb\xbfsecret.txt\n");
+    ws.write("sub/.cairnignore", b"\xef\xbb\xbfnotes.md\n");
+    ws.write("secret.txt", b"x");
+    ws.write("sub/notes.md", b"x");
+    ws.write("kept.txt", b"x");
+    let snap = ws.snap(&Options::default());
+    assert_eq!(
+        ws.paths(&snap),
+        vec![".gitignore", "kept.txt", "sub/", "sub/.cairnignore"]
+    );
+}
+
+#[test]
 fn gitignore_handling_can_be_turned_off() {
     let ws = Ws::new();
     ws.write(".gitignore", b"*.log\n");
