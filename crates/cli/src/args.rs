@@ -192,9 +192,12 @@ pub struct SnapshotArgs {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("policy").required(true).multiple(true))]
 pub struct PruneArgs {
-    /// Keep the newest N snapshots.
+    /// Keep the newest N snapshots (at least 1; `--all` deletes every snapshot).
     #[arg(long, value_name = "N", group = "policy")]
     pub keep: Option<usize>,
+    /// Delete every snapshot (what `--keep 0` would do, which is refused as a likely slip).
+    #[arg(long, group = "policy", conflicts_with = "keep")]
+    pub all: bool,
     /// Drop snapshots older than this (s, m, h, d or w: 90m, 14d, 2w).
     #[arg(long, value_name = "AGE", value_parser = crate::parse::duration, group = "policy")]
     pub max_age: Option<std::time::Duration>,

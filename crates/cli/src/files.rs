@@ -61,6 +61,12 @@ pub struct SnapshotJson {
 
 pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     let ws = ctx.open_workspace(true)?;
+    if args.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
+        return Err(CliError::usage(
+            "snapshot --label needs a label with something in it: an empty label could never \
+             be told apart from no label",
+        ));
+    }
     let mut options = ws.snapshot_options();
     options.label = args.label.clone();
     options.excludes.extend(args.exclude.iter().cloned());
@@ -707,10 +713,16 @@ pub(crate) fn delete(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result<
 }
 
 pub(crate) fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<()> {
+    if args.keep == Some(0) {
+        return Err(CliError::usage(
+            "prune --keep 0 would delete every snapshot: keep at least 1, or say --all to \
+             delete them all",
+        ));
+    }
     ctx.check_confirmable("prune", args.dry_run, args.yes)?;
     let store = ctx.open_store()?;
     let retention = Retention {
-        count: args.keep,
+        count: if args.all { Some(0) } else { args.keep },
         max_age: args.max_age,
         max_total_bytes: args.max_bytes,
     };

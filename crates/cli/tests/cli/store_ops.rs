@@ -67,6 +67,32 @@ fn prune_keeps_the_newest_and_needs_a_policy() {
 }
 
 #[test]
+fn prune_refuses_keep_zero_unless_all_says_to_delete_every_snapshot() {
+    let f = Fixture::new();
+    three_snapshots(&f);
+    f.cairn(&["prune", "--keep", "0", "--yes"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--all"));
+    assert_eq!(count(&f), 3);
+    f.cairn(&["prune", "--all", "--keep", "1", "--yes"])
+        .assert()
+        .code(2);
+    assert_eq!(count(&f), 3);
+    let v = f.json(&["prune", "--all", "--yes"]);
+    assert_eq!(v["deleted"].as_array().map(Vec::len), Some(3));
+    assert_eq!(count(&f), 0);
+}
+
+#[test]
+fn an_empty_label_is_refused() {
+    let f = Fixture::new();
+    f.cairn(&["snapshot", "--label", ""]).assert().code(2);
+    f.cairn(&["snapshot", "--label", "  "]).assert().code(2);
+    assert_eq!(count(&f), 0);
+}
+
+#[test]
 fn prune_rejects_a_malformed_age() {
     let f = Fixture::new();
     f.snapshot("a");
