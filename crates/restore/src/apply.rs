@@ -15,7 +15,7 @@ use crate::journal::{self, Journal, State};
 use crate::plan::{self, Action, Current, KeptPath, Plan, RestoreOptions};
 use crate::safe::{self, Dirs};
 use crate::workspace::{restore_lock_path, Workspace};
-use cairn_store::fsutil::{self, LockMode};
+use cairn_store::fsutil;
 use cairn_store::{
     Classify, EntryKind, ErrorKind, Hasher, ObjectId, OperationKind, RelPath, SnapshotId, Tree,
     TreeEntry, TreeId,
@@ -859,12 +859,11 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
     // so no two processes ever carry out the same journal.
     let locks = &ws.store().layout().locks;
     let lock_path = restore_lock_path(locks, ws.id());
-    let lock = fsutil::open_lock_file(&lock_path)?;
-    if !fsutil::flock(&lock, LockMode::Exclusive, false, &lock_path)? {
+    let Some(lock) = fsutil::try_lock_exclusive(&lock_path)? else {
         return Err(Error::Busy {
             detail: "another restore of this workspace is running, or a hold is being taken".into(),
         });
-    }
+    };
     if let Some(key) = &options.key {
         if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
             if let (true, Some(report)) = (j.finished(), &j.report) {

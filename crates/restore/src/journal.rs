@@ -468,10 +468,9 @@ pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
         return Ok(Vec::new());
     }
     let path = crate::workspace::restore_lock_path(&ws.store().layout().locks, ws.id());
-    let lock = fsutil::open_lock_file(&path)?;
-    if !fsutil::flock(&lock, fsutil::LockMode::Exclusive, false, &path)? {
+    let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
         return Ok(Vec::new());
-    }
+    };
     recover_locked(ws)
 }
 

@@ -135,6 +135,34 @@ pub fn flock(file: &File, mode: LockMode, wait: bool, path: &Path) -> Result<boo
     }
 }
 
+/// A lock taken on an open lock file, released with `LOCK_UN` when dropped. Closing the file
+/// is not enough: a child process forked by another thread of this process (between `fork`
+/// and `exec`) holds a copy of the descriptor, and with it the lock, until it execs, so the
+/// next attempt of this process would find its own lock still taken. `LOCK_UN` ends the lock
+/// on the open file description whoever else holds a copy of it.
+#[derive(Debug)]
+pub struct HeldLock(File);
+
+impl HeldLock {
+    /// The open lock file.
+    pub fn file(&self) -> &File {
+        &self.0
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Opens the lock file at `path` (see [`open_lock_file`]) and takes it exclusively without
+/// waiting: `None` when someone else holds it.
+pub fn try_lock_exclusive(path: &Path) -> Result<Option<HeldLock>> {
+    let file = open_lock_file(path)?;
+    Ok(flock(&file, LockMode::Exclusive, false, path)?.then_some(HeldLock(file)))
+}
+
 /// Opens (creating owner-only if needed) a lock file without following a symlink.
 pub fn open_lock_file(path: &Path) -> Result<File> {
     let f = OpenOptions::new()

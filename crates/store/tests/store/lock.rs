@@ -131,3 +131,21 @@ fn begin_operation_waits_while_a_collection_holds_gc_lock() {
     assert_eq!(files_ending(&store.layout().locks, ".marker").len(), 1);
     assert_eq!(op.info().pid, std::process::id());
 }
+
+#[test]
+fn a_released_lock_is_free_again_though_a_forked_child_still_holds_a_copy_of_its_descriptor() {
+    // A child forked by another thread between fork and exec holds a copy of every open
+    // descriptor, and so of the lock's open file description; a duplicated descriptor stands
+    // in for it here. Closing our descriptor would leave the lock taken until the child execs
+    // (a restore right after another then failed with BUSY under load: issue 18).
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("restore-x.lock");
+    let held = cairn_store::fsutil::try_lock_exclusive(&path)
+        .expect("lock")
+        .expect("free");
+    let childs_copy = held.file().try_clone().expect("dup");
+    drop(held);
+    let again = cairn_store::fsutil::try_lock_exclusive(&path).expect("lock");
+    assert!(again.is_some(), "the lock was released for every copy");
+    drop(childs_copy);
+}
