@@ -15,7 +15,7 @@ use crate::journal::{self, Journal, State};
 use crate::plan::{self, Action, Current, KeptPath, Plan, RestoreOptions};
 use crate::safe::{self, Dirs};
 use crate::workspace::{restore_lock_path, Workspace};
-use cairn_store::fsutil;
+use cairn_store::{fsutil, relpath};
 use cairn_store::{
     Classify, EntryKind, ErrorKind, Hasher, ObjectId, OperationKind, RelPath, SnapshotId, Tree,
     TreeEntry, TreeId,
@@ -103,7 +103,9 @@ pub(crate) struct Exec<'a> {
     counter: u64,
     /// Directories made writable for the restore, with the mode to give back.
     unlocked: Vec<(Vec<u8>, u32)>,
-    safety_trees: HashMap<TreeId, Tree>,
+    /// Trees read while running, by id (the safety snapshot's, and the target's where a
+    /// hard-linked file's content is looked up).
+    trees: HashMap<TreeId, Tree>,
     /// Directories the plan makes where nothing stood, built whole under a temporary name
     /// beside their place: final path -> temporary name.
     new_dirs: HashMap<Vec<u8>, Vec<u8>>,
@@ -141,7 +143,7 @@ impl<'a> Exec<'a> {
             staged: HashMap::new(),
             counter: 0,
             unlocked: Vec::new(),
-            safety_trees: HashMap::new(),
+            trees: HashMap::new(),
             new_dirs: HashMap::new(),
             prestaged: HashSet::new(),
             target_root: None,
@@ -382,7 +384,7 @@ impl<'a> Exec<'a> {
         let store = self.ws.store();
         let root = store.read_manifest(&safety)?.root;
         let read = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-        plan::entry_at(&mut self.safety_trees, &read, root, path)
+        plan::entry_at(&mut self.trees, &read, root, path)
     }
 
     /// The current entry at `path` as (kind, content id, mode), hashing a file's content.
@@ -569,60 +571,35 @@ impl<'a> Exec<'a> {
     fn linked_elsewhere(&mut self, parent: &[u8], name: &[u8]) -> Result<bool> {
         let st = self
             .in_dir(parent, |fd| safe::lstat(fd, name))
-            .map_err(|e| Error::io("lstat", self.abs(&join_rel(parent, name)), e))?;
+            .map_err(|e| Error::io("lstat", self.abs(&relpath::join(parent, name)), e))?;
         Ok(st.is_some_and(|st| {
             safe::file_type(&st) == rustix::fs::FileType::RegularFile && st.st_nlink > 1
         }))
     }
 
-    /// Gives the hard-linked file at `rel` its `mode` by writing its content, from the store
-    /// (the target tree's blob, never the linked inode), into a new file beside it and renaming
-    /// that over the path: the link is broken and the other names of the inode keep their
-    /// content, mode and times.
-    fn rewrite_linked(
-        &mut self,
-        rel: &RelPath,
-        parent: &[u8],
-        name: &[u8],
-        mode: u32,
-    ) -> Result<()> {
+    /// The write that gives the file at `rel` its target content (from the store, never from
+    /// the linked inode) and `mode` as a new file renamed over the path.
+    fn rewrite_of(&mut self, rel: &RelPath, mode: u32) -> Result<Action> {
         let abs = self.abs(&rel.0);
-        let root = self.target_root.ok_or_else(|| {
+        let missing = |what: &str| {
             Error::io(
                 "set mode",
                 abs.clone(),
-                std::io::Error::other("no target tree (internal error)"),
+                std::io::Error::other(format!("{what} (internal error)")),
             )
-        })?;
-        let blob = target_blob(self.ws.store(), root, &rel.0)?.ok_or_else(|| {
-            Error::io(
-                "set mode",
-                abs.clone(),
-                std::io::Error::other("the target tree has no file there (internal error)"),
-            )
-        })?;
-        let tmp = self.next_temp();
-        let fd = self.dirs.dir(parent)?;
-        let mut file =
-            safe::create_file(&*fd, &tmp, 0o600).map_err(|e| Error::io("stage", abs.clone(), e))?;
-        let written = self
-            .ws
-            .store()
-            .copy_object_to(&blob, &mut file)
-            .map_err(|e| stage_error(abs.clone(), e))
-            .and_then(|_| {
-                rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-                    .map_err(|e| Error::io("set mode", abs.clone(), e.into()))
-            });
-        drop(file);
-        if let Err(e) = written {
-            let _ = safe::unlink(&*fd, &tmp);
-            return Err(e);
+        };
+        let root = self.target_root.ok_or_else(|| missing("no target tree"))?;
+        let store = self.ws.store();
+        let read = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
+        match plan::entry_at(&mut self.trees, &read, root, &rel.0)? {
+            Some(e) if e.kind == EntryKind::File => Ok(Action::WriteFile {
+                path: rel.clone(),
+                blob: e.id,
+                mode,
+                size: e.size,
+            }),
+            _ => Err(missing("the target tree has no file there")),
         }
-        safe::rename(&*fd, &tmp, &*fd, name).map_err(|e| {
-            let _ = safe::unlink(&*fd, &tmp);
-            Error::io("rename into place", abs, e)
-        })
     }
 
     fn one(&mut self, a: &Action) -> Result<()> {
@@ -685,7 +662,11 @@ impl<'a> Exec<'a> {
                     let fd = self.dirs.dir(&rel.0)?;
                     safe::chmod_dir(&*fd, *mode).map_err(|e| Error::io("set mode", abs, e))
                 } else if self.linked_elsewhere(&parent, &name)? {
-                    self.rewrite_linked(&rel, &parent, &name, *mode)
+                    // Never in place: the other names of the inode keep their content, mode
+                    // and times. Staged and renamed as any write is.
+                    let write = self.rewrite_of(&rel, *mode)?;
+                    self.stage(&[&write])?;
+                    self.one(&write)
                 } else {
                     self.in_dir(&parent, |fd| safe::chmod_file(fd, &name, *mode))
                         .map_err(|e| Error::io("set mode", abs, e))
@@ -1094,33 +1075,4 @@ impl Workspace {
     pub fn restore(&self, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
         restore(self, snapshot, options)
     }
-}
-
-/// `parent/name` as one relative path.
-fn join_rel(parent: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut p = parent.to_vec();
-    if !p.is_empty() {
-        p.push(b'/');
-    }
-    p.extend_from_slice(name);
-    p
-}
-
-/// The blob of the file at `rel` in the tree `root`, if it holds a file there.
-fn target_blob(store: &cairn_store::Store, root: TreeId, rel: &[u8]) -> Result<Option<ObjectId>> {
-    let mut tree = store.read_tree(&root)?;
-    let mut parts = rel.split(|&b| b == b'/').peekable();
-    while let Some(part) = parts.next() {
-        let Some(e) = tree.get(part).cloned() else {
-            return Ok(None);
-        };
-        if parts.peek().is_none() {
-            return Ok((e.kind == cairn_store::EntryKind::File).then_some(e.id));
-        }
-        if e.kind != cairn_store::EntryKind::Dir {
-            return Ok(None);
-        }
-        tree = store.read_tree(&TreeId(e.id))?;
-    }
-    Ok(None)
 }

@@ -203,7 +203,7 @@ fn walk(
     let cancel = options.cancel.as_ref().unwrap_or(&no_cancel);
     let aborted = AtomicBool::new(false);
     let counters = Counters::default();
-    let same_rules = cache.rules == fingerprint(options);
+    let same_rules = cache.rules == statcache::rules_fingerprint(&options.capture());
     let check_objects = store.has_damage();
     let walker = Walker {
         root: root.to_path_buf(),
@@ -368,7 +368,7 @@ fn save_cache(
     cache.replace(
         std::mem::take(&mut out.dirs),
         statcache::StatCacheFile::new_key(Some(&id), started_ns),
-        fingerprint(options),
+        statcache::rules_fingerprint(&options.capture()),
         Some((out.root, out.root_size)),
     );
     let tmp = &store.layout().tmp;
@@ -575,15 +575,4 @@ pub fn scan(store: &Store, root: &Path, workspace_id: &str, options: &Options) -
         kept: out.kept,
         stats: out.stats,
     })
-}
-
-/// The fingerprint of `options`' capture settings, under which cached exclusion decisions are
-/// made and reused.
-fn fingerprint(options: &Options) -> [u8; 32] {
-    statcache::rules_fingerprint(
-        &options.excludes,
-        options.gitignore,
-        options.max_file_bytes,
-        options.refuse_hard_links,
-    )
 }

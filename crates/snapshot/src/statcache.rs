@@ -22,7 +22,7 @@
 //! coarse), so such a record is never trusted: the file is read again.
 
 use crate::exclude::ExcludeReason;
-use cairn_store::{Hasher, ObjectId, SnapshotId, TreeId};
+use cairn_store::{CaptureSettings, Hasher, ObjectId, SnapshotId, TreeId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::Write;
@@ -241,16 +241,18 @@ impl StatCacheFile {
 /// whether ignore files count, the size limit and whether hard-linked files are refused (the
 /// default excludes are fixed by the `v2` in the text). An exclusion decision the cache holds
 /// is reused only under the same fingerprint, so a decision made under one size limit is never
-/// trusted under another (issue 28). Never all zero.
-pub fn rules_fingerprint(
-    excludes: &[String],
-    gitignore: bool,
-    max_file_bytes: u64,
-    refuse_hard_links: bool,
-) -> [u8; 32] {
+/// trusted under another (issue 28); `capture` is taken apart field by field, so a new setting
+/// cannot be left out. Never all zero.
+pub fn rules_fingerprint(capture: &CaptureSettings) -> [u8; 32] {
+    let CaptureSettings {
+        excludes,
+        max_file_bytes,
+        gitignore,
+        refuse_hard_links,
+    } = capture;
     let mut h = Hasher::new();
     h.update(b"cairn capture rules v2\0");
-    h.update(&[u8::from(gitignore), u8::from(refuse_hard_links)]);
+    h.update(&[u8::from(*gitignore), u8::from(*refuse_hard_links)]);
     h.update(&max_file_bytes.to_le_bytes());
     for e in excludes {
         h.update(&(e.len() as u64).to_le_bytes());
