@@ -615,9 +615,11 @@ cairn_status cairn_threads_restore_before(const struct cairn_threads *t,
  Forks a thread at `entry`: a new thread sharing the prefix. With `"files": true` the
  fork's `workspace` gets the files as they were there (checkpoints copied from `source`'s
  store first when it is another workspace). Options, may be empty: `{"files": bool,
- "new_thread_id": str, "dry_run": bool, "force": bool, "tool_settle_ms": n,
+ "new_thread_id": str, "dry_run": bool, "force": bool, "replace": bool, "tool_settle_ms": n,
  "lease_wait_ms": n, "metadata": {...}}`. `workspace` and `source` may be NULL (the default
- workspace). Writes the fork report as JSON.
+ workspace). A `workspace` that holds the source workspace, its store or the thread
+ database is refused with `CAIRN_DENIED`, as is one that is not empty and no workspace of
+ the thread's family unless `"replace": true`. Writes the fork report as JSON.
 
  # Safety
  `t` live; inputs valid; `workspace`, `source` NULL or live; `out` writable; `err_out` NULL

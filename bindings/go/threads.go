@@ -678,9 +678,13 @@ type ForkOptions struct {
 	NewThreadID string // "" makes one
 	DryRun      bool
 	Force       bool
-	ToolSettle  *time.Duration
-	LeaseWait   *time.Duration
-	Metadata    map[string]any
+	// Replace the contents of a Workspace that exists, is not empty and is no workspace of
+	// the thread's family; without it such a fork fails with ErrDenied (as does one into a
+	// directory holding the source workspace, its store or the thread database).
+	Replace    bool
+	ToolSettle *time.Duration
+	LeaseWait  *time.Duration
+	Metadata   map[string]any
 	// Workspace receives the files (nil: the default one); Source is where the checkpoints
 	// are (nil: the default one), copied into Workspace's store when it is another.
 	Workspace, Source *Workspace
@@ -716,10 +720,11 @@ func (t *Threads) Fork(ctx context.Context, thread, entry string, opts *ForkOpti
 			NewThreadID  string         `json:"new_thread_id,omitempty"`
 			DryRun       bool           `json:"dry_run,omitempty"`
 			Force        bool           `json:"force,omitempty"`
+			Replace      bool           `json:"replace,omitempty"`
 			ToolSettleMS *uint64        `json:"tool_settle_ms,omitempty"`
 			LeaseWaitMS  *uint64        `json:"lease_wait_ms,omitempty"`
 			Metadata     map[string]any `json:"metadata,omitempty"`
-		}{opts.Files, opts.NewThreadID, opts.DryRun, opts.Force, settle, wait, opts.Metadata}); err != nil {
+		}{opts.Files, opts.NewThreadID, opts.DryRun, opts.Force, opts.Replace, settle, wait, opts.Metadata}); err != nil {
 			return nil, err
 		}
 		ws, src = opts.Workspace, opts.Source

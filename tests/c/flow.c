@@ -362,6 +362,42 @@ int main(void) {
         cairn_buf_free(buf);
         CHECK(strstr(read_file(fork_root, "notes.txt"), "edited by the tool") != NULL);
         cairn_workspace_free(fws);
+
+        /* A fork or restore never destroys what it is pointed at (issue 27). The directory
+         * holding the source workspace, sharing its store: the fork and a plain restore of
+         * a snapshot taken of the root inside it are DENIED, and nothing is deleted. */
+        cairn_workspace *pws = NULL;
+        CHECK(cairn_workspace_open(S(dir), S(opts), &pws, &err) == CAIRN_OK);
+        expect_error(cairn_threads_fork(th, S("chat"), S(assistant_id), S("{\"files\":true}"), pws, NULL, &buf, &err),
+                     CAIRN_ERR_DENIED, &err);
+        expect_error(cairn_workspace_restore(pws, S(snap_id), NULL, 0, NULL, &buf, &err), CAIRN_ERR_DENIED, &err);
+        expect_error(cairn_workspace_plan(pws, S(snap_id), NULL, 0, NULL, &buf, &err), CAIRN_ERR_DENIED, &err);
+        cairn_workspace_free(pws);
+        CHECK(read_file(root, "notes.txt") != NULL);
+        CHECK(read_file(fork_root, "notes.txt") != NULL);
+        /* A directory inside the store cannot be a workspace at all. */
+        char in_store[4200];
+        snprintf(in_store, sizeof in_store, "%s/objects", store);
+        cairn_workspace *sws = NULL;
+        expect_error(cairn_workspace_open(S(in_store), NULL, 0, &sws, &err), CAIRN_ERR_DENIED, &err);
+        CHECK(sws == NULL);
+        /* An unrelated directory that holds files: DENIED unless "replace" says so. */
+        char busy_root[4200];
+        snprintf(busy_root, sizeof busy_root, "%s/experiment", dir);
+        write_file(busy_root, "keep.txt", "someone's work\n");
+        cairn_workspace *ews = NULL;
+        CHECK(cairn_workspace_open(S(busy_root), NULL, 0, &ews, &err) == CAIRN_OK);
+        expect_error(cairn_threads_fork(th, S("chat"), S(assistant_id), S("{\"files\":true,\"dry_run\":true}"), ews, NULL, &buf, &err),
+                     CAIRN_ERR_DENIED, &err);
+        expect_error(cairn_threads_fork(th, S("chat"), S(assistant_id), S("{\"files\":true}"), ews, NULL, &buf, &err),
+                     CAIRN_ERR_DENIED, &err);
+        CHECK(read_file(busy_root, "keep.txt") != NULL);
+        CHECK(cairn_threads_fork(th, S("chat"), S(assistant_id), S("{\"files\":true,\"replace\":true}"), ews, NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(read_file(busy_root, "keep.txt") == NULL);
+        CHECK(read_file(busy_root, "notes.txt") != NULL);
+        cairn_workspace_free(ews);
+
         CHECK(cairn_threads_events(th, 0, 0, &buf, &err) == CAIRN_OK);
         char *ev = take_json(buf);
         CHECK(strstr(ev, "fork") != NULL);

@@ -660,6 +660,12 @@ export interface ForkOptions extends Cancellable {
   newThreadId?: ThreadId;
   dryRun?: boolean;
   force?: boolean;
+  /**
+   * Replace the contents of a `workspace` that exists, is not empty and is no workspace of the
+   * thread's family; without it such a fork fails with `'DENIED'` (as does one into a directory
+   * holding the source workspace, its store or the thread database).
+   */
+  replace?: boolean;
   toolSettleMs?: number;
   leaseWaitMs?: number;
   /** The new thread's metadata. */

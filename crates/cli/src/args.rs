@@ -315,4 +315,8 @@ pub struct ForkArgs {
     /// With --files: do it without asking.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// With --files: replace the contents of an existing, non-empty --into directory that is
+    /// no workspace of this thread's forks, and stop the runs in the way.
+    #[arg(long)]
+    pub force: bool,
 }

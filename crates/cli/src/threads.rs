@@ -462,6 +462,17 @@ pub(crate) fn fork(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
     let thread = ThreadId::new(args.thread.as_str());
     o.threads.thread(&thread)?;
     let entry = resolve_entry(&o.threads, &thread, &args.entry)?;
+    if let (true, Some(dir)) = (args.files, &args.into) {
+        // Before the directory or its store is made: a fork into the source, its store or
+        // someone's files is refused with nothing changed.
+        o.threads.check_fork_target(
+            &thread,
+            o.ws.as_ref(),
+            &ctx.root.join(dir),
+            None,
+            args.force,
+        )?;
+    }
     let (target, made) = fork_workspace(ctx, args.into.as_deref(), args.dry_run)?;
     let outcome = fork_with(ctx, args, &o, &thread, &entry, target);
     if let Some(dir) = made {
@@ -491,6 +502,8 @@ fn fork_with(
         source: workspace.as_ref().map(|_| source.clone()),
         new_thread_id: args.new_id.clone().map(ThreadId::new),
         dry_run: true,
+        force: args.force,
+        replace: args.force,
         ..ForkOptions::default()
     };
     if args.dry_run || args.files {

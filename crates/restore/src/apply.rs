@@ -566,14 +566,19 @@ impl<'a> Exec<'a> {
         })
     }
 
-    /// Whether the regular file `name` in `parent` has more than one hard link: its inode may
-    /// be a file outside the root, which a restore must never change (issue 29).
-    fn linked_elsewhere(&mut self, parent: &[u8], name: &[u8]) -> Result<bool> {
+    /// Whether the mode of the regular file `name` in `parent` must be set by rewriting it
+    /// rather than in place: it has more than one hard link (its inode may be a file outside
+    /// the root, which a restore must never change, issue 29), or it belongs to another user
+    /// (a `chmod` would fail with `EPERM` after other changes were made, issue 27; a new file
+    /// renamed over it needs only the directory, which the plan checked is ours).
+    fn must_rewrite(&mut self, parent: &[u8], name: &[u8]) -> Result<bool> {
         let st = self
             .in_dir(parent, |fd| safe::lstat(fd, name))
             .map_err(|e| Error::io("lstat", self.abs(&relpath::join(parent, name)), e))?;
+        let me = rustix::process::geteuid();
         Ok(st.is_some_and(|st| {
-            safe::file_type(&st) == rustix::fs::FileType::RegularFile && st.st_nlink > 1
+            safe::file_type(&st) == rustix::fs::FileType::RegularFile
+                && (st.st_nlink > 1 || (!me.is_root() && st.st_uid != me.as_raw()))
         }))
     }
 
@@ -661,9 +666,10 @@ impl<'a> Exec<'a> {
                 if *dir {
                     let fd = self.dirs.dir(&rel.0)?;
                     safe::chmod_dir(&*fd, *mode).map_err(|e| Error::io("set mode", abs, e))
-                } else if self.linked_elsewhere(&parent, &name)? {
+                } else if self.must_rewrite(&parent, &name)? {
                     // Never in place: the other names of the inode keep their content, mode
-                    // and times. Staged and renamed as any write is.
+                    // and times, and another user's file is replaced by ours. Staged and
+                    // renamed as any write is.
                     let write = self.rewrite_of(&rel, *mode)?;
                     self.stage(&[&write])?;
                     self.one(&write)

@@ -40,6 +40,15 @@ pub enum Error {
         /// The first path, absolute, for the error's `path`.
         first: Option<PathBuf>,
     },
+    /// The workspace root is not a place a restore may change: it lies inside a Cairn store, or
+    /// holds the workspace a snapshot was taken of. Nothing was changed.
+    #[error("{detail}")]
+    UnsafeRoot {
+        /// What is wrong and what to do.
+        detail: String,
+        /// The root concerned.
+        root: PathBuf,
+    },
     /// Someone else's edits are in the way.
     #[error("{detail}: {}", list(paths))]
     Conflict {
@@ -94,7 +103,7 @@ impl Classify for Error {
                 _ => ErrorKind::of_io(source),
             },
             Error::Busy { .. } => ErrorKind::Busy,
-            Error::Denied { .. } => ErrorKind::Denied,
+            Error::Denied { .. } | Error::UnsafeRoot { .. } => ErrorKind::Denied,
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Cancelled => ErrorKind::Cancelled,
@@ -105,7 +114,7 @@ impl Classify for Error {
         match self {
             Error::Store(e) => e.path(),
             Error::Snapshot(e) => e.path(),
-            Error::Io { path, .. } => Some(path),
+            Error::Io { path, .. } | Error::UnsafeRoot { root: path, .. } => Some(path),
             Error::Denied { first, .. } | Error::Conflict { first, .. } => first.as_deref(),
             _ => None,
         }

@@ -763,6 +763,35 @@ fn check_owners(
     Ok(())
 }
 
+/// Refuses a restore into a root that holds the workspace the snapshot was taken of (a strict
+/// ancestor of the manifest's root, which still exists): its tree does not have that
+/// workspace in it, so the restore would delete it.
+fn refuse_enclosing_root(
+    ws: &Workspace,
+    snapshot_id: &SnapshotId,
+    manifest: &cairn_store::Manifest,
+) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let taken_of = std::path::Path::new(std::ffi::OsStr::from_bytes(&manifest.workspace_root));
+    if taken_of != ws.root()
+        && taken_of.starts_with(ws.root())
+        && std::fs::symlink_metadata(taken_of).is_ok()
+    {
+        return Err(Error::UnsafeRoot {
+            detail: format!(
+                "snapshot {} was taken of {}, which lies inside {}: restoring it there would \
+                 delete that workspace; restore it into {} itself or into a directory outside it",
+                snapshot_id.short(),
+                taken_of.display(),
+                ws.root().display(),
+                taken_of.display()
+            ),
+            root: ws.root().to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
 /// Computes the plan of restoring `snapshot_id` (whose manifest is `manifest`) over
 /// `current`, the files as a walk saw them; `reference` names the snapshot of a drift check.
 pub(crate) fn against(
@@ -773,6 +802,7 @@ pub(crate) fn against(
     reference: Option<&SnapshotId>,
     on_drift: DriftPolicy,
 ) -> Result<Plan> {
+    refuse_enclosing_root(ws, &snapshot_id, manifest)?;
     let store = ws.store();
     let target_tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
     let reference = match reference {

@@ -89,6 +89,17 @@ impl Workspace {
                 root.display()
             )));
         }
+        if let Some(store) = cairn_store::store_containing(&root) {
+            return Err(Error::UnsafeRoot {
+                detail: format!(
+                    "workspace root {} lies inside the Cairn store {}: a restore there would \
+                     delete the store's own files; choose a directory outside the store",
+                    root.display(),
+                    store.display()
+                ),
+                root,
+            });
+        }
         let store_path = options.store.clone().unwrap_or_else(|| root.join(".cairn"));
         let store = Store::open(&store_path, options.store_options.clone())?;
         let id = options

@@ -145,6 +145,16 @@ pub enum Error {
         /// Who holds it and what to do.
         detail: String,
     },
+    /// The operation would lose data (a fork into a directory holding the source workspace,
+    /// its store or the thread database, or into a directory whose files it would replace);
+    /// nothing was changed.
+    #[error("{message}")]
+    Denied {
+        /// What is wrong and what to do.
+        message: String,
+        /// The path concerned.
+        path: PathBuf,
+    },
     /// The run was interrupted or dropped by a rewind of its thread.
     #[error("run {run} of thread {thread} was {how} by a rewind; start a new run after the rewound point")]
     RunInterrupted {
@@ -245,6 +255,7 @@ impl Classify for Error {
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Validation { .. } => ErrorKind::Validation,
             Error::ThreadBusy { .. } => ErrorKind::ThreadBusy,
+            Error::Denied { .. } => ErrorKind::Denied,
             Error::WorkspaceBusy { .. } => ErrorKind::WorkspaceBusy,
             Error::RunInterrupted { .. } => ErrorKind::RunInterrupted,
             Error::Files { source, .. } => source.kind(),
@@ -261,7 +272,7 @@ impl Classify for Error {
             | Error::Io { path, .. }
             | Error::Corrupt { path, .. }
             | Error::UnsupportedSchema { path, .. } => Some(path),
-            Error::WorkspaceBusy { root, .. } => Some(root),
+            Error::WorkspaceBusy { root, .. } | Error::Denied { path: root, .. } => Some(root),
             Error::Files { source, .. } => source.path(),
             Error::Store(e) => e.path(),
             _ => None,

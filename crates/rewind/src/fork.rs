@@ -15,7 +15,7 @@ use crate::threads::{
 };
 use cairn_store::{SnapshotId, Store};
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +35,10 @@ pub struct ForkOptions {
     pub dry_run: bool,
     /// Stop what is in the way, as a rewind does.
     pub force: bool,
+    /// With files: replace the contents of a fork workspace that exists, is not empty and is
+    /// no workspace of the thread's family (refused with `DENIED` otherwise; see
+    /// [`Threads::check_fork_target`]).
+    pub replace: bool,
     /// With `force` and files: how long to wait for tool calls of the runs it stopped.
     pub tool_settle: Duration,
     /// With `force` and files: how long to wait for the leases of runs other processes hold.
@@ -52,6 +56,7 @@ impl Default for ForkOptions {
             new_thread_id: None,
             dry_run: false,
             force: false,
+            replace: false,
             tool_settle: Duration::from_secs(10),
             lease_wait: Duration::from_secs(60),
             metadata: serde_json::Value::Object(Default::default()),
@@ -68,6 +73,7 @@ impl std::fmt::Debug for ForkOptions {
             .field("new_thread_id", &self.new_thread_id)
             .field("dry_run", &self.dry_run)
             .field("force", &self.force)
+            .field("replace", &self.replace)
             .field("tool_settle", &self.tool_settle)
             .field("lease_wait", &self.lease_wait)
             .finish()
@@ -393,6 +399,13 @@ impl Threads {
             )
         })?;
         let source = opts.source.clone().unwrap_or_else(|| ws.clone());
+        self.check_fork_target(
+            &lin.thread.id,
+            source.as_ref(),
+            ws.root(),
+            ws.store().map(|s| s.path()),
+            opts.replace,
+        )?;
         let root = canonical_root(ws.as_ref());
         let source_root = canonical_root(source.as_ref());
         let chosen = self.choose_files(
@@ -451,6 +464,129 @@ impl Threads {
             to_copy,
             stores,
         })
+    }
+
+    /// Refuses, with `DENIED` and before anything is made, a fork of `thread` whose files would
+    /// go to `target` (a directory that may not exist yet) when that would lose data:
+    /// - `target` holds the source workspace (it is an ancestor of its root): the restore
+    ///   would delete it;
+    /// - `target` lies inside a Cairn store or holds the source's store or the thread
+    ///   database;
+    /// - `target` exists and holds files (besides `target_store` and the names every snapshot
+    ///   leaves out: `.git`, `node_modules`, `.cairn`), and is no workspace of the thread's
+    ///   family (the thread, the threads it was forked from, and their forks), unless
+    ///   `replace`: those files would be replaced.
+    ///
+    /// The source workspace itself as the target is not checked here (a fork into the
+    /// workspace it came from restores as a rewind does).
+    pub fn check_fork_target(
+        &self,
+        thread: &ThreadId,
+        source: &dyn Files,
+        target: &Path,
+        target_store: Option<&Path>,
+        replace: bool,
+    ) -> Result<()> {
+        let target = canonical_lenient(target);
+        let source_root = canonical_root(source);
+        if target == source_root {
+            return Ok(());
+        }
+        let denied = |message: String| Error::Denied {
+            message,
+            path: target.clone(),
+        };
+        if source_root.starts_with(&target) {
+            return Err(denied(format!(
+                "cannot fork into {}: it holds the source workspace {}, which the fork's files \
+                 would replace; choose a directory outside it (a sibling such as {})",
+                target.display(),
+                source_root.display(),
+                source_root.with_file_name("fork").display()
+            )));
+        }
+        let mut protected: Vec<(&str, PathBuf)> = Vec::new();
+        if let Some(store) = source.store() {
+            protected.push((
+                "the source workspace's store",
+                canonical_lenient(store.path()),
+            ));
+        }
+        if !crate::db::is_pg_url(&self.path().to_string_lossy()) {
+            protected.push(("the thread database", canonical_lenient(self.path())));
+        }
+        if let Some(store) = cairn_store::store_containing(&target) {
+            protected.push(("a Cairn store", store));
+        }
+        for (what, path) in &protected {
+            if path.starts_with(&target) || target.starts_with(path) {
+                let how = if target == *path {
+                    "it is"
+                } else if target.starts_with(path) {
+                    "it lies inside"
+                } else {
+                    "it holds"
+                };
+                return Err(denied(format!(
+                    "cannot fork into {}: {how} {what} {}, which the fork's files would \
+                     destroy; choose a directory outside it",
+                    target.display(),
+                    path.display(),
+                )));
+            }
+        }
+        if replace {
+            return Ok(());
+        }
+        let own_store = target_store.map(canonical_lenient);
+        let mut found: Vec<String> = Vec::new();
+        if let Ok(dir) = std::fs::read_dir(&target) {
+            for e in dir.flatten() {
+                let name = e.file_name();
+                let skip = cairn_snapshot::DEFAULT_EXCLUDES
+                    .iter()
+                    .any(|d| std::ffi::OsStr::new(d) == name)
+                    || own_store.as_deref() == Some(target.join(&name).as_path());
+                if !skip {
+                    found.push(name.to_string_lossy().into_owned());
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        let ours: i64 = self.inner.read(|c| {
+            c.query_row(
+                "WITH RECURSIVE up(id, parent) AS ( \
+                   SELECT id, parent_thread FROM threads WHERE id = ?1 \
+                   UNION SELECT t.id, t.parent_thread FROM threads t JOIN up ON t.id = up.parent), \
+                 family(id) AS ( \
+                   SELECT id FROM up WHERE parent IS NULL \
+                   UNION SELECT t.id FROM threads t JOIN family ON t.parent_thread = family.id) \
+                 SELECT count(*) FROM thread_workspaces w JOIN family ON w.thread_id = family.id \
+                 WHERE w.root = ?2",
+                params![thread, crate::model::root_bytes(&target)],
+                |r| r.get(0),
+            )
+            .db("read a thread's workspaces")
+        })?;
+        if ours > 0 {
+            return Ok(());
+        }
+        found.sort();
+        let shown = found.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let more = if found.len() > 5 {
+            format!(" and {} more", found.len() - 5)
+        } else {
+            String::new()
+        };
+        Err(denied(format!(
+            "cannot fork into {}: it is not empty (it holds {shown}{more}) and is no workspace \
+             of thread {thread} or its forks, so the fork's files would replace what is there; \
+             choose a new directory, or pass --force (the API's replace option) to replace its \
+             contents (a dry run with it lists what would be deleted)",
+            target.display()
+        )))
     }
 
     /// A dry run's plan: into another store, the checkpoint is copied for the plan and
@@ -535,5 +671,24 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
+    }
+}
+
+/// `path` made canonical as far as it exists: its nearest existing ancestor canonicalized, the
+/// rest of it appended (a fork's directory may not be made yet).
+fn canonical_lenient(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = path;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(cur) {
+            return rest.iter().rev().fold(c, |acc, part| acc.join(part));
+        }
+        match (cur.parent(), cur.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                cur = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }

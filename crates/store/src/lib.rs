@@ -53,8 +53,8 @@ pub use remote::{
     Remote, RemoteConfig, RemoteGcOptions, RemoteGcReport, RemoteObject, RemoteStats,
 };
 pub use store::{
-    check_workspace_id, BrokenIndex, Compression, Layout, ObjectWriter, PutOutcome, SnapshotEntry,
-    SnapshotList, Store, StoreOptions, WriteStats,
+    check_workspace_id, is_store_dir, store_containing, BrokenIndex, Compression, Layout,
+    ObjectWriter, PutOutcome, SnapshotEntry, SnapshotList, Store, StoreOptions, WriteStats,
 };
 pub use tree::{EntryKind, Tree, TreeEntry};
 

@@ -95,6 +95,22 @@ pub struct Layout {
     pub tmp: PathBuf,
 }
 
+/// Whether `dir` is a Cairn store's directory: it holds the store's `objects/`, `snapshots/`
+/// and `locks/` directories (real directories, not symlinks). Reads three entries' metadata.
+pub fn is_store_dir(dir: &Path) -> bool {
+    ["objects", "snapshots", "locks"]
+        .iter()
+        .all(|d| std::fs::symlink_metadata(dir.join(d)).is_ok_and(|m| m.file_type().is_dir()))
+}
+
+/// The Cairn store `path` lies in, or is: `path` itself or its nearest ancestor that
+/// [`is_store_dir`]. `path` should be canonical.
+pub fn store_containing(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .find(|a| is_store_dir(a))
+        .map(Path::to_path_buf)
+}
+
 impl Layout {
     fn new(root: &Path) -> Self {
         let objects = root.join("objects");

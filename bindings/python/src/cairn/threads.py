@@ -847,6 +847,7 @@ class Threads(Managed):
         new_thread_id: str | None = None,
         dry_run: bool = False,
         force: bool = False,
+        replace: bool = False,
         tool_settle: _dt.timedelta | float | None = None,
         lease_wait: _dt.timedelta | float | None = None,
         metadata: dict[str, Any] | None = None,
@@ -855,7 +856,11 @@ class Threads(Managed):
     ) -> ForkReport:
         """Forks the thread at ``entry``: a new thread sharing the prefix. With
         ``files=True`` the fork's ``workspace`` gets the files as they were there
-        (checkpoints are copied from ``source``'s store first when it is another one)."""
+        (checkpoints are copied from ``source``'s store first when it is another one).
+
+        A ``workspace`` that holds the source workspace, its store or the thread database is
+        refused with ``DeniedError``, as is one that is not empty and no workspace of the
+        thread's family unless ``replace=True`` says to replace its contents."""
         th, en = _id(thread, "thread"), _id(entry, "entry")
         doc = json_arg(
             _options(
@@ -863,6 +868,7 @@ class Threads(Managed):
                 new_thread_id=new_thread_id,
                 dry_run=dry_run or None,
                 force=force or None,
+                replace=replace or None,
                 tool_settle_ms=_opt_millis(tool_settle),
                 lease_wait_ms=_opt_millis(lease_wait),
                 metadata=metadata,

@@ -329,3 +329,105 @@ fn restore_while_the_workspace_is_held_exits_with_busy() {
     assert_eq!(v["error"]["kind"], "BUSY");
     assert_eq!(f.read("src/main.rs").as_deref(), Some("changed\n"));
 }
+
+/// The uid of user `nobody`, when the tests run as root and the machine has that user and
+/// `setpriv`; `None` (with the reason printed) otherwise.
+fn nobody_if_root() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::tempdir().expect("a temporary directory");
+    if std::fs::metadata(probe.path()).map(|m| m.uid()).ok() != Some(0) {
+        eprintln!("skipped: the test needs root to make a file of another owner");
+        return None;
+    }
+    let out = std::process::Command::new("id")
+        .args(["-u", "nobody"])
+        .output();
+    let uid = out
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok());
+    let setpriv = std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match uid {
+        Some(uid) if setpriv => Some(uid),
+        _ => {
+            eprintln!("skipped: the machine has no user nobody or no setpriv");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_file_of_another_owner_never_wedges_a_restore_run_as_an_unprivileged_user() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some(uid) = nobody_if_root() else { return };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let root = dir.path().join("ws");
+    let home = dir.path().join("home");
+    for d in [&root, &home] {
+        std::fs::create_dir(d).expect("mkdir");
+        std::os::unix::fs::chown(d, Some(uid), Some(uid)).expect("chown");
+    }
+    let as_user = |args: &[&str]| {
+        let out = std::process::Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".into(),
+            ])
+            .arg(assert_cmd::cargo::cargo_bin("cairn"))
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .env("HOME", &home)
+            .env_remove("CAIRN_FORCE_PROMPT")
+            .env_remove("CAIRN_THREADS_DB")
+            .output()
+            .expect("run cairn as nobody");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let write_as_user = |rel: &str, content: &str, mode: u32| {
+        let p = root.join(rel);
+        std::fs::write(&p, content).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        std::os::unix::fs::chown(&p, Some(uid), Some(uid)).expect("chown");
+    };
+    write_as_user("a", "a\n", 0o644);
+    write_as_user("cfg", "c\n", 0o755);
+    let (code, out, err) = as_user(&["--json", "snapshot"]);
+    assert_eq!(code, Some(0), "{err}");
+    let snap: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let id = snap["id"].as_str().expect("an id").to_string();
+    write_as_user("a", "changed\n", 0o644);
+    // cfg becomes root's, same content, mode 644: as sudo, a container or a bind mount leave it.
+    std::fs::remove_file(root.join("cfg")).expect("rm");
+    std::fs::write(root.join("cfg"), "c\n").expect("write");
+    std::fs::set_permissions(root.join("cfg"), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    let (code, _, err) = as_user(&["restore", &id, "--dry-run"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = as_user(&["restore", &id, "--yes"]);
+    assert_eq!(code, Some(0), "the restore finishes: {err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a")).ok().as_deref(),
+        Some("a\n")
+    );
+    let cfg = std::fs::metadata(root.join("cfg")).expect("cfg");
+    assert_eq!(cfg.mode() & 0o777, 0o755, "the mode is the snapshot's");
+    assert_eq!(cfg.uid(), uid, "the user's own copy replaced root's file");
+    assert_eq!(
+        std::fs::read_to_string(root.join("cfg")).ok().as_deref(),
+        Some("c\n")
+    );
+    for args in [&["snapshot"][..], &["recover"][..], &["verify"][..]] {
+        let (code, _, err) = as_user(args);
+        assert_eq!(code, Some(0), "{args:?} works after the restore: {err}");
+    }
+}

@@ -299,3 +299,123 @@ fn two_workspaces_share_their_threads_through_a_postgres_url() {
     let log: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(log["entries"][0]["text"], "hello from A", "{log}");
 }
+
+/// How many snapshots the workspace's store lists.
+fn snapshot_count(f: &Fixture) -> usize {
+    f.json(&["list"])["snapshots"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_fork_into_the_directory_holding_the_workspace_is_denied_and_deletes_nothing() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let parent = f.root.parent().expect("a parent").to_path_buf();
+    std::fs::create_dir_all(parent.join("sibling")).expect("mkdir");
+    std::fs::write(parent.join("sibling/s"), "s\n").expect("write");
+    std::fs::write(parent.join("pfile"), "p\n").expect("write");
+    let before = snapshot_count(&f);
+    let into = parent.to_str().expect("utf8");
+    for extra in ["--dry-run", "--yes"] {
+        let e = json_error(
+            &mut f.cairn(&[
+                "--json", "fork", "chat", &u1, "--files", "--into", into, extra,
+            ]),
+            17,
+        );
+        assert_eq!(e["error"]["kind"], "DENIED", "{e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("holds the source workspace"), "{message}");
+    }
+    assert!(exists(&parent.join("sibling/s")) && exists(&parent.join("pfile")));
+    assert!(exists(&f.path("turn2.txt")) && exists(&f.path("src/main.rs")));
+    assert!(
+        !exists(&parent.join(".cairn")),
+        "no store was made in the parent"
+    );
+    assert_eq!(snapshot_count(&f), before, "no snapshot taken or lost");
+}
+
+#[test]
+fn a_fork_into_the_store_is_denied_and_keeps_every_snapshot_and_the_thread() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let before = snapshot_count(&f);
+    assert!(before > 0);
+    for into in [".cairn/objects", ".cairn", ".cairn/threads.db"] {
+        let target = f.path(into);
+        let e = json_error(
+            &mut f.cairn(&[
+                "--json",
+                "fork",
+                "chat",
+                &u1,
+                "--files",
+                "--into",
+                target.to_str().expect("utf8"),
+                "--yes",
+            ]),
+            17,
+        );
+        assert_eq!(e["error"]["kind"], "DENIED", "{into}: {e}");
+    }
+    assert!(!exists(&f.path(".cairn/objects/.cairn")));
+    assert_eq!(snapshot_count(&f), before);
+    assert_eq!(active_len(&f, "chat"), Some(5));
+    f.cairn(&["verify"]).assert().success();
+}
+
+#[test]
+fn a_fork_into_an_unrelated_non_empty_directory_is_denied_unless_forced() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let exp = f.root.with_file_name("experiment");
+    std::fs::create_dir_all(&exp).expect("mkdir");
+    std::fs::write(exp.join("notes.md"), "someone's work\n").expect("write");
+    let into = exp.to_str().expect("utf8");
+    for extra in ["--dry-run", "--yes"] {
+        let e = json_error(
+            &mut f.cairn(&[
+                "--json", "fork", "chat", &u1, "--files", "--into", into, extra,
+            ]),
+            17,
+        );
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("not empty")
+                && message.contains("notes.md")
+                && message.contains("--force"),
+            "{message}"
+        );
+    }
+    assert!(exists(&exp.join("notes.md")));
+    let dry = f.json(&[
+        "fork",
+        "chat",
+        &u1,
+        "--files",
+        "--into",
+        into,
+        "--force",
+        "--dry-run",
+    ]);
+    assert!(
+        dry["files"]["restore"]["deleted"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|p| p == "notes.md")),
+        "the forced dry run lists what it would replace: {dry}"
+    );
+    assert!(exists(&exp.join("notes.md")));
+    f.json(&[
+        "fork", "chat", &u1, "--files", "--into", into, "--force", "--yes", "--new-id", "exp",
+    ]);
+    assert!(!exists(&exp.join("notes.md")));
+    assert!(exists(&exp.join("src/main.rs")));
+    // A workspace of the thread's family is not someone else's: forking into it again needs
+    // no --force.
+    std::fs::write(exp.join("later.txt"), "x\n").expect("write");
+    f.json(&["fork", "chat", &u1, "--files", "--into", into, "--yes"]);
+    assert!(!exists(&exp.join("later.txt")));
+}
