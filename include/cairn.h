@@ -676,7 +676,10 @@ cairn_status cairn_workspace_open(const uint8_t *root,
 void cairn_workspace_free(struct cairn_workspace *ws);
 
 /*
- `{"id", "root", "store", "recovered": [...]}` of a workspace.
+ `{"id", "root", "store", "store_home", "recovered": [...]}` of a workspace. `store_home`
+ says why the store is where it is: `"given"` (the `store` option), `"env"`
+ (`$CAIRN_STORE`), `"data"` (the default: the user's data directory, outside the workspace)
+ or `"legacy"` (a `<root>/.cairn` an earlier version made).
 
  # Safety
  `ws` a live handle; `out` writable; `err_out` NULL or writable.

@@ -52,8 +52,10 @@ func millis(d *time.Duration, what string) (*uint64, error) {
 // OpenOptions configure Open. Capture settings (Excludes, MaxFileBytes, Gitignore,
 // RefuseHardLinks) become the defaults of the workspace's snapshots.
 type OpenOptions struct {
-	// Store is the store directory; "" means the default (<root>/.cairn). It must be UTF-8
-	// (the options document cannot carry other bytes yet).
+	// Store is the store directory; "" means the default: $CAIRN_STORE, else a <root>/.cairn
+	// an earlier version made, else the workspace's store in the user's data directory
+	// ($CAIRN_HOME, else $XDG_DATA_HOME/cairn, else ~/.local/share/cairn), outside the
+	// workspace. It must be UTF-8 (the options document cannot carry other bytes yet).
 	Store string
 	// ID names the workspace in the store; "" derives it from the root.
 	ID string

@@ -4,6 +4,13 @@
 # too early or a Go pointer kept by C shows up). Called by scripts/test.
 set -euo pipefail
 cd "$(dirname "$0")"
+# A workspace opened with no store keeps it in Cairn's data directory: a temporary one here,
+# never the home of whoever runs the tests.
+if [ -z "${CAIRN_HOME:-}" ]; then
+  CAIRN_HOME=$(mktemp -d -t cairn-test-home-XXXXXX)
+  export CAIRN_HOME
+  trap 'rm -rf "$CAIRN_HOME"' EXIT
+fi
 # The panic test makes the library print its (caught) panic; a backtrace would only add noise.
 export RUST_BACKTRACE=0
 export CGO_ENABLED=1

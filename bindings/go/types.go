@@ -416,9 +416,13 @@ func (r *Recovery) UnmarshalJSON(b []byte) error {
 
 // Info describes an open workspace.
 type Info struct {
-	ID        string     `json:"id"`
-	Root      string     `json:"root"`
-	Store     string     `json:"store"`
+	ID    string `json:"id"`
+	Root  string `json:"root"`
+	Store string `json:"store"`
+	// StoreHome says why the store is there: "data" (the default: the user's data
+	// directory, outside the workspace), "given" (OpenOptions.Store), "env" ($CAIRN_STORE)
+	// or "legacy" (a <root>/.cairn an earlier version made).
+	StoreHome string     `json:"store_home"`
 	Recovered []Recovery `json:"recovered"` // what opening completed, if anything
 }
 

@@ -4,6 +4,13 @@
 # typings, then run the node --test suites. Fails when a test fails or when no test ran.
 set -euo pipefail
 cd "$(dirname "$0")"
+# A workspace opened with no store keeps it in Cairn's data directory: a temporary one here,
+# never the home of whoever runs the tests.
+if [ -z "${CAIRN_HOME:-}" ]; then
+  CAIRN_HOME=$(mktemp -d -t cairn-test-home-XXXXXX)
+  export CAIRN_HOME
+  trap 'rm -rf "$CAIRN_HOME"' EXIT
+fi
 npm ci --no-audit --no-fund
 npm run --silent typecheck
 # Test trees go to tmpfs when there is one: thousands of small files are slow on a busy disk.

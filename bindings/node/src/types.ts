@@ -35,7 +35,11 @@ export interface Retention {
 
 /** How a workspace is opened. Every field is optional; the defaults are the safest. */
 export interface WorkspaceOptions {
-  /** The store directory (default: `<root>/.cairn`). Must be UTF-8. */
+  /**
+   * The store directory. Default: `$CAIRN_STORE`, else a `<root>/.cairn` an earlier version made,
+   * else the workspace's store in the user's data directory (`$CAIRN_HOME`, else
+   * `$XDG_DATA_HOME/cairn`, else `~/.local/share/cairn`), outside the workspace. Must be UTF-8.
+   */
   store?: string;
   /** The workspace id (default: derived from the canonical root). */
   id?: string;
@@ -185,6 +189,12 @@ export interface WorkspaceInfo {
   id: string;
   root: string;
   store: string;
+  /**
+   * Why the store is there: `'data'` (the default: the user's data directory, outside the
+   * workspace), `'given'` (the `store` option), `'env'` (`$CAIRN_STORE`) or `'legacy'` (a
+   * `<root>/.cairn` an earlier version made).
+   */
+  storeHome: 'data' | 'given' | 'env' | 'legacy';
   /** Restores a crash interrupted, completed when the workspace was opened. */
   recovered: Recovery[];
 }

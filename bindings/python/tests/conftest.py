@@ -42,6 +42,16 @@ def write(root: Path, rel: str | bytes, content: str | bytes = "") -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def cairn_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Cairn's data directory for the test: a workspace opened with no store keeps it here,
+    never in the home of whoever runs the tests."""
+    home = tmp_path / "cairn-home"
+    monkeypatch.setenv("CAIRN_HOME", str(home))
+    monkeypatch.delenv("CAIRN_STORE", raising=False)
+    return home
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """A small workspace tree."""

@@ -11,8 +11,11 @@ use std::path::PathBuf;
     version,
     about = "Snapshot a workspace into a content-addressed store, and restore, rewind or fork it safely",
     long_about = "Snapshot a workspace into a content-addressed store, and restore, rewind or fork it safely.\n\n\
-        Every command works on the current directory or `-C DIR`, with the store in `DIR/.cairn` \
-        unless `--store` says otherwise. Output is for people by default; `--json` prints one JSON \
+        Every command works on the current directory or `-C DIR`. Its snapshots are kept outside it, \
+        in a store of its own in Cairn's data directory ($CAIRN_HOME, else $XDG_DATA_HOME/cairn, else \
+        ~/.local/share/cairn), where cleaning the tree cannot reach them; `--store` (or $CAIRN_STORE) \
+        names another store, and a `DIR/.cairn` store made by an earlier version is used until \
+        `cairn store move` moves it. `cairn info` says where the store is. Output is for people by default; `--json` prints one JSON \
         document on stdout (errors as one JSON document on stderr). Commands that change files \
         (restore, rewind --files, fork --files, delete, prune) show their plan and ask first; \
         `--yes` confirms without asking.",
@@ -31,7 +34,8 @@ pub struct Cli {
     /// Work on the workspace rooted at DIR instead of the current directory.
     #[arg(short = 'C', value_name = "DIR", global = true)]
     pub dir: Option<PathBuf>,
-    /// The store directory (default: DIR/.cairn).
+    /// The store directory (default: $CAIRN_STORE, else the workspace's store in the data
+    /// directory; `cairn info` shows it).
     #[arg(long, value_name = "DIR", global = true)]
     pub store: Option<PathBuf>,
     /// The thread database: a file, or a PostgreSQL URL (`postgres://user:password@host/db`)
@@ -136,6 +140,18 @@ pub enum Command {
         Exits with 20 (CONFLICT) when later edits stand in the way of a pending restore.\n\nExamples:\n  cairn recover\n  cairn -C ~/project recover --json"
     )]
     Recover,
+    /// Say where the workspace's store and thread database are, and what they hold.
+    #[command(after_help = "Examples:\n  cairn info\n  cairn -C ~/project info --json")]
+    Info,
+    /// List every store in Cairn's data directory, with the roots it serves, its size and last use.
+    #[command(
+        after_help = "A store whose roots are all marked (gone) belongs to a workspace that was moved or \
+        deleted: name it with --store from the new root, or delete it.\n\nExamples:\n  cairn stores\n  cairn stores --json"
+    )]
+    Stores,
+    /// The workspace's store as a whole.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Threads: conversations whose user messages carry checkpoints of the files.
     #[command(subcommand)]
     Thread(ThreadCommand),
@@ -152,7 +168,7 @@ pub enum Command {
     /// Fork a thread at an entry into a new thread, with --files giving it the files at that point.
     #[command(
         after_help = "With --files and --into DIR, DIR (made if missing) gets the files as they were at \
-        the entry, in a store of its own (DIR/.cairn) that the checkpoints are copied into; without --into \
+        the entry, with a store of its own (in the data directory) that the checkpoints are copied into; without --into \
         the current workspace does. It shows the plan and asks, as a restore does.\n\n\
         Examples:\n  cairn fork chat e_3fa2 --new-id chat-b\n  cairn fork chat e_3fa2 --files --into ../project-b --dry-run\n  \
         cairn fork chat e_3fa2 --files --into ../project-b --yes"
@@ -293,6 +309,24 @@ pub struct RewindArgs {
     pub force: bool,
 }
 
+/// `cairn store ...`.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Move the store, with every snapshot, journal and the thread database in it.
+    #[command(
+        after_help = "Without DIR the store goes to its place in the data directory, where later commands \
+        find it by themselves (this is how a DIR/.cairn store of an earlier version moves out of the tree). \
+        One rename on the same file system; across file systems a copy, renamed into place once whole, then \
+        the removal of the old one. Refused (BUSY) while another process snapshots, restores or collects.\n\n\
+        Examples:\n  cairn store move\n  cairn store move /data/cairn/project-store"
+    )]
+    Move {
+        /// Where to (default: the workspace's store in the data directory).
+        #[arg(value_name = "DIR")]
+        to: Option<PathBuf>,
+    },
+}
+
 /// Arguments of `cairn fork`.
 #[derive(Debug, Args)]
 pub struct ForkArgs {
@@ -303,7 +337,7 @@ pub struct ForkArgs {
     /// Give the fork's workspace the files as they were at that point.
     #[arg(long)]
     pub files: bool,
-    /// The fork's workspace (made if missing), with its own store in DIR/.cairn.
+    /// The fork's workspace (made if missing), with its own store.
     #[arg(long, value_name = "DIR")]
     pub into: Option<PathBuf>,
     /// The new thread's id (default: a new one).

@@ -1,6 +1,7 @@
 //! What every command shares: where the workspace and its store are, how to print, how to ask.
 
 use crate::error::{CliError, Result};
+use cairn_restore::home::StoreHome;
 use cairn_restore::{Workspace, WorkspaceOptions};
 use cairn_store::{ErrorKind, Store, StoreOptions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -83,21 +84,33 @@ impl Ctx {
 
     /// The thread database: `--threads-db` (or `$CAIRN_THREADS_DB`), else
     /// `<store>/threads.db`.
-    pub fn threads_db(&self) -> PathBuf {
+    pub fn threads_db(&self) -> Result<PathBuf> {
         match &self.threads_db {
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                PathBuf::from(url)
+                Ok(PathBuf::from(url))
             }
-            Some(path) => self.root.join(path),
-            None => self.store_path().join(cairn_rewind::DB_FILE),
+            Some(path) => Ok(self.root.join(path)),
+            None => Ok(self.store_path()?.join(cairn_rewind::DB_FILE)),
         }
     }
 
-    /// The store directory: `--store`, else `<root>/.cairn`.
-    pub fn store_path(&self) -> PathBuf {
-        self.store
-            .clone()
-            .unwrap_or_else(|| self.root.join(".cairn"))
+    /// The workspace root, canonical when it exists.
+    pub fn canonical_root(&self) -> PathBuf {
+        std::fs::canonicalize(&self.root).unwrap_or_else(|_| self.root.clone())
+    }
+
+    /// Where the store is, and why there: `--store`, else `$CAIRN_STORE`, else a legacy
+    /// `<root>/.cairn`, else the workspace's store in the data directory.
+    pub fn store_location(&self) -> Result<(PathBuf, StoreHome)> {
+        match &self.store {
+            Some(s) => Ok((s.clone(), StoreHome::Given)),
+            None => Ok(cairn_restore::home::default_store(&self.canonical_root())?),
+        }
+    }
+
+    /// The store directory (see [`Ctx::store_location`]).
+    pub fn store_path(&self) -> Result<PathBuf> {
+        Ok(self.store_location()?.0)
     }
 
     fn require_store(&self) -> Result<()> {
@@ -105,12 +118,14 @@ impl Ctx {
             // The remote holds the store; the directory is only this machine's cache of it.
             return Ok(());
         }
-        let path = self.store_path();
+        let path = self.store_path()?;
         if std::fs::symlink_metadata(&path).is_err() {
             return Err(CliError::new(
                 ErrorKind::NotFound,
                 format!(
-                    "no Cairn store at {}; take a snapshot first (`cairn snapshot`), or name the store with --store",
+                    "no Cairn store for {} at {}; take a snapshot first (`cairn snapshot`), name \
+                     the store with --store, or find it with `cairn stores`",
+                    self.root.display(),
                     path.display()
                 ),
             )
@@ -122,7 +137,7 @@ impl Ctx {
     /// Opens the existing store.
     pub fn open_store(&self) -> Result<Store> {
         self.require_store()?;
-        Ok(Store::open(self.store_path(), self.store_options(false)?)?)
+        Ok(Store::open(self.store_path()?, self.store_options(false)?)?)
     }
 
     /// Opens the workspace; `create` makes its store when it has none. Restores a crash
@@ -137,7 +152,7 @@ impl Ctx {
             self.require_store()?;
         }
         let options = WorkspaceOptions {
-            store: Some(self.store_path()),
+            store: self.store.clone(),
             recover,
             store_options: self.store_options(create)?,
             ..WorkspaceOptions::default()

@@ -3,7 +3,7 @@
 
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
-use cairn_store::{ErrorKind, SnapshotId, Store, StoreOptions};
+use cairn_store::{ErrorKind, SnapshotId};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -35,6 +35,8 @@ pub struct DemoJson {
 struct Demo {
     exe: PathBuf,
     project: PathBuf,
+    /// The data directory of the demo's stores (`$CAIRN_HOME` of every step).
+    home: PathBuf,
     json: bool,
     steps: Vec<Step>,
 }
@@ -96,23 +98,29 @@ impl Demo {
         });
     }
 
-    /// Runs `cairn ARGS` in the project; fails unless it exits with `expect`.
-    fn cairn(&mut self, args: &[&str], expect: i32) -> Result<String> {
-        let out = Command::new(&self.exe)
-            .arg("-C")
+    /// `cairn -C PROJECT`, with the demo's data directory and none of the caller's settings.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("-C")
             .arg(&self.project)
-            .args(args)
             .env_remove(crate::ctx::FORCE_PROMPT_ENV)
             .env_remove(crate::ctx::THREADS_DB_ENV)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| {
-                CliError::new(
-                    ErrorKind::Io,
-                    format!("cannot run {}: {e}", self.exe.display()),
-                )
-                .with_path(&self.exe)
-            })?;
+            .env_remove(crate::ctx::REMOTE_ENV)
+            .env_remove(cairn_restore::home::STORE_ENV)
+            .env(cairn_restore::home::HOME_ENV, &self.home)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `cairn ARGS` in the project; fails unless it exits with `expect`.
+    fn cairn(&mut self, args: &[&str], expect: i32) -> Result<String> {
+        let out = self.command().args(args).output().map_err(|e| {
+            CliError::new(
+                ErrorKind::Io,
+                format!("cannot run {}: {e}", self.exe.display()),
+            )
+            .with_path(&self.exe)
+        })?;
         let code = out.status.code().unwrap_or(-1);
         let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&out.stderr));
@@ -204,12 +212,10 @@ impl Demo {
     /// Runs `cairn --json ARGS` in the project without showing it (to learn ids), and parses
     /// what it prints.
     fn quiet_json(&self, args: &[&str]) -> Result<serde_json::Value> {
-        let out = Command::new(&self.exe)
-            .arg("-C")
-            .arg(&self.project)
+        let out = self
+            .command()
             .arg("--json")
             .args(args)
-            .stdin(Stdio::null())
             .output()
             .map_err(|e| CliError::new(ErrorKind::Io, format!("cannot run cairn: {e}")))?;
         serde_json::from_slice(&out.stdout).map_err(|e| {
@@ -226,16 +232,12 @@ impl Demo {
 
     /// The newest snapshot of the store.
     fn newest(&self) -> Result<SnapshotId> {
-        let store = Store::open(
-            self.project.join(".cairn"),
-            StoreOptions {
-                create: false,
-                ..StoreOptions::default()
-            },
-        )?;
-        let (list, _) = store.list_snapshots()?;
-        list.last()
-            .map(|e| e.id)
+        let v = self.quiet_json(&["list"])?;
+        v["snapshots"]
+            .as_array()
+            .and_then(|a| a.last())
+            .and_then(|s| s["id"].as_str())
+            .and_then(|id| SnapshotId::from_hex(id).ok())
             .ok_or_else(|| CliError::new(ErrorKind::NotFound, "the demo's store has no snapshot"))
     }
 }
@@ -269,6 +271,7 @@ pub(crate) fn demo(ctx: &Ctx, keep: bool) -> Result<()> {
     std::fs::create_dir(&project).map_err(|e| CliError::from_io("create", &project, e))?;
     let mut d = Demo {
         exe,
+        home: tmp.path().join("cairn-home"),
         project: project.clone(),
         json: ctx.json,
         steps: Vec::new(),
@@ -283,6 +286,11 @@ pub(crate) fn demo(ctx: &Ctx, keep: bool) -> Result<()> {
             } else {
                 "removed at the end; --keep keeps it"
             }
+        );
+        println!(
+            "Its checkpoints live outside the project, in {} (for your own projects: \
+             ~/.local/share/cairn, or $CAIRN_HOME), where cleaning the project cannot reach them.",
+            d.home.display()
         );
     }
     story(&mut d)?;
@@ -414,7 +422,19 @@ fn story(d: &mut Demo) -> Result<()> {
         d.read("Makefile").is_some() && d.read("README.md").is_none(),
     )?;
 
-    d.say("12. The store checks itself: every object re-hashed, every snapshot restorable.");
+    d.say("12. An agent's clean-up wipes the project. The checkpoints are not in it: the last one brings everything back.");
+    d.cairn(&["snapshot", "--label", "before-cleanup"], 0)?;
+    d.sh("find . -mindepth 1 -delete && ls -A | wc -l")?;
+    d.cairn(&["restore", "before-cleanup", "--yes"], 0)?;
+    d.check(
+        "the wiped files are back",
+        d.read("Makefile").is_some() && d.read("src/main.rs").as_deref() == Some(MAIN_V2),
+    )?;
+
+    d.say("13. Where the checkpoints are, and what they hold.");
+    d.cairn(&["info"], 0)?;
+
+    d.say("14. The store checks itself: every object re-hashed, every snapshot restorable.");
     d.cairn(&["verify"], 0)?;
     Ok(())
 }

@@ -16,11 +16,12 @@ mod ctx;
 mod demo;
 pub mod error;
 mod files;
+mod home;
 pub mod parse;
 mod patch;
 mod threads;
 
-use args::{Cli, Command, ThreadCommand};
+use args::{Cli, Command, StoreCommand, ThreadCommand};
 use clap::Parser;
 use ctx::Ctx;
 use error::{CliError, Result};
@@ -107,6 +108,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Gc { dry_run } => files::gc(&ctx, dry_run),
         Command::Verify => files::verify(&ctx),
         Command::Recover => files::recover(&ctx),
+        Command::Info => home::info(&ctx),
+        Command::Stores => home::stores(&ctx),
+        Command::Store(StoreCommand::Move { to }) => home::store_move(&ctx, to.as_deref()),
         Command::Thread(t) => match t {
             ThreadCommand::New { id } => threads::new(&ctx, id),
             ThreadCommand::List => threads::list(&ctx),

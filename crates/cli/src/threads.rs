@@ -32,7 +32,7 @@ fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
         workspaces: vec![ws.clone() as Arc<dyn Files>],
         ..ThreadsOptions::default()
     };
-    let threads = Threads::open(ctx.threads_db(), options)?;
+    let threads = Threads::open(ctx.threads_db()?, options)?;
     Ok(Opened { ws, threads })
 }
 

@@ -109,7 +109,10 @@ pub unsafe extern "C" fn cairn_workspace_free(ws: *mut cairn_workspace) {
     }
 }
 
-/// `{"id", "root", "store", "recovered": [...]}` of a workspace.
+/// `{"id", "root", "store", "store_home", "recovered": [...]}` of a workspace. `store_home`
+/// says why the store is where it is: `"given"` (the `store` option), `"env"`
+/// (`$CAIRN_STORE`), `"data"` (the default: the user's data directory, outside the workspace)
+/// or `"legacy"` (a `<root>/.cairn` an earlier version made).
 ///
 /// # Safety
 /// `ws` a live handle; `out` writable; `err_out` NULL or writable.
@@ -127,6 +130,7 @@ pub unsafe extern "C" fn cairn_workspace_info(
             "id": w.id(),
             "root": RelPath(w.root().as_os_str().as_bytes().to_vec()),
             "store": RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
+            "store_home": w.store_home(),
             "recovered": w.recovered(),
         });
         // SAFETY: checked non-null.

@@ -27,6 +27,7 @@
 
 pub mod apply;
 pub mod error;
+pub mod home;
 pub mod journal;
 pub mod plan;
 mod safe;

@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 /// How a workspace is opened. `Default` is the safest choice.
 #[derive(Debug, Clone)]
 pub struct WorkspaceOptions {
-    /// The store directory; default `<root>/.cairn`.
+    /// The store directory; by default (see [`crate::home::default_store`]) `$CAIRN_STORE`,
+    /// else `<root>/.cairn` when an earlier version made a store there, else
+    /// `<data>/stores/<name>-<hash>` in the user's data directory (`$CAIRN_HOME`, else
+    /// `$XDG_DATA_HOME/cairn`, else `~/.local/share/cairn`), outside the workspace.
     pub store: Option<PathBuf>,
     /// The workspace id; default derived from the canonical root (`ws-` and 16 hex digits).
     pub id: Option<String>,
@@ -62,6 +65,8 @@ pub struct Workspace {
     pub(crate) id: String,
     pub(crate) store: Store,
     pub(crate) options: WorkspaceOptions,
+    /// Why the store is where it is.
+    pub(crate) home: crate::home::StoreHome,
     /// What opening found in pending journals, if anything.
     pub(crate) recovered: Vec<crate::journal::Recovery>,
     /// The stat cache between this handle's snapshots and plans.
@@ -100,18 +105,23 @@ impl Workspace {
                 root,
             });
         }
-        let store_path = options.store.clone().unwrap_or_else(|| root.join(".cairn"));
+        let (store_path, home) = match &options.store {
+            Some(s) => (s.clone(), crate::home::StoreHome::Given),
+            None => crate::home::default_store(&root)?,
+        };
         let store = Store::open(&store_path, options.store_options.clone())?;
         let id = options
             .id
             .clone()
             .unwrap_or_else(|| default_workspace_id(&root));
         cairn_store::check_workspace_id(&id)?;
+        crate::home::note_root(&store, &id, &root);
         let mut ws = Workspace {
             root,
             id,
             store,
             options,
+            home,
             recovered: Vec::new(),
             memo: cairn_snapshot::CacheMemo::default(),
         };
@@ -134,6 +144,12 @@ impl Workspace {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Why the store is where it is: given, named by `$CAIRN_STORE`, in the data directory,
+    /// or a legacy `<root>/.cairn`.
+    pub fn store_home(&self) -> crate::home::StoreHome {
+        self.home
     }
 
     /// The options it was opened with.

@@ -189,10 +189,16 @@ fn walk(
 ) -> Result<WalkOutput> {
     let started = Instant::now();
     let (root_fd, root_st) = walk::open_root(root)?;
-    let store_dir = std::fs::metadata(store.path()).ok().map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        (m.dev(), m.ino())
-    });
+    // The store, and Cairn's data directory (other workspaces' stores) when the tree holds it.
+    let data_dir = cairn_store::home::data_dir().ok();
+    let store_dirs = [Some(store.path()), data_dir.as_deref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+        })
+        .collect();
     let rules = Rules {
         excludes: Excludes::new(&options.excludes)?,
         gitignore: options.gitignore,
@@ -207,7 +213,7 @@ fn walk(
     let check_objects = store.has_damage();
     let walker = Walker {
         root: root.to_path_buf(),
-        store_dir,
+        store_dirs,
         rules: &rules,
         sink,
         cache,

@@ -72,7 +72,9 @@ pub(crate) struct Counters {
 
 pub(crate) struct Walker<'a> {
     pub root: PathBuf,
-    pub store_dir: Option<(u64, u64)>,
+    /// The store's directory and Cairn's data directory (device, inode): left out wherever
+    /// the walk meets them.
+    pub store_dirs: Vec<(u64, u64)>,
     pub rules: &'a Rules,
     pub sink: Sink<'a>,
     pub cache: &'a StatCache,
@@ -469,7 +471,7 @@ impl Walker<'_> {
             let is_dir = ft == rustix::fs::FileType::Directory;
             let c = cached.and_then(|d| d.get(name_b));
             let reason = if Excludes::is_default(name_b)
-                || (is_dir && self.store_dir == Some((st.st_dev, st.st_ino)))
+                || (is_dir && self.store_dirs.contains(&(st.st_dev, st.st_ino)))
             {
                 Some(ExcludeReason::Default)
             } else if let Some(c) =

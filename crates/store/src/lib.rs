@@ -31,6 +31,7 @@ pub mod copy;
 pub mod error;
 pub mod fsutil;
 pub mod gc;
+pub mod home;
 pub mod id;
 pub mod lock;
 pub mod manifest;
@@ -53,8 +54,9 @@ pub use remote::{
     Remote, RemoteConfig, RemoteGcOptions, RemoteGcReport, RemoteObject, RemoteStats,
 };
 pub use store::{
-    check_workspace_id, is_store_dir, store_containing, BrokenIndex, Compression, Layout,
+    check_workspace_id, is_store_dir, store_containing, BrokenIndex, Compression, IdleLock, Layout,
     ObjectWriter, PutOutcome, SnapshotEntry, SnapshotList, Store, StoreOptions, WriteStats,
+    GITIGNORE,
 };
 pub use tree::{EntryKind, Tree, TreeEntry};
 

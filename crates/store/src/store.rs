@@ -95,6 +95,30 @@ pub struct Layout {
     pub tmp: PathBuf,
 }
 
+/// A store taken by [`Store::lock_idle`]: no operation starts while it is held.
+#[derive(Debug)]
+pub struct IdleLock {
+    _held: fsutil::HeldLock,
+}
+
+/// The name of the file in a store's directory that keeps git from showing it: a store named
+/// inside a workspace (`--store`, or the `.cairn` of an earlier version) never appears in
+/// `git status`.
+pub const GITIGNORE: &str = ".gitignore";
+
+/// Writes `<store>/.gitignore` holding `*` when it is missing. Best effort: a store that cannot
+/// be written is not refused for it.
+fn write_gitignore(root: &Path) {
+    let path = root.join(GITIGNORE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        if let Ok(mut f) = fsutil::create_new_file(&path) {
+            use std::io::Write;
+            let _ =
+                f.write_all(b"# Written by Cairn: nothing of a Cairn store belongs in git.\n*\n");
+        }
+    }
+}
+
 /// Whether `dir` is a Cairn store's directory: it holds the store's `objects/`, `snapshots/`
 /// and `locks/` directories (real directories, not symlinks). Reads three entries' metadata.
 pub fn is_store_dir(dir: &Path) -> bool {
@@ -261,6 +285,7 @@ impl Store {
         for d in layout.dirs() {
             fsutil::ensure_dir(d)?;
         }
+        write_gitignore(root);
         let mirror = match &options.remote {
             Some(config) => Some(crate::remote::Mirror::new(config.clone(), root)?),
             None => None,
@@ -726,6 +751,34 @@ impl Store {
             guard.lease = Some(m.lease(kind, pins)?);
         }
         Ok(guard)
+    }
+
+    /// Takes the store for a whole-store change (moving it): `gc.lock` exclusively, without
+    /// waiting, then checks that no live process holds an operation marker. `BUSY` when a
+    /// collection or any operation (snapshot, restore, copy) is going on. While the returned
+    /// lock is held no operation can start.
+    pub fn lock_idle(&self) -> Result<IdleLock> {
+        let path = lock::gc_lock_path(&self.inner.layout.locks);
+        let busy = |detail: String| Error::Busy {
+            what: format!("store {}", self.path().display()),
+            detail,
+        };
+        let Some(held) = fsutil::try_lock_exclusive(&path)? else {
+            return Err(busy(
+                "a collection or an operation is starting; try again when it is done".into(),
+            ));
+        };
+        let live = lock::live_markers(&self.inner.layout.locks)?;
+        if let Some(m) = live.first() {
+            return Err(busy(format!(
+                "process {} is using it ({:?}, {} operation(s) in all); stop it, or try again \
+                 when it is done",
+                m.pid,
+                m.kind,
+                live.len()
+            )));
+        }
+        Ok(IdleLock { _held: held })
     }
 
     /// The operation markers held by live processes (stale ones are removed).

@@ -364,10 +364,20 @@ class WorkspaceInfo:
     root: str
     store: str
     recovered: list[Recovery]
+    store_home: str = "given"
+    """Why the store is there: ``"data"`` (the default: the user's data directory, outside the
+    workspace), ``"given"`` (``store=``), ``"env"`` (``$CAIRN_STORE``) or ``"legacy"`` (a
+    ``<root>/.cairn`` an earlier version made)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WorkspaceInfo:
-        return cls(d["id"], decode_path(d["root"]), decode_path(d["store"]), [Recovery.from_json(r) for r in d.get("recovered", [])])
+        return cls(
+            d["id"],
+            decode_path(d["root"]),
+            decode_path(d["store"]),
+            [Recovery.from_json(r) for r in d.get("recovered", [])],
+            d.get("store_home", "given"),
+        )
 
 
 @dataclass(frozen=True)

@@ -154,8 +154,9 @@ _progress_trampoline: Any = ffi.callback(
 class Workspace(Managed):
     """A workspace: a root directory and the store that keeps its snapshots.
 
-    ``Workspace(root)`` opens it, creating the store (by default ``<root>/.cairn``) if
-    needed, and completes any restore a crash interrupted (see :meth:`info`). The handle is
+    ``Workspace(root)`` opens it, creating the store if needed (by default in the user's data
+    directory, ``$CAIRN_HOME`` else ``$XDG_DATA_HOME/cairn`` else ``~/.local/share/cairn``,
+    outside the workspace, where cleaning the tree cannot reach it), and completes any restore a crash interrupted (see :meth:`info`). The handle is
     thread-safe: several threads may call its methods at once. Close it with ``close()`` or a
     ``with`` block.
 
@@ -186,8 +187,9 @@ class Workspace(Managed):
 
         Args:
             root: the workspace directory (must exist).
-            store: where snapshots are kept (default: ``<root>/.cairn``); shared stores hold
-                several workspaces.
+            store: where snapshots are kept (default: ``$CAIRN_STORE``, else a
+                ``<root>/.cairn`` an earlier version made, else the workspace's store in the
+                data directory); shared stores hold several workspaces.
             id: the workspace's id in the store (default: derived from the root).
             excludes: globs left out of every snapshot, on top of ``.git``,
                 ``node_modules`` and ``.cairn``.

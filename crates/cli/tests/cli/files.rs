@@ -23,7 +23,11 @@ fn snapshot_prints_its_id_stats_and_skipped_paths_as_json() {
     assert_eq!(v["stats"]["files"], 2);
     assert_eq!(v["skipped"][0]["path"], "big.bin");
     assert_eq!(v["skipped"][0]["reason"], "too-large");
-    assert!(exists(&f.path(".cairn")));
+    assert!(exists(&f.store()));
+    assert!(
+        !exists(&f.path(".cairn")),
+        "the store is not in the workspace"
+    );
 }
 
 #[test]
@@ -73,7 +77,7 @@ fn snapshot_honours_excludes_and_a_store_elsewhere() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["stats"]["files"], 2);
     assert!(
-        !exists(&f.path(".cairn")),
+        !exists(&f.path(".cairn")) && !exists(&f.home),
         "the store went where --store said"
     );
     let list = f
@@ -109,14 +113,13 @@ fn a_command_without_a_store_says_where_it_looked() {
     let f = Fixture::new();
     let v = json_error(&mut f.cairn(&["--json", "list"]), 12);
     assert_eq!(v["error"]["kind"], "NOT_FOUND");
-    assert!(v["error"]["path"]
-        .as_str()
-        .is_some_and(|p| p.ends_with(".cairn")));
+    let store = f.store();
+    assert_eq!(v["error"]["path"].as_str(), store.to_str());
     f.cairn(&["list"])
         .assert()
         .code(12)
         .stderr(predicate::str::contains("cairn snapshot"));
-    assert!(!exists(&f.path(".cairn")), "a failed list creates no store");
+    assert!(!exists(&store), "a failed list creates no store");
 }
 
 #[test]
@@ -320,8 +323,14 @@ fn restore_yes_restores_and_its_safety_snapshot_undoes_it() {
 fn restore_while_the_workspace_is_held_exits_with_busy() {
     let f = Fixture::new();
     edit_after_snapshot(&f);
-    let ws = cairn_restore::Workspace::open(&f.root, cairn_restore::WorkspaceOptions::default())
-        .expect("open");
+    let ws = cairn_restore::Workspace::open(
+        &f.root,
+        cairn_restore::WorkspaceOptions {
+            store: Some(f.store()),
+            ..Default::default()
+        },
+    )
+    .expect("open");
     let _hold = ws.hold("a test command", None).expect("hold");
     let dry = f.json(&["restore", "base", "--dry-run"]);
     assert_eq!(dry["busy"], true);

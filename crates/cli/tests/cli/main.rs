@@ -6,15 +6,19 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 mod files;
+mod home;
 mod remote;
 mod store_ops;
 mod threads;
 
-/// A workspace in a temporary directory with a few files.
+/// A workspace in a temporary directory with a few files, and a data directory of its own
+/// (`CAIRN_HOME`) beside it, where its store goes.
 pub struct Fixture {
     _dir: tempfile::TempDir,
     /// The workspace root.
     pub root: PathBuf,
+    /// Cairn's data directory for the commands the fixture runs.
+    pub home: PathBuf,
 }
 
 impl Default for Fixture {
@@ -31,7 +35,21 @@ impl Fixture {
         std::fs::create_dir_all(root.join("src")).expect("mkdir");
         std::fs::write(root.join("src/main.rs"), "fn main() {}\n").expect("write");
         std::fs::write(root.join("README.md"), "# demo\n").expect("write");
-        Fixture { _dir: dir, root }
+        let home = dir.path().join("cairn-home");
+        Fixture {
+            _dir: dir,
+            root,
+            home,
+        }
+    }
+
+    /// The workspace's store, as `cairn info` says.
+    pub fn store(&self) -> PathBuf {
+        PathBuf::from(
+            self.json(&["info"])["store"]
+                .as_str()
+                .expect("a store path"),
+        )
     }
 
     /// `cairn -C ROOT ARGS`, with no terminal and no forced prompt.
@@ -42,7 +60,9 @@ impl Fixture {
             .args(args)
             .env_remove("CAIRN_FORCE_PROMPT")
             .env_remove("CAIRN_THREADS_DB")
-            .env_remove("CAIRN_REMOTE");
+            .env_remove("CAIRN_REMOTE")
+            .env_remove("CAIRN_STORE")
+            .env("CAIRN_HOME", &self.home);
         cmd
     }
 

@@ -20,7 +20,7 @@ fn a_snapshot_taken_with_a_remote_is_listed_and_restored_by_another_workspace_th
         remote.join("snapshots").join(&id).is_file(),
         "the manifest is on the remote"
     );
-    // Another workspace (its own cache, B/.cairn) sees it and restores it.
+    // Another workspace (its own cache) sees it and restores it.
     let listed = b.json(&["--remote", &url, "list"]).to_string();
     assert!(listed.contains(&id), "{listed}");
     b.json(&["--remote", &url, "restore", "shared", "--yes"]);

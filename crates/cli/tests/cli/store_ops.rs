@@ -130,7 +130,7 @@ fn verify_passes_on_a_sound_store_and_exits_corrupt_on_damage() {
         .success()
         .stdout(predicate::str::contains("all good"));
     // Flip the bytes of every pack's contents.
-    let packs = f.path(".cairn/objects/packs");
+    let packs = f.store().join("objects/packs");
     for entry in std::fs::read_dir(&packs).expect("packs") {
         let p = entry.expect("entry").path();
         if p.extension().is_some_and(|e| e == "pack") {

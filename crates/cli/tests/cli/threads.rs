@@ -332,8 +332,11 @@ fn a_fork_into_the_directory_holding_the_workspace_is_denied_and_deletes_nothing
     assert!(exists(&parent.join("sibling/s")) && exists(&parent.join("pfile")));
     assert!(exists(&f.path("turn2.txt")) && exists(&f.path("src/main.rs")));
     assert!(
-        !exists(&parent.join(".cairn")),
-        "no store was made in the parent"
+        std::fs::read_dir(f.home.join("stores"))
+            .map(|d| d.count())
+            .ok()
+            == Some(1),
+        "no store was made for the parent"
     );
     assert_eq!(snapshot_count(&f), before, "no snapshot taken or lost");
 }
@@ -344,8 +347,9 @@ fn a_fork_into_the_store_is_denied_and_keeps_every_snapshot_and_the_thread() {
     let (u1, _, _) = two_turns(&f);
     let before = snapshot_count(&f);
     assert!(before > 0);
-    for into in [".cairn/objects", ".cairn", ".cairn/threads.db"] {
-        let target = f.path(into);
+    let store = f.store();
+    for into in ["objects", "", "threads.db"] {
+        let target = store.join(into);
         let e = json_error(
             &mut f.cairn(&[
                 "--json",
@@ -361,7 +365,12 @@ fn a_fork_into_the_store_is_denied_and_keeps_every_snapshot_and_the_thread() {
         );
         assert_eq!(e["error"]["kind"], "DENIED", "{into}: {e}");
     }
-    assert!(!exists(&f.path(".cairn/objects/.cairn")));
+    assert!(
+        std::fs::read_dir(f.home.join("stores"))
+            .map(|d| d.count())
+            .ok()
+            == Some(1)
+    );
     assert_eq!(snapshot_count(&f), before);
     assert_eq!(active_len(&f, "chat"), Some(5));
     f.cairn(&["verify"]).assert().success();

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A real workspace at `<dir>/project` with its store in `.cairn`, and the thread database in
-/// that store.
+/// A real workspace at `<dir>/project` with its store in `<dir>/stores/project`, and the
+/// thread database in that store.
 pub struct Real {
     pub dir: tempfile::TempDir,
     pub ws: Arc<Workspace>,
@@ -27,6 +27,12 @@ pub fn open_ws(root: &Path, id: &str) -> Workspace {
         root,
         WorkspaceOptions {
             id: Some(id.into()),
+            // Beside the roots, in the test's directory (never the data directory of whoever
+            // runs the tests).
+            store: root
+                .parent()
+                .zip(root.file_name())
+                .map(|(dir, name)| dir.join("stores").join(name)),
             ..Default::default()
         },
     )
@@ -544,14 +550,7 @@ impl Files for Crashing {
 
 /// The child's side of the crash tests: rewinds `chat` to `to` through [`Crashing`].
 pub fn crash_child(dir: &Path, to: &str, mid: bool) {
-    let ws = Workspace::open(
-        dir.join("project"),
-        WorkspaceOptions {
-            id: Some("project".into()),
-            ..Default::default()
-        },
-    )
-    .expect("open");
+    let ws = open_ws(&dir.join("project"), "project");
     let threads =
         crate::util::open_in_store(ws.store().path(), ThreadsOptions::default()).expect("open");
     let crashing = Arc::new(Crashing { ws, mid });
