@@ -39,7 +39,10 @@ fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<Resto
 /// `{"store": path, "id": str, "excludes": [glob], "max_file_bytes": n, "gitignore": bool,
 /// "refuse_hard_links": bool, "retain": {"count": n, "max_age_ms": n, "max_total_bytes": n},
 /// "gc_grace_ms": n, "recover": bool}`. Pending restores a crash interrupted are completed
-/// (see `cairn_workspace_info`).
+/// (see `cairn_workspace_info`). Without `"store"` the store is `$CAIRN_STORE`, else a
+/// `<root>/.cairn` an earlier version made, else the workspace's store in the user's data
+/// directory (`$CAIRN_HOME`, else `$XDG_DATA_HOME/cairn`, else `~/.local/share/cairn`),
+/// outside the workspace. A root inside a Cairn store is refused with `CAIRN_ERR_DENIED`.
 ///
 /// # Safety
 /// Pointers must be valid for their lengths; `out` writable; `err_out` NULL or writable.
