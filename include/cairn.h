@@ -877,6 +877,19 @@ cairn_status cairn_workspace_recover(const struct cairn_workspace *ws,
                                      struct cairn_error **err_out);
 
 /*
+ Finishes what `cairn_workspace_recover` can of every interrupted restore, then gives up
+ those it cannot finish (paths obstructed by later edits, or that may not be changed): each
+ is ended as it stands and reported with `"abandoned": true` and the paths left as they
+ are. Its safety snapshot still holds the files as they were. Writes the recoveries as JSON.
+
+ # Safety
+ `ws` a live handle; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_workspace_give_up(const struct cairn_workspace *ws,
+                                     struct cairn_buf **out,
+                                     struct cairn_error **err_out);
+
+/*
  Takes a hold named `what`; `pid` >= 0 makes it last until that process exits too. Refused
  with `CAIRN_ERR_BUSY` while a restore changes files.
 

@@ -135,6 +135,7 @@ func callEveryMethod(ctx context.Context, ws, other *Workspace, id string, plan 
 	_, errs["Apply"] = ws.Apply(ctx, plan, nil)
 	_, errs["Restore"] = ws.Restore(ctx, id, nil)
 	_, errs["Recover"] = ws.Recover(ctx)
+	_, errs["GiveUp"] = ws.GiveUp(ctx)
 	_, errs["Hold"] = ws.Hold(ctx, "x", NoProcess)
 	return errs
 }

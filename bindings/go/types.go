@@ -397,8 +397,11 @@ type Recovery struct {
 	Target    string `json:"target"` // the snapshot it restores
 	Safety    string `json:"safety"` // restoring it undoes the restore; "" when none
 	Completed bool   `json:"completed"`
-	// Obstructed lists paths a later, unrelated edit obstructs; left as they are.
+	// Obstructed lists paths a later, unrelated edit obstructs, or that may not be
+	// changed; left as they are.
 	Obstructed []string `json:"obstructed"`
+	// Abandoned: ended as it stood by Workspace.GiveUp.
+	Abandoned bool `json:"abandoned"`
 }
 
 func (r *Recovery) UnmarshalJSON(b []byte) error {

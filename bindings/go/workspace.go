@@ -297,6 +297,16 @@ func (w *Workspace) Recover(ctx context.Context) ([]Recovery, error) {
 	})
 }
 
+// GiveUp finishes what Recover can, then ends the interrupted restores it cannot finish
+// (paths obstructed by later edits, or that may not be changed) as they stand: each comes
+// back with Abandoned set and the paths left as they are; its Safety snapshot still holds the
+// files as they were before it. ctx is checked before the call.
+func (w *Workspace) GiveUp(ctx context.Context) ([]Recovery, error) {
+	return result[[]Recovery](ctx, w, false, "recovery", func(ws *C.cairn_workspace, _ *C.cairn_cancel, out **C.cairn_buf, cerr **C.cairn_error) C.cairn_status {
+		return C.cairn_workspace_give_up(ws, out, cerr)
+	})
+}
+
 // NoProcess, given to Workspace.Hold as pid, ties the hold to its handle only.
 const NoProcess = -1
 

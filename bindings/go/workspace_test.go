@@ -118,6 +118,9 @@ func TestTheWholeFlowThroughTheGoAPI(t *testing.T) {
 	if err != nil || len(rec) != 0 {
 		t.Fatalf("Recover: %v %+v", err, rec)
 	}
+	if rec, err := f.ws.GiveUp(ctx); err != nil || len(rec) != 0 {
+		t.Fatalf("GiveUp: %v %+v", err, rec)
+	}
 
 	// Copy into another workspace's store, and restore it there.
 	otherRoot := filepath.Join(f.dir, "other")

@@ -86,6 +86,8 @@ export const PROTOTYPES = {
     'cairn_status cairn_workspace_restore(const cairn_workspace *ws, const uint8_t *name, size_t name_len, const uint8_t *options_json, size_t options_len, const cairn_cancel *cancel, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_recover:
     'cairn_status cairn_workspace_recover(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_give_up:
+    'cairn_status cairn_workspace_give_up(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_hold:
     'cairn_status cairn_workspace_hold(const cairn_workspace *ws, const uint8_t *what, size_t what_len, int64_t pid, _Out_ cairn_hold **out, _Out_ cairn_error **err_out)',
   cairn_hold_free: 'void cairn_hold_free(cairn_hold *hold)',

@@ -205,8 +205,10 @@ export interface Recovery {
   target: SnapshotId;
   safety: SnapshotId | null;
   completed: boolean;
-  /** Paths a later unrelated edit obstructs; left alone. */
+  /** Paths a later unrelated edit obstructs, or that may not be changed; left alone. */
   obstructed: RelPath[];
+  /** Ended as it stood by `giveUp()`. */
+  abandoned: boolean;
 }
 
 /** What an entry is. */

@@ -263,6 +263,17 @@ export class Workspace extends NativeHandle {
   }
 
   /**
+   * Finishes what `recover` can, then ends the interrupted restores it cannot finish (paths
+   * obstructed by later edits, or that may not be changed) as they stand: each comes back with
+   * `abandoned: true` and the paths left as they are; its `safety` snapshot still holds the
+   * files as they were before it.
+   */
+  async giveUp(options?: CallOptions): Promise<Recovery[]> {
+    checkNotCancelled(options);
+    return fromNative(await runAsync([this], 'cairn_workspace_give_up', ([ws]) => [ws]));
+  }
+
+  /**
    * Takes a hold named `what` (say, the command the agent runs): restores are refused with
    * `'BUSY'` until it is released. Refused with `'BUSY'` while a restore changes files.
    */

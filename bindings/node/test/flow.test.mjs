@@ -91,6 +91,7 @@ test('the whole flow: snapshot, change, diff, plan, apply, undo, upkeep', async 
   assert.deepEqual(deleted.deleted, [second.id]);
   assert.equal(ws.list().length, before - 1);
   assert.deepEqual(await ws.recover(), []);
+  assert.deepEqual(await ws.giveUp(), []);
 });
 
 test('a hold makes a restore BUSY and a plan say busy, until released', async (t) => {

@@ -37,6 +37,7 @@ test('closing twice is fine, and every call after close throws', async (t) => {
     () => ws.apply({}),
     () => ws.restore(snap.id),
     () => ws.recover(),
+    () => ws.giveUp(),
   ]) {
     await assert.rejects(call(), isClosedError);
   }

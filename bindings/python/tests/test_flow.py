@@ -110,6 +110,7 @@ def test_the_whole_flow(root: Path, tmp_path: Path):
             ws.prune(cairn.Retention(count=1), count=2)
 
         assert ws.recover() == []
+        assert ws.give_up() == []
 
 
 def test_snapshot_kept_and_skipped_are_reported(ws, root):

@@ -43,6 +43,7 @@ def test_every_method_raises_closed_error_after_close(root, tmp_path):
         "plan": lambda: ws.plan(snap),
         "restore": lambda: ws.restore(snap),
         "recover": lambda: ws.recover(),
+        "give_up": lambda: ws.give_up(),
         "hold": lambda: ws.hold("x"),
     }
     for name, call in calls.items():

@@ -137,9 +137,16 @@ pub enum Command {
     /// Finish restores a crash interrupted.
     #[command(
         after_help = "Every command that opens the workspace does this too; `recover` reports it.\n\
-        Exits with 20 (CONFLICT) when later edits stand in the way of a pending restore.\n\nExamples:\n  cairn recover\n  cairn -C ~/project recover --json"
+        Exits with 20 (CONFLICT) when later edits, or paths it may not change (another owner, an immutable \
+        file), stand in the way of a pending restore; --give-up then ends that restore with those paths as \
+        they are (its safety snapshot keeps the files as they were before it).\n\n\
+        Examples:\n  cairn recover\n  cairn recover --give-up\n  cairn -C ~/project recover --json"
     )]
-    Recover,
+    Recover {
+        /// End the restores that cannot finish, with the paths in their way left as they are.
+        #[arg(long)]
+        give_up: bool,
+    },
     /// Say where the workspace's store and thread database are, and what they hold.
     #[command(after_help = "Examples:\n  cairn info\n  cairn -C ~/project info --json")]
     Info,

@@ -774,12 +774,13 @@ pub(crate) fn gc(ctx: &Ctx, dry_run: bool) -> Result<()> {
                 .sum::<u64>()
                 + plan.delete_large.len() as u64;
             format!(
-                "gc would remove {} objects: delete {} packs, repack {}, delete {} large objects and {} temporary files; {} unreachable objects are younger than an hour and kept\n",
+                "gc would remove {} objects: delete {} packs, repack {}, delete {} large objects, {} temporary files and {} symlinks that are not the store's; {} unreachable objects are younger than an hour and kept\n",
                 objects,
                 plan.delete_packs.len(),
                 plan.repack.len(),
                 plan.delete_large.len(),
                 plan.temp_files.len() + plan.orphan_packs.len(),
+                plan.symlinks.len(),
                 plan.young_unreachable
             )
         });
@@ -830,7 +831,13 @@ pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
-    ctx.emit(&report, || {
+    let (threads_db, threads) = check_threads(ctx)?;
+    let json = VerifyJson {
+        store: &report,
+        threads_db: threads.as_ref().map(|_| threads_db.clone()),
+        threads: threads.clone(),
+    };
+    ctx.emit(&json, || {
         let mut out = format!(
             "checked {} object copies ({}) and {} snapshots\n",
             report.copies_checked,
@@ -862,11 +869,47 @@ pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
                     .unwrap_or_default()
             );
         }
-        if report.is_ok() {
+        if let Some(t) = &threads {
+            let _ = writeln!(out, "checked the thread database {}", threads_db.display());
+            for (what, list) in [
+                ("integrity", &t.integrity),
+                (
+                    "entries naming a missing checkpoint",
+                    &t.entries_without_checkpoint,
+                ),
+                ("entries naming a missing parent", &t.entries_without_parent),
+                (
+                    "threads naming a missing active entry",
+                    &t.threads_without_leaf,
+                ),
+            ] {
+                if !list.is_empty() {
+                    let _ = writeln!(out, "  {what}: {}", list.join(", "));
+                }
+            }
+        }
+        if report.is_ok() && threads.as_ref().is_none_or(|t| t.ok()) {
             out.push_str("all good\n");
         }
         out
     })?;
+    if threads.as_ref().is_some_and(|t| !t.ok()) {
+        return Err(CliError::new(
+            ErrorKind::Corrupt,
+            format!(
+                "verify found damage in the thread database {}; keep a copy of the file, then \
+                 SQLite's `.recover` may save what is readable (the snapshots are checked \
+                 apart: {})",
+                threads_db.display(),
+                if report.is_ok() {
+                    "they are whole"
+                } else {
+                    "some are damaged too"
+                }
+            ),
+        )
+        .with_path(threads_db));
+    }
     if report.is_ok() {
         Ok(())
     } else {
@@ -882,6 +925,39 @@ pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
     }
 }
 
+/// What `cairn verify --json` prints: the store's report, and the thread database's check.
+#[derive(Debug, Serialize)]
+struct VerifyJson<'a> {
+    #[serde(flatten)]
+    store: &'a cairn_store::verify::VerifyReport,
+    /// The thread database checked, when there is one.
+    threads_db: Option<PathBuf>,
+    /// What its check found.
+    threads: Option<cairn_rewind::DbCheck>,
+}
+
+/// Checks the thread database when there is one (a PostgreSQL URL, or a file that exists):
+/// its path and what [`cairn_rewind::Threads::check`] found; a file that does not open as a
+/// database is reported as damage.
+fn check_threads(ctx: &Ctx) -> Result<(PathBuf, Option<cairn_rewind::DbCheck>)> {
+    let path = ctx.threads_db()?;
+    let url = path.to_string_lossy().starts_with("postgres");
+    if !url && !path.is_file() {
+        return Ok((path, None));
+    }
+    let check = match cairn_rewind::Threads::open(&path, cairn_rewind::ThreadsOptions::default())
+        .and_then(|t| t.check())
+    {
+        Ok(c) => c,
+        Err(e) if cairn_store::Classify::kind(&e) == ErrorKind::Corrupt => cairn_rewind::DbCheck {
+            integrity: vec![e.to_string()],
+            ..Default::default()
+        },
+        Err(e) => return Err(e.into()),
+    };
+    Ok((path, Some(check)))
+}
+
 /// What `cairn recover --json` prints.
 #[derive(Debug, Serialize)]
 pub struct RecoverJson {
@@ -889,11 +965,17 @@ pub struct RecoverJson {
     pub recovered: Vec<cairn_restore::Recovery>,
 }
 
-pub(crate) fn recover(ctx: &Ctx) -> Result<()> {
+pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
     let ws = ctx.open_workspace_with(false, false)?;
-    let recovered = ws.recover()?;
-    let obstructed: Vec<&cairn_restore::Recovery> =
-        recovered.iter().filter(|r| !r.completed).collect();
+    let recovered = if give_up {
+        ws.give_up()?
+    } else {
+        ws.recover()?
+    };
+    let obstructed: Vec<&cairn_restore::Recovery> = recovered
+        .iter()
+        .filter(|r| !r.completed && !r.abandoned)
+        .collect();
     let json = RecoverJson {
         recovered: recovered.clone(),
     };
@@ -912,13 +994,27 @@ pub(crate) fn recover(ctx: &Ctx) -> Result<()> {
                 );
             } else {
                 let names: Vec<String> = r.obstructed.iter().map(|p| p.to_string()).collect();
-                let _ = writeln!(
-                    out,
-                    "could not finish the restore of {} (journal {}): edits in the way: {}",
-                    r.target.short(),
-                    r.journal,
-                    names.join(", ")
-                );
+                let safety = r
+                    .safety
+                    .map(|s| format!("; `cairn restore {}` puts back the files as they were before it", s.short()))
+                    .unwrap_or_default();
+                if r.abandoned {
+                    let _ = writeln!(
+                        out,
+                        "gave up the restore of {} (journal {}), leaving as they are: {}{safety}",
+                        r.target.short(),
+                        r.journal,
+                        names.join(", ")
+                    );
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "could not finish the restore of {} (journal {}): in the way (later edits, or paths it may not change): {}",
+                        r.target.short(),
+                        r.journal,
+                        names.join(", ")
+                    );
+                }
             }
         }
         out
@@ -930,7 +1026,7 @@ pub(crate) fn recover(ctx: &Ctx) -> Result<()> {
             let mut e = CliError::new(
                 ErrorKind::Conflict,
                 format!(
-                    "{} interrupted restores cannot finish: later edits stand in their way; move those files aside, then run `cairn recover` again",
+                    "{} interrupted restores cannot finish: later edits, or paths they may not change, stand in their way; move those files aside (or make them changeable) and run `cairn recover` again, or end those restores as they stand with `cairn recover --give-up`",
                     obstructed.len()
                 ),
             );

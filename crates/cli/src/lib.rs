@@ -107,7 +107,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Prune(a) => files::prune(&ctx, &a),
         Command::Gc { dry_run } => files::gc(&ctx, dry_run),
         Command::Verify => files::verify(&ctx),
-        Command::Recover => files::recover(&ctx),
+        Command::Recover { give_up } => files::recover(&ctx, give_up),
         Command::Info => home::info(&ctx),
         Command::Stores => home::stores(&ctx),
         Command::Store(StoreCommand::Move { to }) => home::store_move(&ctx, to.as_deref()),

@@ -604,6 +604,30 @@ pub unsafe extern "C" fn cairn_workspace_recover(
     })
 }
 
+/// Finishes what `cairn_workspace_recover` can of every interrupted restore, then gives up
+/// those it cannot finish (paths obstructed by later edits, or that may not be changed): each
+/// is ended as it stands and reported with `"abandoned": true` and the paths left as they
+/// are. Its safety snapshot still holds the files as they were. Writes the recoveries as JSON.
+///
+/// # Safety
+/// `ws` a live handle; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_give_up(
+    ws: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        let r = w.give_up()?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&r)) };
+        Ok(())
+    })
+}
+
 /// Takes a hold named `what`; `pid` >= 0 makes it last until that process exits too. Refused
 /// with `CAIRN_ERR_BUSY` while a restore changes files.
 ///

@@ -269,11 +269,33 @@ impl<'a> Exec<'a> {
             if self.prestaged.contains(&path.0) {
                 continue;
             }
-            let dir = self.staging_dir(path);
+            let mut dir = self.staging_dir(path);
             let name = self.next_temp();
-            let fd = self.dirs.dir(&dir)?;
+            let mut fd = self.dirs.dir(&dir)?;
+            // A directory of ours made read-only is opened up only when the restore runs (and
+            // given its mode back): staging, which changes nothing, writes into the nearest
+            // ancestor that lets it instead; the rename puts the file in place (issue 32).
             let mut file = match safe::create_file(&*fd, &name, 0o600) {
                 Ok(f) => f,
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ACCESS.raw_os_error()) => {
+                    let mut found = None;
+                    while let Some(i) = dir
+                        .iter()
+                        .rposition(|&b| b == b'/')
+                        .or((!dir.is_empty()).then_some(0))
+                    {
+                        dir.truncate(i);
+                        fd = self.dirs.dir(&dir)?;
+                        if let Ok(f) = safe::create_file(&*fd, &name, 0o600) {
+                            found = Some(f);
+                            break;
+                        }
+                    }
+                    match found {
+                        Some(f) => f,
+                        None => return Err(Error::io("stage", self.abs(&path.0), e)),
+                    }
+                }
                 Err(e) => return Err(Error::io("stage", self.abs(&dir), e)),
             };
             let r = self.ws.store().copy_object_to(blob, &mut file);
@@ -487,10 +509,21 @@ impl<'a> Exec<'a> {
                 }
             }
             self.maybe_crash();
-            self.one(a).map_err(|e| match e {
-                Error::Io { action, source, .. } => Error::io(action, self.abs(&path), source),
-                e => e,
-            })?;
+            match self.one(a) {
+                // A path recovery is not allowed to change (another owner, immutable): left
+                // as it is and reported, so the journal never wedges the workspace (issue 27);
+                // `give_up` ends it.
+                Err(Error::Io { source, .. })
+                    if recover && source.kind() == std::io::ErrorKind::PermissionDenied =>
+                {
+                    obstructed.push(a.path().clone());
+                    continue;
+                }
+                r => r.map_err(|e| match e {
+                    Error::Io { action, source, .. } => Error::io(action, self.abs(&path), source),
+                    e => e,
+                })?,
+            }
             self.ops += 1;
         }
         self.maybe_crash();
@@ -804,6 +837,7 @@ enum Check {
 /// Applies `plan` (see the module documentation for what the result means).
 pub fn apply(ws: &Workspace, plan: &Plan, options: &RestoreOptions) -> Result<Report> {
     run(ws, Start::Planned(plan), options)
+        .map_err(|e| crate::error::missing_object_is_damage(ws.store(), &plan.snapshot_id, e))
 }
 
 /// Where a restore's plan comes from.
@@ -966,7 +1000,11 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
     }
     if let Err(e) = exec.run(plan) {
         exec.unstage();
-        return Err(e);
+        return Err(Error::Unfinished {
+            source: Box::new(e),
+            journal: jid,
+            safety: safety.id,
+        });
     }
     // Every change is made. Durability is confirmed by the next snapshot, restore or opening of the
     // workspace (see the journal module), not waited for here.
@@ -1043,7 +1081,10 @@ fn changed_since(ws: &Workspace, old: &Plan, new: &Plan) -> Error {
 
 fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
     Error::Conflict {
-        detail: "an interrupted restore cannot finish: later edits stand in its way; resolve them, then call recover (`cairn recover`)".into(),
+        detail: "an interrupted restore cannot finish: later edits, or paths it may not change, \
+                 stand in its way; resolve them and call recover (`cairn recover`), or end it as \
+                 it stands with give_up (`cairn recover --give-up`)"
+            .into(),
         first: paths.first().map(|p| ws.root().join(p.as_path())),
         paths,
     }
@@ -1064,6 +1105,7 @@ pub fn restore(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) 
         return Ok(Report::from_plan(&plan, true, None, None));
     }
     run(ws, Start::Fresh(*snapshot), options)
+        .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
 }
 
 impl Workspace {

@@ -49,6 +49,22 @@ pub enum Error {
         /// The root concerned.
         root: PathBuf,
     },
+    /// A restore failed after its changes had begun: its journal holds it, and recovery (the
+    /// next opening of the workspace, or `Workspace::recover`) finishes it. The kind and path
+    /// are those of the failure.
+    #[error(
+        "{source}; the restore stopped after its changes had begun: journal {journal} holds it, \
+         and `cairn recover` (or the next opening of the workspace) finishes it; the safety \
+         snapshot {} holds the files as they were", safety.short()
+    )]
+    Unfinished {
+        /// What failed.
+        source: Box<Error>,
+        /// The journal that holds the restore.
+        journal: String,
+        /// The safety snapshot taken before any change.
+        safety: cairn_store::SnapshotId,
+    },
     /// Someone else's edits are in the way.
     #[error("{detail}: {}", list(paths))]
     Conflict {
@@ -104,6 +120,7 @@ impl Classify for Error {
             },
             Error::Busy { .. } => ErrorKind::Busy,
             Error::Denied { .. } | Error::UnsafeRoot { .. } => ErrorKind::Denied,
+            Error::Unfinished { source, .. } => source.kind(),
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Cancelled => ErrorKind::Cancelled,
@@ -116,6 +133,7 @@ impl Classify for Error {
             Error::Snapshot(e) => e.path(),
             Error::Io { path, .. } | Error::UnsafeRoot { root: path, .. } => Some(path),
             Error::Denied { first, .. } | Error::Conflict { first, .. } => first.as_deref(),
+            Error::Unfinished { source, .. } => source.path(),
             _ => None,
         }
     }
@@ -123,3 +141,32 @@ impl Classify for Error {
 
 /// The restore layer's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A store's `NOT_FOUND` for an object that snapshot `snapshot` names is damage, not a name
+/// that does not exist: `CORRUPT`, naming the snapshot and the object (issue 29). Any other
+/// error is returned as it is.
+pub(crate) fn missing_object_is_damage(
+    store: &cairn_store::Store,
+    snapshot: &cairn_store::SnapshotId,
+    e: Error,
+) -> Error {
+    match e {
+        Error::Store(cairn_store::Error::NotFound { what, path })
+            if what.starts_with("object ") =>
+        {
+            let gone = path
+                .as_ref()
+                .map(|p| format!(" ({} is missing)", p.display()))
+                .unwrap_or_default();
+            Error::Store(cairn_store::Error::corrupt(
+                format!("snapshot {}", snapshot.short()),
+                path.unwrap_or_else(|| store.path().to_path_buf()),
+                format!(
+                    "it names {what}, which the store does not have{gone}: the store is \
+                     damaged (a snapshot of the same files heals it)"
+                ),
+            ))
+        }
+        e => e,
+    }
+}

@@ -233,8 +233,13 @@ pub struct Recovery {
     pub safety: Option<SnapshotId>,
     /// Whether the restore is now complete.
     pub completed: bool,
-    /// Paths an unrelated later edit obstructs; left as they are.
+    /// Paths an unrelated later edit obstructs, or that cannot be changed (another owner, an
+    /// immutable file); left as they are.
     pub obstructed: Vec<RelPath>,
+    /// The restore was given up ([`Workspace::give_up`]): it is ended with the paths above as
+    /// they are; the safety snapshot holds the files as they were before it.
+    #[serde(default)]
+    pub abandoned: bool,
 }
 
 pub(crate) fn journal_dir(ws: &Workspace) -> Result<PathBuf> {
@@ -554,7 +559,30 @@ pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
         safety: j.safety,
         completed,
         obstructed,
+        abandoned: false,
     })
+}
+
+/// [`Workspace::give_up`], under the restore lock.
+fn give_up_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
+    let mut out = Vec::new();
+    for r in recover_locked(ws)? {
+        if r.completed {
+            out.push(r);
+            continue;
+        }
+        let Some(mut j) = read(ws, &r.journal)? else {
+            continue;
+        };
+        let mut exec = Exec::new(ws, &j.id, Mode::Apply, None)?;
+        exec.cleanup_temp(&j.plan)?;
+        advance(ws, &mut j, State::Done, true)?;
+        out.push(Recovery {
+            abandoned: true,
+            ..r
+        });
+    }
+    Ok(out)
 }
 
 impl Workspace {
@@ -568,6 +596,23 @@ impl Workspace {
     /// disk before going on. Opening the workspace, the next snapshot and the next restore do it anyway.
     pub fn recover(&self) -> Result<Vec<Recovery>> {
         recover_all(self)
+    }
+
+    /// Finishes what [`Workspace::recover`] can of every interrupted restore, then gives up
+    /// those it cannot finish (paths obstructed by later edits, or that cannot be changed):
+    /// each is ended as it stands, its staged files removed, and reported with `abandoned`
+    /// and the paths left as they are. Nothing is lost: the journal's safety snapshot holds
+    /// the files as they were before the restore, its target as they would have been.
+    /// `BUSY` while a restore of the workspace runs.
+    pub fn give_up(&self) -> Result<Vec<Recovery>> {
+        confirm_applied(self)?;
+        let path = crate::workspace::restore_lock_path(&self.store().layout().locks, self.id());
+        let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
+            return Err(Error::Busy {
+                detail: "a restore of this workspace is running; try again when it is done".into(),
+            });
+        };
+        give_up_locked(self)
     }
 
     /// Every restore journal of the workspace (reads them all: done journals are kept for

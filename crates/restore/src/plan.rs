@@ -687,6 +687,22 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
     let mut actions = p.removals;
     actions.extend(p.creations);
     actions.extend(p.modes);
+    // Every object the restore writes must be in the store, or the restore would fail after
+    // its safety snapshot: said by the plan (and so by the dry run) as damage.
+    let store = ws.store();
+    let absent = actions.iter().find_map(|a| match a {
+        Action::WriteFile { blob: id, .. } | Action::MakeSymlink { target: id, .. } => {
+            (!store.contains(id)).then_some(*id)
+        }
+        _ => None,
+    });
+    if let Some(id) = absent {
+        return Err(cairn_store::Error::NotFound {
+            what: format!("object {id}"),
+            path: None,
+        }
+        .into());
+    }
     // Directories we change must be ours.
     let mut denied = p.denied;
     check_owners(ws, &actions, &mut denied)?;
@@ -828,6 +844,11 @@ pub(crate) fn against(
 /// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
 /// capture settings and the stat cache, and lists every change. Changes nothing.
 pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+    plan_inner(ws, snapshot, options)
+        .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
+}
+
+fn plan_inner(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
     let store = ws.store();
     let manifest = store.read_manifest(snapshot)?;
     let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod check;
 mod db;
 pub mod error;
 mod events;
@@ -54,6 +55,7 @@ mod sql;
 mod threads;
 pub mod workspace;
 
+pub use check::DbCheck;
 pub use db::redact_url;
 pub use db::SCHEMA_VERSION;
 pub use error::{DbError, Error, FilesError, FilesFailure, Result};

@@ -173,7 +173,21 @@ pub fn open_lock_file(path: &Path) -> Result<File> {
         .mode(FILE_MODE)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
-        .map_err(|e| Error::io("open lock file", path, e))?;
+        .map_err(|e| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                // Something planted a symlink where the store keeps its lock (issue 28): it
+                // is never followed, and it is not for ever an IO error with no advice.
+                Error::corrupt(
+                    "lock file",
+                    path,
+                    "a symlink stands where the store keeps a lock file, and it is never \
+                     followed; remove the symlink (the lock file holds nothing: it is made \
+                     again)",
+                )
+            } else {
+                Error::io("open lock file", path, e)
+            }
+        })?;
     Ok(f)
 }
 

@@ -10,8 +10,9 @@
 //!
 //! The collector only removes names the store gives (`<hex>.pack`, `<hex>.idx`, `<hex>`,
 //! `*.tmp`), only as regular files, only in directories it checked to be real directories of
-//! the store. It never follows a symlink: a link planted in the store is reported in
-//! `foreign` and left alone.
+//! the store. It never follows a symlink: a symlink planted in `objects/packs`, `objects/large`
+//! or `tmp` is removed itself (`unlink`; what it points to is never touched), and anything else
+//! that is not the store's own is reported in `foreign` and left alone.
 
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -108,7 +109,11 @@ pub struct GcPlan {
     pub temp_files: Vec<PathBuf>,
     /// Unreachable objects kept because they are younger than the grace period.
     pub young_unreachable: u64,
-    /// Entries in the store's directories that are not the store's own (symlinks, foreign
+    /// Symlinks in `objects/packs`, `objects/large` and `tmp`: never the store's own (it writes
+    /// none), and one named like a pack made `verify` fail for ever (issue 28). Removed (the
+    /// link itself: `unlink` never follows it).
+    pub symlinks: Vec<PathBuf>,
+    /// Other entries in those directories that are not the store's own (directories, foreign
     /// names): reported, never touched.
     pub foreign: Vec<PathBuf>,
 }
@@ -311,6 +316,7 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
                     }
                 }
             }
+            _ if ft.is_symlink() => plan.symlinks.push(path),
             _ => plan.foreign.push(path),
         }
     }
@@ -328,6 +334,7 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
                     plan.young_unreachable += 1;
                 }
             }
+            _ if ft.is_symlink() => plan.symlinks.push(path),
             _ => plan.foreign.push(path),
         }
     }
@@ -340,6 +347,8 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
             if old(&path) {
                 plan.temp_files.push(path);
             }
+        } else if ft.is_symlink() {
+            plan.symlinks.push(path);
         } else {
             plan.foreign.push(path);
         }
@@ -378,6 +387,17 @@ fn remove_own_file(path: &std::path::Path) -> Result<u64> {
         }
         Ok(_) => Ok(0),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(Error::io("inspect", path, e)),
+    }
+}
+
+/// Removes the symlink at `path` itself (never what it points to); anything else that stands
+/// there now is left alone.
+fn remove_symlink(path: &std::path::Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fsutil::remove_if_exists(path),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("inspect", path, e)),
     }
 }
@@ -483,6 +503,9 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
     }
     for path in plan.orphan_packs.iter().chain(plan.temp_files.iter()) {
         freed += remove_own_file(path)? as i64;
+    }
+    for path in &plan.symlinks {
+        remove_symlink(path)?;
     }
     report.bytes_freed = freed.max(0) as u64;
     fsutil::sync_dir(&layout.packs)?;

@@ -282,6 +282,13 @@ impl Store {
                 path: Some(root.to_path_buf()),
             });
         }
+        if std::fs::symlink_metadata(root).is_ok_and(|m| m.is_file()) {
+            // A wrong path (`--store` naming a file), not a damaged store.
+            return Err(Error::InvalidArgument(format!(
+                "{} is a file, not a store directory; name a directory (a new one is made)",
+                root.display()
+            )));
+        }
         for d in layout.dirs() {
             fsutil::ensure_dir(d)?;
         }
@@ -427,15 +434,27 @@ impl Store {
 
     fn load_quarantine(&self) -> Result<()> {
         let path = self.inner.layout.quarantine();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        // Bytes, not text: a line that is not an id (not even UTF-8) is ignored, as the format
+        // says, rather than failing every read of the store for ever (issue 29).
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ISDIR.raw_os_error()) => {
+                return Err(Error::corrupt(
+                    "quarantine list",
+                    &path,
+                    "a directory stands where the store keeps a file; remove it (the list only \
+                     speeds up healing: nothing is lost)",
+                ))
+            }
             Err(e) => return Err(Error::io("read", &path, e)),
         };
         let mut q = self.inner.quarantine.write();
         q.clear();
         q.extend(
-            text.lines()
+            bytes
+                .split(|&b| b == b'\n')
+                .filter_map(|l| std::str::from_utf8(l).ok())
                 .filter_map(|l| ObjectId::from_hex(l.trim()).ok()),
         );
         Ok(())
@@ -722,6 +741,18 @@ impl Store {
             }
         }
         let err = last_err.expect("at least one location was tried");
+        // An index names the object, and its pack (or large file) is gone even after a fresh
+        // look: the object is not here, and the file that should hold it is named (the layer
+        // that knows which snapshot needs it reports that as damage).
+        let err = match err {
+            Error::Io { path, source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::NotFound {
+                    what: format!("object {id}"),
+                    path: Some(path),
+                }
+            }
+            e => e,
+        };
         if err.kind_is_corrupt() {
             let _ = self.quarantine(&[*id]);
         }

@@ -349,11 +349,20 @@ class Recovery:
     safety: str | None
     completed: bool
     obstructed: list[str]
-    """Paths an unrelated later edit obstructs; left as they are."""
+    """Paths an unrelated later edit obstructs, or that may not be changed; left as they are."""
+    abandoned: bool = False
+    """Ended as it stood by :meth:`Workspace.give_up`."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Recovery:
-        return cls(d["journal"], d["target"], d.get("safety"), bool(d.get("completed")), _paths(d.get("obstructed", [])))
+        return cls(
+            d["journal"],
+            d["target"],
+            d.get("safety"),
+            bool(d.get("completed")),
+            _paths(d.get("obstructed", [])),
+            bool(d.get("abandoned", False)),
+        )
 
 
 @dataclass(frozen=True)

@@ -462,6 +462,14 @@ class Workspace(Managed):
         with self._use() as ws:
             return [Recovery.from_json(r) for r in call_json(lib.cairn_workspace_recover, ws)]
 
+    def give_up(self) -> builtins.list[Recovery]:
+        """Finishes what :meth:`recover` can, then ends the interrupted restores it cannot
+        finish (paths obstructed by later edits, or that may not be changed) as they stand:
+        each comes back with ``abandoned`` true and the paths left as they are; its ``safety``
+        snapshot still holds the files as they were before it."""
+        with self._use() as ws:
+            return [Recovery.from_json(r) for r in call_json(lib.cairn_workspace_give_up, ws)]
+
     def hold(self, what: str, *, pid: int | None = None) -> Hold:
         """Takes a hold named ``what`` (a command, a run): restores are refused with
         BusyError until it is released. Use it as a context manager::

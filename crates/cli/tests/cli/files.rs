@@ -368,10 +368,41 @@ fn nobody_if_root() -> Option<u32> {
     }
 }
 
-#[test]
-fn a_file_of_another_owner_never_wedges_a_restore_run_as_an_unprivileged_user() {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let Some(uid) = nobody_if_root() else { return };
+/// Runs `cairn -C ROOT ARGS` as user `uid` (through `setpriv`) with `HOME` at `home`: its exit
+/// code, stdout and stderr.
+fn as_uid(
+    uid: u32,
+    root: &std::path::Path,
+    home: &std::path::Path,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+        ])
+        .arg(assert_cmd::cargo::cargo_bin("cairn"))
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("HOME", home)
+        .env("CAIRN_HOME", home.join("cairn"))
+        .env_remove("CAIRN_STORE")
+        .env_remove("CAIRN_FORCE_PROMPT")
+        .env_remove("CAIRN_THREADS_DB")
+        .output()
+        .expect("run cairn as another user");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A directory for a test run as user `uid`: `(tempdir, root, home)`, both owned by it.
+fn dirs_for(uid: u32) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let root = dir.path().join("ws");
@@ -380,28 +411,52 @@ fn a_file_of_another_owner_never_wedges_a_restore_run_as_an_unprivileged_user() 
         std::fs::create_dir(d).expect("mkdir");
         std::os::unix::fs::chown(d, Some(uid), Some(uid)).expect("chown");
     }
-    let as_user = |args: &[&str]| {
-        let out = std::process::Command::new("setpriv")
-            .args([
-                format!("--reuid={uid}"),
-                format!("--regid={uid}"),
-                "--clear-groups".into(),
-            ])
-            .arg(assert_cmd::cargo::cargo_bin("cairn"))
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .env("HOME", &home)
-            .env_remove("CAIRN_FORCE_PROMPT")
-            .env_remove("CAIRN_THREADS_DB")
-            .output()
-            .expect("run cairn as nobody");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    (dir, root, home)
+}
+
+#[test]
+fn a_read_only_directory_of_the_user_is_written_by_a_restore_run_as_an_unprivileged_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(uid) = nobody_if_root() else { return };
+    let (_dir, root, home) = dirs_for(uid);
+    let ro = root.join("ro");
+    std::fs::create_dir(&ro).expect("mkdir");
+    std::fs::write(ro.join("a.txt"), "one\n").expect("write");
+    for p in [&ro, &ro.join("a.txt")] {
+        std::os::unix::fs::chown(p, Some(uid), Some(uid)).expect("chown");
+    }
+    let (code, _, err) = as_uid(uid, &root, &home, &["snapshot", "--label", "s"]);
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::write(ro.join("a.txt"), "two\n").expect("write");
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+    let (code, out, err) = as_uid(uid, &root, &home, &["restore", "s", "--dry-run"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("ro/a.txt"), "{out}");
+    let (code, _, err) = as_uid(uid, &root, &home, &["restore", "s", "--yes"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "the restore writes into the read-only directory: {err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ro.join("a.txt")).ok().as_deref(),
+        Some("one\n")
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&root)
+        .expect("root")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".cairn-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_file_of_another_owner_never_wedges_a_restore_run_as_an_unprivileged_user() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some(uid) = nobody_if_root() else { return };
+    let (_dir, root, home) = dirs_for(uid);
+    let as_user = |args: &[&str]| as_uid(uid, &root, &home, args);
     let write_as_user = |rel: &str, content: &str, mode: u32| {
         let p = root.join(rel);
         std::fs::write(&p, content).expect("write");

@@ -161,3 +161,289 @@ fn recover_with_nothing_pending_says_so() {
         .success()
         .stdout(predicate::str::contains("nothing to recover"));
 }
+
+/// A fixture with a large file (a large object) and small ones snapshotted as `base`, then
+/// every file changed, so a restore of `base` writes them all.
+fn damaged_after(f: &Fixture, remove: &dyn Fn(&std::path::Path)) -> String {
+    f.write("big.bin", &"b".repeat(2 << 20));
+    let id = f.snapshot("base");
+    f.write("big.bin", "small now\n");
+    f.write("src/main.rs", "fn main() { changed() }\n");
+    remove(&f.store().join("objects"));
+    id
+}
+
+/// Removes the files of `dir` whose name ends with `suffix`.
+fn remove_ending(dir: &std::path::Path, suffix: &str) {
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        if e.file_name().to_string_lossy().ends_with(suffix) {
+            std::fs::remove_file(e.path()).expect("rm");
+        }
+    }
+}
+
+#[test]
+fn a_missing_pack_index_or_large_object_is_corrupt_from_restore_and_verify_naming_it() {
+    type Remove<'a> = &'a dyn Fn(&std::path::Path);
+    let cases: [(&str, Remove); 3] = [
+        ("pack", &|o| remove_ending(&o.join("packs"), ".pack")),
+        ("index", &|o| remove_ending(&o.join("packs"), ".idx")),
+        ("large object", &|o| remove_ending(&o.join("large"), "")),
+    ];
+    for (what, remove) in cases {
+        let f = Fixture::new();
+        let id = damaged_after(&f, remove);
+        let e = json_error(&mut f.cairn(&["--json", "restore", "base", "--yes"]), 19);
+        assert_eq!(e["error"]["kind"], "CORRUPT", "{what}: {e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("snapshot {}", &id[..12])) && message.contains("object "),
+            "{what}: names the snapshot and the object: {message}"
+        );
+        assert_eq!(
+            f.read("src/main.rs").as_deref(),
+            Some("fn main() { changed() }\n"),
+            "{what}: nothing changed"
+        );
+        let out = f.cairn(&["--json", "verify"]).output().expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(19),
+            "{what}: verify reports the damage"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let snap = v["snapshots"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["id"] == id.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        let missing = snap["missing"].as_array().map_or(0, Vec::len);
+        let corrupt = snap["corrupt"].as_array().map_or(0, Vec::len);
+        assert!(missing + corrupt > 0, "{what}: {v}");
+    }
+}
+
+#[test]
+fn garbage_in_the_quarantine_list_is_ignored_and_a_directory_there_is_reported_as_damage() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let q = f.store().join("objects/quarantine");
+    std::fs::write(&q, b"not an id\n\xff\xfe\x00 neither\n").expect("write");
+    f.cairn(&["verify"]).assert().success();
+    f.cairn(&["snapshot"]).assert().success();
+    std::fs::remove_file(&q).expect("rm");
+    std::fs::create_dir(&q).expect("mkdir");
+    let e = json_error(&mut f.cairn(&["--json", "verify"]), 19);
+    assert_eq!(e["error"]["kind"], "CORRUPT", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("quarantine") && m.contains("remove it")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_symlink_planted_as_the_gc_lock_is_corrupt_with_what_to_do_and_never_followed() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let lock = f.store().join("locks/gc.lock");
+    let target = f.root.with_file_name("planted-target");
+    std::fs::write(&target, "not the store's\n").expect("write");
+    let _ = std::fs::remove_file(&lock);
+    std::os::unix::fs::symlink(&target, &lock).expect("symlink");
+    for args in [&["--json", "snapshot"][..], &["--json", "gc"][..]] {
+        let e = json_error(&mut f.cairn(args), 19);
+        assert_eq!(e["error"]["kind"], "CORRUPT", "{args:?}: {e}");
+        let m = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("remove the symlink"), "{args:?}: {m}");
+        assert_eq!(e["error"]["path"].as_str(), lock.to_str(), "{e}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&target).ok().as_deref(),
+        Some("not the store's\n")
+    );
+    std::fs::remove_file(&lock).expect("rm the link");
+    f.cairn(&["snapshot"]).assert().success();
+}
+
+#[test]
+fn a_collection_removes_symlinks_planted_in_the_store_without_following_them() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let store = f.store();
+    let target = f.root.with_file_name("planted-target");
+    std::fs::write(&target, "junk\n").expect("write");
+    let fake = "f".repeat(64);
+    for p in [
+        store.join(format!("objects/packs/{fake}.pack")),
+        store.join(format!("objects/packs/{fake}.idx")),
+        store.join(format!("objects/large/{fake}")),
+        store.join("tmp/pack-1-1-1.tmp"),
+    ] {
+        std::os::unix::fs::symlink(&target, &p).expect("symlink");
+    }
+    f.cairn(&["verify"]).assert().code(19);
+    let dry = f.json(&["gc", "--dry-run"]);
+    assert_eq!(dry["symlinks"].as_array().map(Vec::len), Some(4), "{dry}");
+    let v = f.json(&["gc"]);
+    assert_eq!(
+        v["plan"]["symlinks"].as_array().map(Vec::len),
+        Some(4),
+        "{v}"
+    );
+    for dir in ["objects/packs", "objects/large", "tmp"] {
+        for e in std::fs::read_dir(store.join(dir)).expect("dir").flatten() {
+            assert!(!e.file_type().expect("type").is_symlink(), "{:?}", e.path());
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&target).ok().as_deref(),
+        Some("junk\n")
+    );
+    f.cairn(&["verify"]).assert().success();
+}
+
+#[test]
+fn a_store_path_naming_a_regular_file_is_an_invalid_argument_naming_it() {
+    let f = Fixture::new();
+    let file = f.root.with_file_name("a-file");
+    std::fs::write(&file, "x").expect("write");
+    let p = file.to_str().expect("utf8");
+    for args in [
+        &["--json", "--store", p, "list"][..],
+        &["--json", "--store", p, "snapshot"][..],
+    ] {
+        let e = json_error(&mut f.cairn(args), 11);
+        let m = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains(p) && m.contains("is a file"), "{args:?}: {m}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some("x"));
+}
+
+/// Makes `path` immutable with `chattr +i`; false (saying why) where that cannot be done.
+fn immutable(path: &std::path::Path, on: bool) -> bool {
+    let out = std::process::Command::new("chattr")
+        .arg(if on { "+i" } else { "-i" })
+        .arg(path)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            eprintln!(
+                "skipped: chattr cannot make a file immutable here: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            false
+        }
+        Err(e) => {
+            eprintln!("skipped: no chattr here ({e})");
+            false
+        }
+    }
+}
+
+#[test]
+fn a_path_no_one_may_change_never_wedges_the_workspace_and_give_up_ends_the_restore() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    f.write("src/main.rs", "fn main() { changed() }\n");
+    f.write("stuck.txt", "made immutable\n");
+    let stuck = f.path("stuck.txt");
+    if !immutable(&stuck, true) {
+        return;
+    }
+    // The restore must delete stuck.txt, which no one may: it fails after its journal was
+    // written, and says that a journal holds it and what finishes it.
+    let out = f
+        .cairn(&["--json", "restore", "base", "--yes"])
+        .output()
+        .expect("run");
+    let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("json error");
+    let m = e["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ok = m.contains("journal") && m.contains("cairn recover");
+    // Snapshots, opening and recovery go on: the path is reported, never a wedge.
+    let snapshot = f.cairn(&["snapshot"]).output().expect("run");
+    let recover = f.cairn(&["--json", "recover"]).output().expect("run");
+    let give_up = f
+        .cairn(&["--json", "recover", "--give-up"])
+        .output()
+        .expect("run");
+    let again = f.cairn(&["--json", "recover"]).output().expect("run");
+    let restore_after = f
+        .cairn(&["--json", "restore", "base", "--dry-run"])
+        .output();
+    immutable(&stuck, false);
+    assert!(ok, "{m}");
+    assert!(
+        snapshot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&snapshot.stderr)
+    );
+    assert_eq!(
+        recover.status.code(),
+        Some(20),
+        "{}",
+        String::from_utf8_lossy(&recover.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&recover.stderr).contains("--give-up"),
+        "the advice names the way out"
+    );
+    assert!(
+        give_up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&give_up.stderr)
+    );
+    let g: serde_json::Value = serde_json::from_slice(&give_up.stdout).expect("json");
+    assert_eq!(g["recovered"][0]["abandoned"], true, "{g}");
+    assert_eq!(g["recovered"][0]["obstructed"][0], "stuck.txt", "{g}");
+    let a: serde_json::Value = serde_json::from_slice(&again.stdout).expect("json");
+    assert_eq!(a["recovered"].as_array().map(Vec::len), Some(0), "{a}");
+    assert!(restore_after.expect("run").status.success());
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+}
+
+#[test]
+fn verify_checks_the_thread_database_and_reports_its_damage() {
+    let f = Fixture::new();
+    f.json(&["thread", "new", "--id", "chat"]);
+    for i in 0..50 {
+        let text = format!("message {i} {}", "x".repeat(200));
+        f.json(&[
+            "thread", "append", "chat", "--kind", "note", "--text", &text,
+        ]);
+    }
+    let v = f.json(&["verify"]);
+    assert_eq!(v["threads"]["integrity"], serde_json::json!([]), "{v}");
+    assert!(v["threads_db"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("threads.db")));
+    let db = f.store().join("threads.db");
+    let mut bytes = std::fs::read(&db).expect("read");
+    assert!(bytes.len() > 8192, "the database has pages to damage");
+    for b in &mut bytes[4096..8192] {
+        *b = 0xab;
+    }
+    std::fs::write(&db, &bytes).expect("write");
+    let out = f.cairn(&["--json", "verify"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(19));
+    let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("a JSON error");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report");
+    assert!(
+        report["threads"]["integrity"]
+            .as_array()
+            .is_some_and(|i| !i.is_empty()),
+        "{report}"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("thread database")),
+        "{e}"
+    );
+    assert_eq!(e["error"]["path"].as_str(), db.to_str());
+}
