@@ -516,6 +516,8 @@ fn fork_with(
         if !ctx.json {
             print!("{}", fork_text(&plan, &root));
         }
+        // The fork makes the thread the plan named (issue 26: it made another id).
+        options.new_thread_id = Some(plan.thread_id.clone());
         let (restored, deleted) = file_counts(plan.files.as_ref());
         ctx.confirm(
             "fork",

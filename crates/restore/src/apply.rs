@@ -585,7 +585,9 @@ impl<'a> Exec<'a> {
             Action::WriteFile { .. } | Action::MakeSymlink { .. } => {
                 if is_target(a, &now) {
                     Check::Skip
-                } else if self.as_before(&path)? {
+                } else if now.is_none() || self.as_before(&path)? {
+                    // Nothing there (the user moved an obstruction aside, as told): writing
+                    // the target loses nothing (issue 26).
                     Check::Do
                 } else {
                     Check::Obstructed

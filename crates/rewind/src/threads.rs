@@ -515,6 +515,18 @@ impl Threads {
             return Threads::open_url(url, options);
         }
         let path = path.as_ref().to_path_buf();
+        // A file that exists and is empty was a database someone truncated (or a first open
+        // cut before its schema was written): taking it as a new database would lose every
+        // thread without a word (issue 34).
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(Error::Corrupt {
+                what: "the database file".into(),
+                path,
+                detail: "it is empty (0 bytes), so every thread it held is gone; restore it \
+                         from a copy, or remove it to start a new thread database"
+                    .into(),
+            });
+        }
         let conn = db::open(&path, options.busy_timeout)?;
         let mut holders = path.clone().into_os_string();
         holders.push("-holders");

@@ -777,6 +777,10 @@ impl Store {
         kind: OperationKind,
         pins: &[SnapshotId],
     ) -> Result<OperationGuard> {
+        // A handle lives long (the bindings keep one open): a store directory swapped for a
+        // symlink since it was opened is refused here, at the start of every operation, as it
+        // is at opening, so nothing is written through it (issue 32).
+        self.check_layout()?;
         let mut guard = lock::begin(&self.inner.layout.locks, &self.inner.layout.tmp, kind, pins)?;
         if let Some(m) = &self.inner.mirror {
             guard.lease = Some(m.lease(kind, pins)?);

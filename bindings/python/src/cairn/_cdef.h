@@ -267,6 +267,9 @@ cairn_status cairn_workspace_restore(const struct cairn_workspace *ws,
 cairn_status cairn_workspace_recover(const struct cairn_workspace *ws,
                                      struct cairn_buf **out,
                                      struct cairn_error **err_out);
+cairn_status cairn_workspace_give_up(const struct cairn_workspace *ws,
+                                     struct cairn_buf **out,
+                                     struct cairn_error **err_out);
 cairn_status cairn_workspace_hold(const struct cairn_workspace *ws,
                                   const uint8_t *what,
                                   size_t what_len,

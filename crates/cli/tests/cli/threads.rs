@@ -428,3 +428,63 @@ fn a_fork_into_an_unrelated_non_empty_directory_is_denied_unless_forced() {
     f.json(&["fork", "chat", &u1, "--files", "--into", into, "--yes"]);
     assert!(!exists(&exp.join("later.txt")));
 }
+
+#[test]
+fn a_fork_makes_the_thread_id_its_plan_named() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let into = f.root.with_file_name("fork-plan");
+    let out = f
+        .cairn(&[
+            "fork",
+            "chat",
+            &u1,
+            "--files",
+            "--into",
+            into.to_str().expect("utf8"),
+            "--yes",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let id_after = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(" as ").next())
+            .map(str::to_string)
+    };
+    let planned = id_after("plan: fork thread");
+    let made = id_after("forked thread");
+    assert!(planned.is_some(), "{text}");
+    assert_eq!(planned, made, "{text}");
+    assert!(f
+        .json(&["thread", "list"])
+        .to_string()
+        .contains(made.as_deref().unwrap_or("-")));
+}
+
+#[test]
+fn an_empty_thread_database_file_is_corrupt_and_never_taken_as_a_new_one() {
+    let f = Fixture::new();
+    let (_, _, _) = two_turns(&f);
+    let db = f.store().join("threads.db");
+    std::fs::write(&db, b"").expect("truncate");
+    let e = json_error(&mut f.cairn(&["--json", "thread", "list"]), 19);
+    assert_eq!(e["error"]["kind"], "CORRUPT", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("empty")),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::metadata(&db).map(|m| m.len()).ok(),
+        Some(0),
+        "left as found"
+    );
+}

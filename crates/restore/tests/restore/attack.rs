@@ -196,3 +196,52 @@ fn mode_content_and_delete_changes_on_paths_hard_linked_outside_leave_the_outsid
         }
     }
 }
+
+#[test]
+fn an_open_workspace_writes_nothing_through_store_directories_swapped_for_symlinks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir(dir.path().join("root")).expect("root");
+    let store_dir = dir.path().join("store");
+    let ws = cairn_restore::Workspace::open(
+        dir.path().join("root"),
+        cairn_restore::WorkspaceOptions {
+            store: Some(store_dir.clone()),
+            ..Default::default()
+        },
+    )
+    .expect("open");
+    std::fs::write(ws.root().join("a.txt"), b"one\n").expect("write");
+    let first = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    ws.flush_stat_cache();
+    // While the handle stays open, two of the store's directories become symlinks to a
+    // directory outside it.
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).expect("outside");
+    for d in ["objects/packs", "snapshots"] {
+        let real = store_dir.join(d);
+        let aside = dir.path().join(d.replace('/', "-"));
+        std::fs::rename(&real, &aside).expect("move aside");
+        std::os::unix::fs::symlink(&outside, &real).expect("symlink");
+    }
+    std::fs::write(ws.root().join("a.txt"), b"two, a change to store\n").expect("write");
+    let e = ws
+        .snapshot(&ws.snapshot_options())
+        .expect_err("refused while a store directory is a symlink");
+    assert_eq!(
+        cairn_store::Classify::kind(&e),
+        cairn_store::ErrorKind::Corrupt,
+        "{e}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&outside)
+        .expect("outside")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(written.is_empty(), "nothing written outside: {written:?}");
+    let r = ws.restore(&first.id, &RestoreOptions::default());
+    assert!(r.is_err(), "a restore is refused too");
+    assert_eq!(
+        std::fs::read(ws.root().join("a.txt")).expect("read"),
+        b"two, a change to store\n"
+    );
+}

@@ -112,23 +112,7 @@ fn a_restore_killed_after_any_number_of_operations_is_finished_on_reopen() {
 #[test]
 fn an_interrupted_restore_obstructed_by_a_later_edit_is_reported_and_kept_for_a_retry() {
     let dir = tempfile::tempdir().expect("tmp");
-    let (snap, target) = setup(dir.path());
-    let status = std::process::Command::new(std::env::current_exe().expect("exe"))
-        .args([
-            "--exact",
-            "crash::crash_child",
-            "--include-ignored",
-            "--test-threads=1",
-        ])
-        .env("CAIRN_CRASH_DIR", dir.path())
-        .env("CAIRN_CRASH_AFTER", "1")
-        .env("CAIRN_CRASH_SNAP", snap.to_hex())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("child");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9));
+    let (snap, target) = killed_after_one(dir.path());
     // Someone edits a file the restore still has to write.
     let root = dir.path().join("root");
     write(&root, "src/f5.rs", b"someone else's edit\n");
@@ -159,4 +143,68 @@ fn an_interrupted_restore_obstructed_by_a_later_edit_is_reported_and_kept_for_a_
     let rec = ws.recover().expect("recover");
     assert!(rec[0].completed);
     assert_eq!(picture(&root), target);
+}
+
+/// A child killed after one operation of restoring the setup's snapshot in `dir`.
+fn killed_after_one(dir: &Path) -> (cairn_store::SnapshotId, BTreeMap<Vec<u8>, Node>) {
+    let (snap, target) = setup(dir);
+    let status = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .args([
+            "--exact",
+            "crash::crash_child",
+            "--include-ignored",
+            "--test-threads=1",
+        ])
+        .env("CAIRN_CRASH_DIR", dir)
+        .env("CAIRN_CRASH_AFTER", "1")
+        .env("CAIRN_CRASH_SNAP", snap.to_hex())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("child");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9));
+    (snap, target)
+}
+
+#[test]
+fn an_obstructing_file_moved_aside_as_the_advice_says_lets_the_recovery_finish() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (_, target) = killed_after_one(dir.path());
+    let root = dir.path().join("root");
+    write(&root, "src/f5.rs", b"someone else's edit\n");
+    let ws = open(dir.path());
+    assert_eq!(ws.recovered().len(), 1);
+    assert!(!ws.recovered()[0].completed);
+    // Moved aside, as the message says: the path is free, and the recovery writes the target.
+    std::fs::rename(root.join("src/f5.rs"), dir.path().join("f5.rs.mine")).expect("mv");
+    let rec = ws.recover().expect("recover");
+    assert!(rec[0].completed, "{:?}", rec[0].obstructed);
+    assert_eq!(picture(&root), target);
+    assert_eq!(
+        std::fs::read(dir.path().join("f5.rs.mine")).expect("read"),
+        b"someone else's edit\n"
+    );
+}
+
+#[test]
+fn give_up_ends_an_obstructed_recovery_and_leaves_the_obstruction_as_it_is() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (snap, _) = killed_after_one(dir.path());
+    let root = dir.path().join("root");
+    write(&root, "src/f5.rs", b"someone else's edit\n");
+    let ws = open(dir.path());
+    assert!(!ws.recovered()[0].completed);
+    let given = ws.give_up().expect("give up");
+    assert_eq!(given.len(), 1);
+    assert!(given[0].abandoned && !given[0].completed);
+    assert_eq!(
+        std::fs::read(root.join("src/f5.rs")).expect("read"),
+        b"someone else's edit\n"
+    );
+    assert!(temp_files(&root).is_empty());
+    assert!(ws.recover().expect("recover").is_empty(), "nothing pending");
+    // Restores work again (the edit counts as the user's: the safety snapshot keeps it).
+    ws.restore(&snap, &RestoreOptions::default())
+        .expect("restore");
 }
