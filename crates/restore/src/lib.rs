@@ -12,12 +12,20 @@
 //! use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
-//! std::fs::write(dir.path().join("a.txt"), "one")?;
-//! let ws = Workspace::open(dir.path(), WorkspaceOptions::default())?;
+//! let root = dir.path().join("project");
+//! std::fs::create_dir(&root)?;
+//! std::fs::write(root.join("a.txt"), "one")?;
+//! // With `store: None` the store is the workspace's in the user's data directory
+//! // (`home::default_store`); this example keeps it beside the project.
+//! let options = WorkspaceOptions {
+//!     store: Some(dir.path().join("store")),
+//!     ..WorkspaceOptions::default()
+//! };
+//! let ws = Workspace::open(&root, options)?;
 //! let snap = ws.snapshot(&ws.snapshot_options())?;
-//! std::fs::write(dir.path().join("a.txt"), "two")?;
+//! std::fs::write(root.join("a.txt"), "two")?;
 //! let report = ws.restore(&snap.id, &RestoreOptions::default())?;
-//! assert_eq!(std::fs::read_to_string(dir.path().join("a.txt"))?, "one");
+//! assert_eq!(std::fs::read_to_string(root.join("a.txt"))?, "one");
 //! assert!(report.safety_snapshot_id.is_some());
 //! # Ok(()) }
 //! ```
