@@ -159,6 +159,12 @@ pub enum Command {
     /// The workspace's store as a whole.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Run by an agent on its hook events (Claude Code: `cairn hook claude-code`).
+    #[command(subcommand)]
+    Hook(HookCommand),
+    /// Plug Cairn into an agent (Claude Code: `cairn init claude-code`).
+    #[command(subcommand)]
+    Init(InitCommand),
     /// Threads: conversations whose user messages carry checkpoints of the files.
     #[command(subcommand)]
     Thread(ThreadCommand),
@@ -314,6 +320,48 @@ pub struct RewindArgs {
     /// Stop the runs in the way first.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `cairn hook ...`: run by an agent on its hook events.
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Claude Code's hook: reads one hook document on stdin and checkpoints the workspace of its
+    /// `cwd` (or $CLAUDE_PROJECT_DIR).
+    #[command(
+        after_help = "UserPromptSubmit: the prompt is appended to the session's thread (claude-<session_id>) \
+        as a user entry, after a checkpoint of the files. PreToolUse of Write, Edit, MultiEdit, NotebookEdit, \
+        Bash (and each --tool): a checkpoint labelled with the tool_use_id, so `cairn restore toolu_…` puts \
+        the files back as they were before that call. PreCompact: a checkpoint before the compaction. \
+        Other events: nothing. It prints nothing on stdout, and on any failure it prints one line on stderr \
+        and exits with 1, which never blocks the agent.\n\n\
+        Installed by `cairn init claude-code`; to try it by hand:\n  \
+        echo '{\"session_id\":\"s1\",\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\".\",\"prompt\":\"hi\"}' | cairn hook claude-code"
+    )]
+    ClaudeCode {
+        /// Another tool whose calls change files (an MCP tool's name, say); repeatable.
+        #[arg(long, value_name = "NAME")]
+        tool: Vec<String>,
+    },
+}
+
+/// `cairn init ...`: plug Cairn into an agent.
+#[derive(Debug, Subcommand)]
+pub enum InitCommand {
+    /// Install Cairn's hooks in Claude Code's settings (the project's .claude/settings.json).
+    #[command(
+        after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
+        hooks.UserPromptSubmit, hooks.PreCompact: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
+        hooks.PreToolUse: the same, with \"matcher\": \"Write|Edit|MultiEdit|NotebookEdit|Bash\"\n\n\
+        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --remove"
+    )]
+    ClaudeCode {
+        /// The user's settings (~/.claude/settings.json) instead of the project's.
+        #[arg(long)]
+        user: bool,
+        /// Take Cairn's hooks out again.
+        #[arg(long)]
+        remove: bool,
+    },
 }
 
 /// `cairn store ...`.

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod agents;
 pub mod args;
 mod ctx;
 mod demo;
@@ -21,15 +22,28 @@ pub mod parse;
 mod patch;
 mod threads;
 
-use args::{Cli, Command, StoreCommand, ThreadCommand};
+use args::{Cli, Command, HookCommand, InitCommand, StoreCommand, ThreadCommand};
 use clap::Parser;
 use ctx::Ctx;
 use error::{CliError, Result};
 
 /// Runs the command line of this process and returns the exit code.
 pub fn run() -> i32 {
+    // A hook must never block its agent: whatever fails, it exits with the agent's
+    // non-blocking code (Claude Code blocks the prompt or the tool on 2, the usage code).
+    let is_hook = std::env::args_os()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[0] == "hook" && w[1] == "claude-code");
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if is_hook => {
+            eprintln!(
+                "cairn hook: {}",
+                e.to_string().lines().next().unwrap_or("bad arguments")
+            );
+            return agents::HOOK_FAILED;
+        }
         Err(e) => return clap_error(e),
     };
     let json = cli.json;
@@ -42,6 +56,13 @@ pub fn run() -> i32 {
         });
     match outcome {
         Ok(()) => 0,
+        Err(e) if is_hook => {
+            eprintln!(
+                "cairn hook: {} (the agent goes on; no checkpoint was taken)",
+                e.line()
+            );
+            agents::HOOK_FAILED
+        }
         Err(e) => {
             if json {
                 eprintln!("{}", e.json());
@@ -125,5 +146,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Rewind(a) => threads::rewind(&ctx, &a),
         Command::Fork(a) => threads::fork(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
+        Command::Hook(HookCommand::ClaudeCode { tool }) => agents::hook_claude_code(&ctx, &tool),
+        Command::Init(InitCommand::ClaudeCode { user, remove }) => {
+            agents::init_claude_code(&ctx, user, remove)
+        }
     }
 }

@@ -17,15 +17,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The workspace and the thread database of its store.
-struct Opened {
-    ws: Arc<Workspace>,
-    threads: Threads,
+pub(crate) struct Opened {
+    pub(crate) ws: Arc<Workspace>,
+    pub(crate) threads: Threads,
 }
 
 /// Opens the workspace (`create`: making its store) and the thread database (`<store>/threads.db`
 /// unless `--threads-db` names another file or a PostgreSQL URL), with checkpoints before user
 /// messages, finishing rewinds a crash interrupted.
-fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
+pub(crate) fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
     let ws = Arc::new(ctx.open_workspace(create)?);
     let options = ThreadsOptions {
         checkpoints: Some(Checkpoints::default()),

@@ -1024,6 +1024,18 @@ impl Threads {
         label: &str,
         opts: &CheckpointOptions,
     ) -> Result<Checkpoint> {
+        self.checkpoint_as(thread, CheckpointKind::Manual, label, opts)
+    }
+
+    /// [`Threads::checkpoint`] recorded as `kind`: a runtime that sees the automatic points
+    /// itself (an agent's hook before a tool or before a compaction) records them as such.
+    pub fn checkpoint_as(
+        &self,
+        thread: &ThreadId,
+        kind: CheckpointKind,
+        label: &str,
+        opts: &CheckpointOptions,
+    ) -> Result<Checkpoint> {
         let (ws, policy, run_id) = match &opts.run {
             Some(run) => {
                 self.check_run_alive(run)?;
@@ -1053,7 +1065,7 @@ impl Threads {
             thread,
             t.active_leaf.as_ref(),
             &cp_id,
-            CheckpointKind::Manual,
+            kind,
             label,
         )
         .map_err(|e| Error::files(ws.id(), "take a checkpoint", e))?;
@@ -1062,8 +1074,8 @@ impl Threads {
             let t = require_thread(c, thread)?;
             c.execute(
                 "INSERT INTO checkpoints (id, thread_id, entry_id, kind, label, snapshot_id, workspace_id, root, run_id, created_ms) \
-                 VALUES (?1, ?2, ?3, 'manual', ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![cp_id, thread, t.active_leaf, label, snap.to_hex(), ws.id(), root_bytes(&root), run_id, c.now_ms()],
+                 VALUES (?1, ?2, ?3, ?10, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![cp_id, thread, t.active_leaf, label, snap.to_hex(), ws.id(), root_bytes(&root), run_id, c.now_ms(), kind.name()],
             )
             .db("record a checkpoint")?;
             note_workspace(c, thread, ws.id(), &root)?;
@@ -1073,7 +1085,7 @@ impl Threads {
                 EventKind::CheckpointCreated,
                 serde_json::json!({
                     "checkpoint_id": cp_id, "entry_id": t.active_leaf, "snapshot_id": snap,
-                    "workspace_id": ws.id(), "kind": CheckpointKind::Manual, "label": label,
+                    "workspace_id": ws.id(), "kind": kind, "label": label,
                 }),
             )?;
             load_checkpoint(c, &cp_id)?

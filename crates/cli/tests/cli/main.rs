@@ -5,6 +5,7 @@ use predicates::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+mod agents;
 mod files;
 mod home;
 mod remote;

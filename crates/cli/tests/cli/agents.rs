@@ -1,0 +1,215 @@
+//! Claude Code's hooks (issue 20): `cairn init claude-code` and `cairn hook claude-code`, driven
+//! with the hook documents Claude Code sends (its documented fields), not the real client.
+
+use crate::Fixture;
+use serde_json::{json, Value};
+use std::io::Write;
+
+/// Runs `cairn hook claude-code` with `doc` on stdin: (exit code, stdout, stderr).
+fn hook(f: &Fixture, doc: &Value, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    cmd.args(["hook", "claude-code"])
+        .args(extra)
+        .env("CAIRN_HOME", &f.home)
+        .env_remove("CAIRN_STORE")
+        .env_remove("CAIRN_THREADS_DB")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(doc.to_string().as_bytes())
+        .expect("write the document");
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn prompt(f: &Fixture, session: &str, text: &str) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": f.root.with_file_name("transcript.jsonl"),
+        "cwd": f.root,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": text,
+    })
+}
+
+fn tool(f: &Fixture, session: &str, name: &str, id: &str) -> Value {
+    json!({
+        "session_id": session,
+        "cwd": f.root,
+        "hook_event_name": "PreToolUse",
+        "tool_name": name,
+        "tool_use_id": id,
+        "tool_input": {},
+    })
+}
+
+#[test]
+fn the_hook_records_prompts_with_checkpoints_and_checkpoints_before_file_tools() {
+    let f = Fixture::new();
+    let transcript = f.root.with_file_name("transcript.jsonl");
+    std::fs::write(&transcript, "{}\n").expect("transcript");
+    let (code, out, err) = hook(&f, &prompt(&f, "sess-1", "add a file"), &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.is_empty(),
+        "nothing on stdout (Claude Code adds it to the prompt): {out}"
+    );
+    // The same delivery again is the same entry.
+    assert_eq!(
+        hook(&f, &prompt(&f, "sess-1", "add a file"), &[]).0,
+        Some(0)
+    );
+    // The agent writes a file, then a Bash call deletes another.
+    assert_eq!(
+        hook(&f, &tool(&f, "sess-1", "Write", "toolu_w1"), &[]).0,
+        Some(0)
+    );
+    f.write("added.txt", "by the Write tool\n");
+    assert_eq!(
+        hook(&f, &tool(&f, "sess-1", "Bash", "toolu_b1"), &[]).0,
+        Some(0)
+    );
+    std::fs::remove_file(f.path("README.md")).expect("rm");
+    // A tool that changes nothing takes no checkpoint.
+    assert_eq!(
+        hook(&f, &tool(&f, "sess-1", "Read", "toolu_r1"), &[]).0,
+        Some(0)
+    );
+    // The next prompt (the transcript grew).
+    std::fs::write(&transcript, "{}\n{}\n").expect("transcript");
+    assert_eq!(
+        hook(&f, &prompt(&f, "sess-1", "now the tests"), &[]).0,
+        Some(0)
+    );
+    let log = f.json(&["thread", "log", "claude-sess-1"]);
+    let entries = log["entries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(entries.len(), 2, "{log}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["kind"] == "user" && e["checkpoint"].is_object()),
+        "{log}"
+    );
+    let labels: Vec<String> = f.json(&["list"])["snapshots"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|s| s["label"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(labels.contains(&"toolu_w1".to_string()) && labels.contains(&"toolu_b1".to_string()));
+    assert!(!labels.contains(&"toolu_r1".to_string()), "{labels:?}");
+    // Restoring the checkpoint before the Bash call brings the deleted file back.
+    f.json(&["restore", "toolu_b1", "--yes"]);
+    assert_eq!(f.read("README.md").as_deref(), Some("# demo\n"));
+    assert_eq!(f.read("added.txt").as_deref(), Some("by the Write tool\n"));
+    // Before a compaction too, and the checkpoints are the thread's.
+    let compact = json!({"session_id": "sess-1", "cwd": f.root, "hook_event_name": "PreCompact"});
+    assert_eq!(hook(&f, &compact, &[]).0, Some(0));
+    let listed = f.json(&["list"]).to_string();
+    assert!(listed.contains("before-compaction"), "{listed}");
+}
+
+#[test]
+fn a_tool_named_with_tool_is_checkpointed_too() {
+    let f = Fixture::new();
+    assert_eq!(hook(&f, &prompt(&f, "s2", "go"), &[]).0, Some(0));
+    let t = tool(&f, "s2", "mcp__fs__write", "toolu_m1");
+    assert_eq!(hook(&f, &t, &[]).0, Some(0));
+    assert_eq!(hook(&f, &t, &["--tool", "mcp__fs__write"]).0, Some(0));
+    let labels = f.json(&["list"]).to_string();
+    assert_eq!(labels.matches("toolu_m1").count(), 1, "{labels}");
+}
+
+#[test]
+fn a_failing_hook_never_blocks_the_agent() {
+    let f = Fixture::new();
+    let cases = [
+        json!("not a hook document"),
+        json!({"session_id": "s3", "hook_event_name": "UserPromptSubmit", "prompt": "x",
+               "cwd": f.root.join("no-such-dir")}),
+    ];
+    for doc in &cases {
+        let (code, out, err) = hook(&f, doc, &[]);
+        assert_eq!(code, Some(1), "{doc}: {err}");
+        assert!(out.is_empty());
+        assert!(
+            err.starts_with("cairn hook: ") && err.lines().count() == 1,
+            "{err}"
+        );
+    }
+    let (code, _, err) = hook(&f, &prompt(&f, "s3", "x"), &["--no-such-flag"]);
+    assert_eq!(
+        code,
+        Some(1),
+        "a bad flag is not the blocking code 2: {err}"
+    );
+}
+
+#[test]
+fn init_merges_the_hooks_idempotently_keeps_the_rest_and_remove_takes_only_them_out() {
+    let f = Fixture::new();
+    let settings = f.path(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("dir")).expect("mkdir");
+    let theirs = json!({
+        "model": "opus",
+        "permissions": {"allow": ["Bash(ls:*)"]},
+        "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "their-linter"}]}]}
+    });
+    std::fs::write(&settings, theirs.to_string()).expect("write");
+    let v = f.json(&["init", "claude-code"]);
+    assert_eq!(
+        v["added"],
+        json!(["UserPromptSubmit", "PreToolUse", "PreCompact"]),
+        "{v}"
+    );
+    let now: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("json");
+    assert_eq!(now["model"], "opus");
+    assert_eq!(now["permissions"], theirs["permissions"]);
+    let pre = now["hooks"]["PreToolUse"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(pre.len(), 2, "{now}");
+    assert_eq!(
+        pre[0], theirs["hooks"]["PreToolUse"][0],
+        "their hook is kept as it was"
+    );
+    assert_eq!(pre[1]["matcher"], "Write|Edit|MultiEdit|NotebookEdit|Bash");
+    assert!(pre[1]["hooks"][0]["command"]
+        .as_str()
+        .is_some_and(|c| c.ends_with(" hook claude-code")));
+    let again = f.json(&["init", "claude-code"]);
+    assert_eq!(again["added"], json!([]), "idempotent");
+    let unchanged: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("json");
+    assert_eq!(unchanged, now);
+    let removed = f.json(&["init", "claude-code", "--remove"]);
+    assert_eq!(
+        removed["removed"].as_array().map(Vec::len),
+        Some(3),
+        "{removed}"
+    );
+    let back: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("json");
+    assert_eq!(back, theirs, "only Cairn's hooks were taken out");
+    // Settings that are not JSON are refused and left as they are.
+    std::fs::write(&settings, "{ not json").expect("write");
+    f.cairn(&["init", "claude-code"]).assert().code(11);
+    assert_eq!(
+        std::fs::read_to_string(&settings).ok().as_deref(),
+        Some("{ not json")
+    );
+}
