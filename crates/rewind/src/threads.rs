@@ -515,6 +515,23 @@ impl Threads {
             return Threads::open_url(url, options);
         }
         let path = path.as_ref().to_path_buf();
+        // SQLite follows symlinks: one planted as the database (or its journal, its shared
+        // memory, its holders file) would make it create or overwrite a file anywhere
+        // (issue 34). Refused, naming it.
+        for suffix in ["", "-wal", "-shm", "-journal", "-holders"] {
+            let mut p = path.clone().into_os_string();
+            p.push(suffix);
+            let p = PathBuf::from(p);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::Corrupt {
+                    what: "a file of the database".into(),
+                    path: p,
+                    detail: "it is a symlink, and the thread database is never opened through \
+                             one: remove the link (and put the real file there if it was moved)"
+                        .into(),
+                });
+            }
+        }
         // A file that exists and is empty was a database someone truncated (or a first open
         // cut before its schema was written): taking it as a new database would lose every
         // thread without a word (issue 34).

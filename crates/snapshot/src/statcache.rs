@@ -341,6 +341,19 @@ fn encode_with(
 }
 
 /// Writes `bytes` to `path` through a temporary file in `tmp_dir` renamed into place.
+/// The bytes of the file at `path`, opened with `O_NOFOLLOW` (a symlink there is an error).
+fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 fn write_replacing(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     // Named `*.tmp` so that a collection removes one a crash leaves behind.
     let mut tmp = tempfile::Builder::new()
@@ -398,7 +411,9 @@ impl StatCache {
     /// Loads the cache at `path`. A missing, unreadable or undecodable cache is empty: the
     /// cache only saves work, it never decides content.
     pub fn load(path: &Path) -> StatCache {
-        let Ok(bytes) = std::fs::read(path) else {
+        // Never through a symlink planted in its place (issue 34): its records would decide
+        // which files are read again.
+        let Ok(bytes) = read_nofollow(path) else {
             return StatCache::default();
         };
         Self::decode(&bytes).unwrap_or_default()
@@ -496,8 +511,11 @@ impl StatCache {
         started_ns: i64,
         key: &[u8; 16],
     ) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().write(true).open(path)?;
+        use std::os::unix::fs::{FileExt, OpenOptionsExt};
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)?;
         f.write_all_at(&header(Some(snapshot), started_ns, key), 12)
     }
 

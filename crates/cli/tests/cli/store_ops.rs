@@ -447,3 +447,57 @@ fn verify_checks_the_thread_database_and_reports_its_damage() {
     );
     assert_eq!(e["error"]["path"].as_str(), db.to_str());
 }
+
+#[test]
+fn store_files_planted_as_symlinks_are_never_followed() {
+    let f = Fixture::new();
+    f.json(&["thread", "new", "--id", "chat"]);
+    f.snapshot("base");
+    let store = f.store();
+    let outside = f.root.with_file_name("outside-file");
+    std::fs::write(&outside, "someone's file\n").expect("write");
+    // The thread database, and each of its companion files, as a symlink: CORRUPT, naming it.
+    for name in ["threads.db", "threads.db-wal"] {
+        let p = store.join(name);
+        let aside = store.join(format!("{name}.aside"));
+        let had = std::fs::rename(&p, &aside).is_ok();
+        std::os::unix::fs::symlink(&outside, &p).expect("symlink");
+        let e = json_error(&mut f.cairn(&["--json", "thread", "list"]), 19);
+        assert_eq!(e["error"]["path"].as_str(), p.to_str(), "{name}: {e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("symlink")),
+            "{e}"
+        );
+        std::fs::remove_file(&p).expect("rm link");
+        if had {
+            std::fs::rename(&aside, &p).expect("put back");
+        }
+    }
+    f.json(&["thread", "list"]);
+    // The stat cache as a symlink: never read or written through.
+    let ws_dir = std::fs::read_dir(store.join("workspaces"))
+        .expect("workspaces")
+        .flatten()
+        .next()
+        .expect("a workspace dir")
+        .path();
+    let cache = ws_dir.join("statcache");
+    // A valid cache moved outside, the link in its place: a snapshot that changes nothing
+    // would rewrite its header in place, through the link.
+    let outside_cache = f.root.with_file_name("outside-statcache");
+    std::fs::rename(&cache, &outside_cache).expect("move the cache out");
+    let before = std::fs::read(&outside_cache).expect("read");
+    std::os::unix::fs::symlink(&outside_cache, &cache).expect("symlink");
+    f.snapshot("after");
+    f.snapshot("after-again");
+    assert_eq!(
+        std::fs::read(&outside_cache).expect("read"),
+        before,
+        "never written through"
+    );
+    assert!(!std::fs::symlink_metadata(&cache)
+        .expect("cache")
+        .is_symlink());
+}
