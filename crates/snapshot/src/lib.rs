@@ -332,9 +332,9 @@ fn load_cache(store: &Store, workspace_id: &str, options: &Options) -> Result<St
         None => StatCache::load(&path),
     };
     // Trust a cache only while the snapshot it was recorded with exists: a collection may have
-    // removed the blobs of a deleted one.
+    // removed the blobs of a deleted one; with a remote, only while the remote holds it.
     match cache.snapshot {
-        Some(id) if store.has_snapshot(&id) => Ok(cache),
+        Some(id) if store.holds_snapshot_everywhere(&id)? => Ok(cache),
         _ => Ok(StatCache::default()),
     }
 }

@@ -186,6 +186,8 @@ pub(crate) struct Mirror {
     state: RwLock<MirrorState>,
     /// One lock per pack being downloaded, so threads reading it download it once.
     fetching: Mutex<HashMap<ObjectId, Arc<Mutex<()>>>>,
+    /// Manifests this handle knows the remote holds (it uploaded or fetched them).
+    known_manifests: Mutex<HashSet<SnapshotId>>,
 }
 
 fn remote_err(remote: &dyn Remote, action: &str, detail: impl Into<String>) -> Error {
@@ -231,6 +233,7 @@ impl Mirror {
             idx_dir,
             state: RwLock::new(MirrorState::default()),
             fetching: Mutex::new(HashMap::new()),
+            known_manifests: Mutex::new(HashSet::new()),
         })
     }
 
@@ -450,7 +453,18 @@ impl Mirror {
 
     /// Uploads a manifest (after the objects it names).
     pub(crate) fn upload_manifest(&self, id: &SnapshotId, bytes: &[u8]) -> Result<()> {
-        self.remote().put(&manifest_key(id), bytes.to_vec())
+        self.remote().put(&manifest_key(id), bytes.to_vec())?;
+        self.known_manifests.lock().insert(*id);
+        Ok(())
+    }
+
+    /// Whether the remote holds manifest `id`: known without a request when this handle
+    /// uploaded or fetched it, else asked (one request).
+    pub(crate) fn holds_manifest(&self, id: &SnapshotId) -> Result<bool> {
+        if self.known_manifests.lock().contains(id) {
+            return Ok(true);
+        }
+        Ok(self.fetch_manifest(id)?.is_some())
     }
 
     /// Downloads manifest `id`, checked against its id; `None` when the remote lacks it.
@@ -465,6 +479,7 @@ impl Mirror {
                 format!("snapshots/{} does not hash to its name", id.to_hex()),
             ));
         }
+        self.known_manifests.lock().insert(*id);
         Ok(Some(bytes))
     }
 
@@ -480,6 +495,7 @@ impl Mirror {
 
     /// Deletes a manifest on the remote.
     pub(crate) fn delete_manifest(&self, id: &SnapshotId) -> Result<()> {
+        self.known_manifests.lock().remove(id);
         self.remote().delete(&manifest_key(id))
     }
 

@@ -924,6 +924,17 @@ impl Store {
         local || (self.inner.mirror.is_some() && self.read_manifest_bytes(id).is_ok())
     }
 
+    /// Whether what snapshot `id` names may be taken as stored: without a remote, whether the
+    /// store holds it; with one, whether the remote holds its manifest (a snapshot taken before
+    /// the store became a cache of the remote is only local, and the remote may lack every
+    /// object it names: a stat cache recorded with it must not vouch for them, issue 32).
+    pub fn holds_snapshot_everywhere(&self, id: &SnapshotId) -> Result<bool> {
+        match &self.inner.mirror {
+            None => Ok(self.has_snapshot(id)),
+            Some(m) => m.holds_manifest(id),
+        }
+    }
+
     /// The ids of every manifest file, in no order; with a remote, the remote's too.
     pub fn snapshot_ids(&self) -> Result<Vec<SnapshotId>> {
         let dir = &self.inner.layout.snapshots;

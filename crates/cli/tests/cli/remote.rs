@@ -56,3 +56,23 @@ fn a_store_url_that_is_not_one_is_refused_as_an_invalid_argument() {
         .code(11)
         .stderr(predicates::str::contains("s3://bucket/prefix"));
 }
+
+#[test]
+fn a_store_with_local_snapshots_becomes_a_cache_of_a_remote_and_its_next_snapshot_is_whole_there() {
+    let a = Fixture::new();
+    let b = Fixture::new();
+    let remote = a.root.parent().expect("parent").join("remote");
+    std::fs::create_dir_all(&remote).expect("remote dir");
+    let url = format!("file://{}", remote.display());
+    a.snapshot("local-only");
+    // Past the racy window, so the stat cache vouches for every file and tree.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    a.snapshot("local-again");
+    let id = a.json(&["--remote", &url, "snapshot", "--label", "first-remote"])["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    b.json(&["--remote", &url, "restore", &id, "--yes"]);
+    assert_eq!(b.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    a.cairn(&["--remote", &url, "verify"]).assert().success();
+}
