@@ -86,9 +86,7 @@ impl Ctx {
     /// `<store>/threads.db`.
     pub fn threads_db(&self) -> Result<PathBuf> {
         match &self.threads_db {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                Ok(PathBuf::from(url))
-            }
+            Some(url) if cairn_rewind::is_pg_url(url) => Ok(PathBuf::from(url)),
             Some(path) => Ok(self.root.join(path)),
             None => Ok(self.store_path()?.join(cairn_rewind::DB_FILE)),
         }

@@ -941,7 +941,7 @@ struct VerifyJson<'a> {
 /// database is reported as damage.
 fn check_threads(ctx: &Ctx) -> Result<(PathBuf, Option<cairn_rewind::DbCheck>)> {
     let path = ctx.threads_db()?;
-    let url = path.to_string_lossy().starts_with("postgres");
+    let url = cairn_rewind::is_pg_url(&path.to_string_lossy());
     if !url && !path.is_file() {
         return Ok((path, None));
     }

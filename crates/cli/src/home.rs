@@ -204,7 +204,7 @@ pub(crate) fn store_move(ctx: &Ctx, dir: Option<&Path>) -> Result<()> {
         Some(d) => ctx.root.join(d),
         None => default.clone(),
     };
-    if same(&from, &to) {
+    if cairn_store::fsutil::same_path(&from, &to) {
         return Err(CliError::new(
             ErrorKind::InvalidArgument,
             format!("the store is at {} already", from.display()),
@@ -235,11 +235,4 @@ pub(crate) fn store_move(ctx: &Ctx, dir: Option<&Path>) -> Result<()> {
         }
         out
     })
-}
-
-fn same(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
 }

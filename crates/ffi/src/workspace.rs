@@ -593,15 +593,8 @@ pub unsafe extern "C" fn cairn_workspace_recover(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
-    boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        let r = w.recover()?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&r)) };
-        Ok(())
-    })
+    // SAFETY: per the contract.
+    unsafe { recoveries(ws, out, err_out, Workspace::recover) }
 }
 
 /// Finishes what `cairn_workspace_recover` can of every interrupted restore, then gives up
@@ -617,11 +610,26 @@ pub unsafe extern "C" fn cairn_workspace_give_up(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
+    // SAFETY: per the contract.
+    unsafe { recoveries(ws, out, err_out, Workspace::give_up) }
+}
+
+/// `cairn_workspace_recover` and `cairn_workspace_give_up`: runs `f` on the workspace and writes
+/// the recoveries it returns as JSON.
+///
+/// # Safety
+/// As those functions.
+unsafe fn recoveries(
+    ws: *const cairn_workspace,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+    f: fn(&Workspace) -> cairn_restore::Result<Vec<cairn_restore::Recovery>>,
+) -> cairn_status {
     boundary(err_out, || {
         // SAFETY: per the contract.
         let w = &unsafe { handle(ws, "workspace") }?.ws;
         crate::boundary::out(out, "out")?;
-        let r = w.give_up()?;
+        let r = f(w)?;
         // SAFETY: checked non-null.
         unsafe { put_buf(out, json::to_vec(&r)) };
         Ok(())

@@ -279,12 +279,9 @@ impl<'a> Exec<'a> {
                 Ok(f) => f,
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ACCESS.raw_os_error()) => {
                     let mut found = None;
-                    while let Some(i) = dir
-                        .iter()
-                        .rposition(|&b| b == b'/')
-                        .or((!dir.is_empty()).then_some(0))
-                    {
-                        dir.truncate(i);
+                    while !dir.is_empty() {
+                        let parent = dir.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                        dir.truncate(parent);
                         fd = self.dirs.dir(&dir)?;
                         if let Ok(f) = safe::create_file(&*fd, &name, 0o600) {
                             found = Some(f);

@@ -191,7 +191,7 @@ pub(crate) enum Backend {
 }
 
 /// Whether `location` names a PostgreSQL database (`postgres://` or `postgresql://`).
-pub(crate) fn is_pg_url(location: &str) -> bool {
+pub fn is_pg_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 

@@ -416,7 +416,7 @@ impl Threads {
             &source_root,
         )?;
         let same = match (source.store(), ws.store()) {
-            (Some(a), Some(b)) => same_dir(a.path(), b.path()),
+            (Some(a), Some(b)) => cairn_store::fsutil::same_path(a.path(), b.path()),
             _ => source.id() == ws.id() && source_root == root,
         };
         let mut to_copy = Vec::new();
@@ -664,13 +664,6 @@ impl Threads {
             }
         }
         Ok(out)
-    }
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
     }
 }
 

@@ -56,8 +56,8 @@ mod threads;
 pub mod workspace;
 
 pub use check::DbCheck;
-pub use db::redact_url;
 pub use db::SCHEMA_VERSION;
+pub use db::{is_pg_url, redact_url};
 pub use error::{DbError, Error, FilesError, FilesFailure, Result};
 pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files};
 pub use fork::ForkOptions;

@@ -191,6 +191,15 @@ pub fn open_lock_file(path: &Path) -> Result<File> {
     Ok(f)
 }
 
+/// Whether `a` and `b` name the same place: their canonical forms when both exist, else the
+/// paths as given.
+pub fn same_path(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 /// The current time in milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

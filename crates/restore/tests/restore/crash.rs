@@ -74,23 +74,8 @@ fn a_restore_killed_after_any_number_of_operations_is_finished_on_reopen() {
     for n in 0..=total {
         let dir = tempfile::tempdir().expect("tmp");
         let (snap, target) = setup(dir.path());
-        let status = std::process::Command::new(std::env::current_exe().expect("exe"))
-            .args([
-                "--exact",
-                "crash::crash_child",
-                "--include-ignored",
-                "--test-threads=1",
-            ])
-            .env("CAIRN_CRASH_DIR", dir.path())
-            .env("CAIRN_CRASH_AFTER", n.to_string())
-            .env("CAIRN_CRASH_SNAP", snap.to_hex())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("child");
-        use std::os::unix::process::ExitStatusExt;
         assert_eq!(
-            status.signal(),
+            restore_in_child(dir.path(), &snap, n),
             Some(9),
             "the child was to be killed after {n} operations"
         );
@@ -145,10 +130,11 @@ fn an_interrupted_restore_obstructed_by_a_later_edit_is_reported_and_kept_for_a_
     assert_eq!(picture(&root), target);
 }
 
-/// A child killed after one operation of restoring the setup's snapshot in `dir`.
-fn killed_after_one(dir: &Path) -> (cairn_store::SnapshotId, BTreeMap<Vec<u8>, Node>) {
-    let (snap, target) = setup(dir);
-    let status = std::process::Command::new(std::env::current_exe().expect("exe"))
+/// Runs [`crash_child`]: a child restoring `snap` in `dir`, killed after `n` operations; the
+/// signal that ended it.
+fn restore_in_child(dir: &Path, snap: &cairn_store::SnapshotId, n: usize) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    std::process::Command::new(std::env::current_exe().expect("exe"))
         .args([
             "--exact",
             "crash::crash_child",
@@ -156,14 +142,19 @@ fn killed_after_one(dir: &Path) -> (cairn_store::SnapshotId, BTreeMap<Vec<u8>, N
             "--test-threads=1",
         ])
         .env("CAIRN_CRASH_DIR", dir)
-        .env("CAIRN_CRASH_AFTER", "1")
+        .env("CAIRN_CRASH_AFTER", n.to_string())
         .env("CAIRN_CRASH_SNAP", snap.to_hex())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
-        .expect("child");
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9));
+        .expect("child")
+        .signal()
+}
+
+/// A child killed after one operation of restoring the setup's snapshot in `dir`.
+fn killed_after_one(dir: &Path) -> (cairn_store::SnapshotId, BTreeMap<Vec<u8>, Node>) {
+    let (snap, target) = setup(dir);
+    assert_eq!(restore_in_child(dir, &snap, 1), Some(9));
     (snap, target)
 }
 
