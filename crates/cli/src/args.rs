@@ -159,6 +159,9 @@ pub enum Command {
     /// The workspace's store as a whole.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// The workspace's identity: which workspace of its store this directory is.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
     /// Run by an agent on its hook events (Claude Code: `cairn hook claude-code`).
     #[command(subcommand)]
     Hook(HookCommand),
@@ -379,6 +382,27 @@ pub enum StoreCommand {
         /// Where to (default: the workspace's store in the data directory).
         #[arg(value_name = "DIR")]
         to: Option<PathBuf>,
+    },
+}
+
+/// `cairn workspace ...`.
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Make this directory an existing workspace: after a copy, or a move to another file system.
+    #[command(
+        after_help = "A workspace is known by its directory's identity (device, inode, birth time), so a rename or a         bind mount keeps its snapshots, pending restores and threads. A copy, or a move to another file system,         makes a new directory: adopt tells Cairn it continues the old workspace, named by its id (`cairn info`,         `cairn stores`) or its old path. Refused while the old directory is still there as it was, unless --force.
+
+        Examples:
+  cairn workspace adopt /home/me/old-project
+  cairn workspace adopt ws-3fa2b1c4d5e6f708 --json"
+    )]
+    Adopt {
+        /// The workspace: its id (`ws-...`), or the path its root had.
+        #[arg(value_name = "ID|PATH")]
+        workspace: String,
+        /// Adopt it even though its old directory is still there (both become one workspace).
+        #[arg(long)]
+        force: bool,
     },
 }
 

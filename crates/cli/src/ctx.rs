@@ -98,12 +98,21 @@ impl Ctx {
     }
 
     /// Where the store is, and why there: `--store`, else `$CAIRN_STORE`, else a legacy
-    /// `<root>/.cairn`, else the workspace's store in the data directory.
+    /// `<root>/.cairn`, else the workspace's store in the data directory (the one that records
+    /// this root's identity, when the workspace was renamed: see
+    /// [`cairn_restore::home::locate`]).
     pub fn store_location(&self) -> Result<(PathBuf, StoreHome)> {
-        match &self.store {
-            Some(s) => Ok((s.clone(), StoreHome::Given)),
-            None => Ok(cairn_restore::home::default_store(&self.canonical_root())?),
-        }
+        let (store, home, _) = self.workspace_location()?;
+        Ok((store, home))
+    }
+
+    /// [`Ctx::store_location`] and the workspace id the root has in that store: the one its
+    /// identity is recorded under, else the one its path gives.
+    pub fn workspace_location(&self) -> Result<(PathBuf, StoreHome, String)> {
+        let root = self.canonical_root();
+        let (store, home, found) = cairn_restore::home::locate(&root, self.store.as_deref(), true)?;
+        let id = found.unwrap_or_else(|| cairn_restore::default_workspace_id(&root));
+        Ok((store, home, id))
     }
 
     /// The store directory (see [`Ctx::store_location`]).

@@ -56,12 +56,12 @@ fn advice(ctx: &Ctx, store: &Path, h: StoreHome) -> Option<String> {
 
 /// `cairn info`: where the workspace's store and thread database are, and what they hold.
 pub(crate) fn info(ctx: &Ctx) -> Result<()> {
-    let (store, store_home) = ctx.store_location()?;
+    let (store, store_home, workspace_id) = ctx.workspace_location()?;
     let exists = cairn_store::is_store_dir(&store);
     let stats = exists.then(|| home::store_info(&store));
     let root = ctx.canonical_root();
     let json = InfoJson {
-        workspace_id: cairn_restore::default_workspace_id(&root),
+        workspace_id,
         root,
         advice: advice(ctx, &store, store_home),
         store_exists: exists,
@@ -232,6 +232,42 @@ pub(crate) fn store_move(ctx: &Ctx, dir: Option<&Path>) -> Result<()> {
                 "name it from now on with --store {} (or CAIRN_STORE)",
                 json.to.display()
             );
+        }
+        out
+    })
+}
+
+/// `cairn workspace adopt ID|PATH [--force]`.
+pub(crate) fn workspace_adopt(ctx: &Ctx, workspace: &str, force: bool) -> Result<()> {
+    let as_path = Path::new(workspace);
+    let id = if cairn_store::check_workspace_id(workspace).is_ok()
+        && workspace.starts_with("ws-")
+        && std::fs::symlink_metadata(ctx.root.join(as_path)).is_err()
+    {
+        workspace.to_string()
+    } else {
+        let p = if as_path.is_absolute() {
+            as_path.to_path_buf()
+        } else {
+            ctx.root.join(as_path)
+        };
+        let p = std::fs::canonicalize(&p).unwrap_or(p);
+        cairn_restore::default_workspace_id(&p)
+    };
+    let a = home::adopt(&ctx.canonical_root(), &id, ctx.store.as_deref(), force)?;
+    ctx.emit(&a, || {
+        let mut out = format!(
+            "{} is workspace {} of the store {}",
+            ctx.canonical_root().display(),
+            a.workspace_id,
+            a.store.display()
+        );
+        if let Some(prev) = &a.previous_root {
+            let _ = write!(out, " (its root was {prev})");
+        }
+        out.push('\n');
+        if !a.released.is_empty() {
+            let _ = writeln!(out, "no longer claimed by {}", a.released.join(", "));
         }
         out
     })

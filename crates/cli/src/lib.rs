@@ -22,7 +22,7 @@ pub mod parse;
 mod patch;
 mod threads;
 
-use args::{Cli, Command, HookCommand, InitCommand, StoreCommand, ThreadCommand};
+use args::{Cli, Command, HookCommand, InitCommand, StoreCommand, ThreadCommand, WorkspaceCommand};
 use clap::Parser;
 use ctx::Ctx;
 use error::{CliError, Result};
@@ -132,6 +132,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Info => home::info(&ctx),
         Command::Stores => home::stores(&ctx),
         Command::Store(StoreCommand::Move { to }) => home::store_move(&ctx, to.as_deref()),
+        Command::Workspace(WorkspaceCommand::Adopt { workspace, force }) => {
+            home::workspace_adopt(&ctx, &workspace, force)
+        }
         Command::Thread(t) => match t {
             ThreadCommand::New { id } => threads::new(&ctx, id),
             ThreadCommand::List => threads::list(&ctx),

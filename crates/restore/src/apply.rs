@@ -1078,7 +1078,7 @@ fn changed_since(ws: &Workspace, old: &Plan, new: &Plan) -> Error {
     }
 }
 
-fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
+pub(crate) fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
     Error::Conflict {
         detail: "an interrupted restore cannot finish: later edits, or paths it may not change, \
                  stand in its way; resolve them and call recover (`cairn recover`), or end it as \

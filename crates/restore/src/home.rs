@@ -29,6 +29,261 @@ pub const LEGACY_STORE: &str = ".cairn";
 /// a store whose root was renamed or deleted can be told apart and found again.
 pub const ROOT_FILE: &str = "root";
 
+/// The file in a store's `workspaces/<id>/` that records the identity of the workspace's root
+/// directory (see [`RootIdentity`]), so that the workspace is found again, with its snapshots and
+/// any restore a crash left pending, whatever path reaches it.
+pub const IDENTITY_FILE: &str = "identity";
+
+/// What identifies a workspace's root directory whatever path reaches it: its device, inode and
+/// birth time. A rename keeps all three, and so does a bind mount (what a container sees); a copy,
+/// or a new directory made at the old path, has others. A file system that keeps no birth time
+/// gives a root no identity (an inode number alone is reused by unrelated directories), and its
+/// workspaces are known by their path only, as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RootIdentity {
+    dev: u64,
+    ino: u64,
+    btime_sec: i64,
+    btime_nsec: u32,
+}
+
+impl RootIdentity {
+    /// The identity of the directory at `root`, if its file system keeps a birth time.
+    pub fn of(root: &Path) -> Option<RootIdentity> {
+        use rustix::fs::{AtFlags, StatxFlags};
+        let st = rustix::fs::statx(
+            rustix::fs::CWD,
+            root,
+            AtFlags::SYMLINK_NOFOLLOW,
+            StatxFlags::INO | StatxFlags::BTIME,
+        )
+        .ok()?;
+        if st.stx_mask & StatxFlags::BTIME.bits() == 0 || st.stx_mask & StatxFlags::INO.bits() == 0
+        {
+            return None;
+        }
+        Some(RootIdentity {
+            dev: (u64::from(st.stx_dev_major) << 32) | u64::from(st.stx_dev_minor),
+            ino: st.stx_ino,
+            btime_sec: st.stx_btime.tv_sec,
+            btime_nsec: st.stx_btime.tv_nsec,
+        })
+    }
+
+    fn encode(&self) -> String {
+        format!(
+            "{} {} {}.{:09}\n",
+            self.dev, self.ino, self.btime_sec, self.btime_nsec
+        )
+    }
+
+    fn parse(text: &str) -> Option<RootIdentity> {
+        let mut it = text.split_ascii_whitespace();
+        let dev = it.next()?.parse().ok()?;
+        let ino = it.next()?.parse().ok()?;
+        let (s, ns) = it.next()?.split_once('.')?;
+        Some(RootIdentity {
+            dev,
+            ino,
+            btime_sec: s.parse().ok()?,
+            btime_nsec: ns.parse().ok()?,
+        })
+    }
+}
+
+/// The identity recorded for workspace `id` in the store at `store`, if any.
+fn recorded_identity(store: &Path, id: &str) -> Option<RootIdentity> {
+    let path = store.join("workspaces").join(id).join(IDENTITY_FILE);
+    let text = std::fs::read_to_string(path).ok()?;
+    RootIdentity::parse(&text)
+}
+
+/// The workspace of the store at `store` whose root has identity `ident`: `preferred` when its
+/// record says so, else the one recorded most recently. `None` when no workspace there has it.
+pub fn find_identity(store: &Path, preferred: &str, ident: RootIdentity) -> Option<String> {
+    if recorded_identity(store, preferred) == Some(ident) {
+        return Some(preferred.to_string());
+    }
+    let mut best: Option<(std::time::SystemTime, String)> = None;
+    for w in std::fs::read_dir(store.join("workspaces")).ok()?.flatten() {
+        let Some(id) = w.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if cairn_store::check_workspace_id(&id).is_err() {
+            continue;
+        }
+        let path = w.path().join(IDENTITY_FILE);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if RootIdentity::parse(&text) != Some(ident) {
+            continue;
+        }
+        let when = std::fs::symlink_metadata(&path)
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        if best.as_ref().is_none_or(|(t, _)| when > *t) {
+            best = Some((when, id));
+        }
+    }
+    best.map(|(_, id)| id)
+}
+
+/// The stores of the data directory's `stores/`, by path (none when it does not exist).
+fn data_stores() -> Result<Vec<PathBuf>> {
+    let mut all: Vec<PathBuf> = std::fs::read_dir(data_dir()?.join(STORES_DIR))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    all.retain(|s| cairn_store::is_store_dir(s));
+    all.sort();
+    Ok(all)
+}
+
+/// Where the store of the workspace at the canonical `root` is, and which workspace of it the
+/// root is when the root's identity is recorded under an id other than its path's (the root was
+/// renamed, or is reached through a bind mount): [`default_store`]'s store unless it has no record
+/// of the root's identity and another store of the data directory has one (the store of the
+/// workspace before it moved). With `search` false (the caller names the workspace id) no
+/// identity is looked for.
+pub fn locate(
+    root: &Path,
+    given: Option<&Path>,
+    search: bool,
+) -> Result<(PathBuf, StoreHome, Option<String>)> {
+    let (store, home) = match given {
+        Some(s) => (s.to_path_buf(), StoreHome::Given),
+        None => default_store(root)?,
+    };
+    let Some(ident) = RootIdentity::of(root).filter(|_| search) else {
+        return Ok((store, home, None));
+    };
+    let path_id = crate::workspace::default_workspace_id(root);
+    if let Some(id) = find_identity(&store, &path_id, ident) {
+        return Ok((store, home, Some(id)));
+    }
+    if home == StoreHome::Data {
+        for other in data_stores()?.into_iter().filter(|o| *o != store) {
+            if let Some(id) = find_identity(&other, &path_id, ident) {
+                return Ok((other, home, Some(id)));
+            }
+        }
+    }
+    Ok((store, home, None))
+}
+
+/// What [`adopt`] did.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Adoption {
+    /// The workspace id the root now carries.
+    pub workspace_id: String,
+    /// The store that holds that workspace.
+    pub store: PathBuf,
+    /// The root the store recorded for the workspace before, lossily as text.
+    pub previous_root: Option<String>,
+    /// Other workspaces that had recorded this root as theirs and no longer do.
+    pub released: Vec<String>,
+}
+
+/// Makes the directory at `root` the workspace `id`: a workspace copied, or moved to another
+/// file system, where its root's identity changed, so that its snapshots, pending restores and
+/// threads' file rewinds are its own again. The store is `given`, else the default one if it
+/// holds `id`, else the store of the data directory that holds it (`NOT_FOUND` when none
+/// does). Refused unless `force` while the workspace's recorded root is still there as it was
+/// (then two directories would be one workspace). Other workspaces of those stores that had
+/// recorded this root's identity stop claiming it.
+pub fn adopt(root: &Path, id: &str, given: Option<&Path>, force: bool) -> Result<Adoption> {
+    use std::os::unix::ffi::OsStrExt;
+    let root = std::fs::canonicalize(root).map_err(|e| Error::io("open workspace", root, e))?;
+    cairn_store::check_workspace_id(id)?;
+    let Some(ident) = RootIdentity::of(&root) else {
+        return Err(Error::InvalidArgument(format!(
+            "cannot adopt a workspace at {}: its file system keeps no birth time to know the \
+             directory by; open it with its store and workspace id named instead",
+            root.display()
+        )));
+    };
+    let (first, home) = match given {
+        Some(s) => (s.to_path_buf(), StoreHome::Given),
+        None => default_store(&root)?,
+    };
+    let holds = |s: &Path| s.join("workspaces").join(id).is_dir();
+    let store = if holds(&first) {
+        first.clone()
+    } else {
+        let mut found = None;
+        if home == StoreHome::Data {
+            found = data_stores()?.into_iter().find(|s| holds(s));
+        }
+        found.ok_or_else(|| {
+            Error::Store(cairn_store::Error::NotFound {
+                what: format!(
+                    "workspace {id} in {} or any store of the data directory (`cairn stores` \
+                     lists them with their workspaces)",
+                    first.display()
+                ),
+                path: Some(first.clone()),
+            })
+        })?
+    };
+    let dir = store.join("workspaces").join(id);
+    let previous_root = std::fs::read(dir.join(ROOT_FILE))
+        .ok()
+        .map(|b| PathBuf::from(std::ffi::OsStr::from_bytes(&b)));
+    if let Some(prev) = &previous_root {
+        let still_there = *prev != root
+            && RootIdentity::of(prev).is_some()
+            && RootIdentity::of(prev) == recorded_identity(&store, id);
+        if still_there && !force {
+            return Err(Error::InvalidArgument(format!(
+                "workspace {id} is still at {}: adopting it at {} would make two directories one \
+                 workspace; adopt is for a workspace moved or copied away from its directory \
+                 (remove or rename {} first), or force it (`--force`)",
+                prev.display(),
+                root.display(),
+                prev.display()
+            )));
+        }
+    }
+    let mut released = Vec::new();
+    let mut stores = vec![store.clone()];
+    if first != store {
+        stores.push(first);
+    }
+    for s in &stores {
+        let Ok(entries) = std::fs::read_dir(s.join("workspaces")) else {
+            continue;
+        };
+        for w in entries.flatten() {
+            let Some(other) = w.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if other != id && recorded_identity(s, &other) == Some(ident) {
+                let path = w.path().join(IDENTITY_FILE);
+                std::fs::remove_file(&path).map_err(|e| Error::io("release", path, e))?;
+                released.push(other);
+            }
+        }
+    }
+    let handle = cairn_store::Store::open(&store, cairn_store::StoreOptions::default())?;
+    cairn_store::fsutil::ensure_dir(&dir)?;
+    cairn_store::fsutil::write_atomic(
+        &handle.layout().tmp,
+        &dir.join(IDENTITY_FILE),
+        ident.encode().as_bytes(),
+    )?;
+    cairn_store::fsutil::write_atomic(
+        &handle.layout().tmp,
+        &dir.join(ROOT_FILE),
+        root.as_os_str().as_bytes(),
+    )?;
+    Ok(Adoption {
+        workspace_id: id.to_string(),
+        store,
+        previous_root: previous_root.map(|p| p.to_string_lossy().into_owned()),
+        released,
+    })
+}
+
 /// Where a workspace's store was found, and why there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -88,18 +343,33 @@ pub fn default_store(root: &Path) -> Result<(PathBuf, StoreHome)> {
     ))
 }
 
-/// Records `root` as the root of workspace `id` in `store` (`workspaces/<id>/root`), unless it
-/// is recorded already. Best effort: a store that cannot be written is not refused for it.
+/// Records `root` as the root of workspace `id` in `store` (`workspaces/<id>/root`) and its
+/// identity (`workspaces/<id>/identity`), unless they are recorded already. Best effort: a store
+/// that cannot be written is not refused for it.
 pub(crate) fn note_root(store: &cairn_store::Store, id: &str, root: &Path) {
     use std::os::unix::ffi::OsStrExt;
     let dir = store.layout().workspaces.join(id);
     let path = dir.join(ROOT_FILE);
     let bytes = root.as_os_str().as_bytes();
-    if std::fs::read(&path).is_ok_and(|b| b == bytes) {
+    let ident = RootIdentity::of(root);
+    let ident_path = dir.join(IDENTITY_FILE);
+    let root_known = std::fs::read(&path).is_ok_and(|b| b == bytes);
+    let ident_known = ident.is_none() || recorded_identity(store.path(), id) == ident;
+    if root_known && ident_known {
         return;
     }
-    if cairn_store::fsutil::ensure_dir(&dir).is_ok() {
+    if cairn_store::fsutil::ensure_dir(&dir).is_err() {
+        return;
+    }
+    if !root_known {
         let _ = cairn_store::fsutil::write_atomic(&store.layout().tmp, &path, bytes);
+    }
+    if let Some(ident) = ident.filter(|_| !ident_known) {
+        let _ = cairn_store::fsutil::write_atomic(
+            &store.layout().tmp,
+            &ident_path,
+            ident.encode().as_bytes(),
+        );
     }
 }
 

@@ -494,6 +494,24 @@ pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     Ok(out)
 }
 
+/// Before a snapshot: a restore a crash left unfinished is finished first (the files are a mix of
+/// before and after until then, and a snapshot of the mix must not pass for a state the user
+/// had). Refused with `CONFLICT` when it cannot finish. Only a listing of the journal directory
+/// when nothing is pending.
+pub(crate) fn finish_before_snapshot(ws: &Workspace) -> Result<()> {
+    let dir = journal_dir(ws)?;
+    if !listing(&dir)?
+        .iter()
+        .any(|(_, s)| matches!(s, State::Pending | State::Applied))
+    {
+        return Ok(());
+    }
+    if let Some(r) = recover_all(ws)?.into_iter().find(|r| !r.completed) {
+        return Err(crate::apply::obstruction(ws, r.obstructed));
+    }
+    Ok(())
+}
+
 /// Confirms the applied journals of this boot, reading no other journal. A snapshot calls it,
 /// so that a restore's changes are confirmed soon after it in a process that keeps the
 /// workspace open and restores nothing more (an applied journal still there when the machine

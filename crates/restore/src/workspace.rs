@@ -105,14 +105,15 @@ impl Workspace {
                 root,
             });
         }
-        let (store_path, home) = match &options.store {
-            Some(s) => (s.clone(), crate::home::StoreHome::Given),
-            None => crate::home::default_store(&root)?,
-        };
+        // The workspace is the one whose recorded root identity is this directory's, whatever
+        // path reached it (a rename, a bind mount); else the one its path names.
+        let (store_path, home, found) =
+            crate::home::locate(&root, options.store.as_deref(), options.id.is_none())?;
         let store = Store::open(&store_path, options.store_options.clone())?;
         let id = options
             .id
             .clone()
+            .or(found)
             .unwrap_or_else(|| default_workspace_id(&root));
         cairn_store::check_workspace_id(&id)?;
         crate::home::note_root(&store, &id, &root);
@@ -182,8 +183,9 @@ impl Workspace {
         }
     }
 
-    /// Takes a snapshot. The workspace's excludes are added to `options.excludes`; then
-    /// finished restores are made durable (see [`Workspace::recover`]) and the workspace's
+    /// Takes a snapshot. A restore a crash left unfinished is finished first, and while it
+    /// cannot finish (see [`Workspace::recover`]) the snapshot is refused with `CONFLICT`. The
+    /// workspace's excludes are added to `options.excludes`; then finished restores are made durable (see [`Workspace::recover`]) and the workspace's
     /// retention runs (its failure is returned in the outcome, never failing the snapshot).
     pub fn snapshot(&self, options: &SnapshotOptions) -> Result<Snapshot> {
         self.snapshot_with_progress(options, None)
@@ -196,6 +198,7 @@ impl Workspace {
         options: &SnapshotOptions,
         progress: Option<cairn_snapshot::ProgressFn<'_>>,
     ) -> Result<SnapshotOutcome> {
+        crate::journal::finish_before_snapshot(self)?;
         let mut opts = options.clone();
         opts.memo.get_or_insert_with(|| self.memo.clone());
         for e in &self.options.excludes {

@@ -3,7 +3,7 @@
 
 use crate::error::{DbResult, Error, Result};
 use crate::ids::{CheckpointId, EntryId, ThreadId};
-use crate::model::{root_bytes, Checkpoint, EntryKind, Thread};
+use crate::model::{Checkpoint, EntryKind, Thread};
 use crate::sql::{params, Conn, OptionalExtension};
 use crate::threads::{conv, load_checkpoint, require_thread, BadValue, CHECKPOINT_COLS};
 use serde::{Deserialize, Serialize};
@@ -314,12 +314,15 @@ impl Lineage {
 
     /// Whether the thread (or a thread it was forked from) ran in, or took checkpoints of,
     /// the workspace `id` at `root`.
-    pub(crate) fn ran_in(&self, c: &Conn<'_>, id: &str, root: &Path) -> Result<bool> {
+    pub(crate) fn ran_in(&self, c: &Conn<'_>, id: &str) -> Result<bool> {
+        // The workspace id is what the workspace is: it follows the root's directory through a
+        // rename or a bind mount (and `cairn workspace adopt`), so a thread that ran in the
+        // workspace under another path ran in this one.
         for (t, _) in &self.threads {
             let hit = c
                 .query_row(
-                    "SELECT 1 FROM thread_workspaces WHERE thread_id = ?1 AND workspace_id = ?2 AND root = ?3",
-                    params![t, id, root_bytes(root)],
+                    "SELECT 1 FROM thread_workspaces WHERE thread_id = ?1 AND workspace_id = ?2",
+                    params![t, id],
                     |_| Ok(()),
                 )
                 .optional()
@@ -381,7 +384,7 @@ impl Lineage {
                 Some(cp.id.to_string()),
             ));
         }
-        if !self.ran_in(c, workspace_id, root)? {
+        if !self.ran_in(c, workspace_id)? {
             return Err(Error::validation(
                 format!(
                     "thread {} never ran in workspace {workspace_id} ({}); restore into a workspace the thread ran in",

@@ -298,3 +298,93 @@ fn stores_lists_a_store_whose_root_is_gone_and_store_finds_it_from_the_new_root(
     ]);
     assert!(exists(&g.path("src/main.rs")));
 }
+
+/// A thread `chat` of two user messages, `later.txt` written after the second; returns the
+/// first one's id (a rewind to it with files removes `later.txt`).
+fn chat_with_a_checkpoint(f: &Fixture) -> String {
+    f.json(&["thread", "new", "--id", "chat"]);
+    let u1 = f.json(&[
+        "thread", "append", "chat", "--kind", "user", "--text", "one",
+    ]);
+    f.json(&[
+        "thread", "append", "chat", "--kind", "user", "--text", "two",
+    ]);
+    f.write("later.txt", "written after the second message\n");
+    u1["entry"]["id"].as_str().expect("id").to_string()
+}
+
+#[test]
+fn a_renamed_workspace_keeps_its_store_its_id_and_its_threads_file_rewinds() {
+    let mut f = Fixture::new();
+    let u1 = chat_with_a_checkpoint(&f);
+    let before = f.json(&["info"]);
+    let moved = f.root.with_file_name("ws-renamed");
+    std::fs::rename(&f.root, &moved).expect("rename");
+    f.root = moved;
+    let after = f.json(&["info"]);
+    assert_eq!(after["workspace_id"], before["workspace_id"]);
+    assert_eq!(after["store"], before["store"]);
+    assert_eq!(after["snapshots"], before["snapshots"]);
+    f.json(&["rewind", "chat", &u1, "--files", "--yes"]);
+    assert!(!exists(&f.path("later.txt")), "the file rewind ran");
+    let stores = f.json(&["stores"]);
+    assert_eq!(
+        stores["stores"].as_array().map(Vec::len),
+        Some(1),
+        "{stores}"
+    );
+}
+
+#[test]
+fn a_copied_workspace_is_a_new_one_until_adopted_and_adopt_refuses_while_the_original_stands() {
+    let mut f = Fixture::new();
+    let u1 = chat_with_a_checkpoint(&f);
+    let original = f.json(&["info"]);
+    let old_root = f.root.clone();
+    let copy = f.root.with_file_name("ws-copy");
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&f.root)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(ok.success());
+    f.root = copy;
+    let info = f.json(&["info"]);
+    assert_ne!(
+        info["workspace_id"], original["workspace_id"],
+        "a copy is a new workspace"
+    );
+    // While the original is there, adopting it would make two directories one workspace.
+    let old = old_root.to_str().expect("utf-8");
+    let v = json_error(&mut f.cairn(&["--json", "workspace", "adopt", old]), 11);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--force") && m.contains("still at")),
+        "{v}"
+    );
+    std::fs::remove_dir_all(&old_root).expect("rm the original");
+    let a = f.json(&["workspace", "adopt", old]);
+    assert_eq!(a["workspace_id"], original["workspace_id"]);
+    assert_eq!(a["store"], original["store"]);
+    let info = f.json(&["info"]);
+    assert_eq!(info["workspace_id"], original["workspace_id"]);
+    assert_eq!(info["threads_db"], original["threads_db"]);
+    f.json(&["rewind", "chat", &u1, "--files", "--yes"]);
+    assert!(
+        !exists(&f.path("later.txt")),
+        "the adopted workspace rewinds its files"
+    );
+    // An unknown workspace is NOT_FOUND, naming how to find one.
+    let v = json_error(
+        &mut f.cairn(&["--json", "workspace", "adopt", "ws-0000000000000000"]),
+        12,
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cairn stores")),
+        "{v}"
+    );
+}

@@ -284,11 +284,14 @@ fn a_workspace_the_thread_never_ran_in_is_refused_with_validation() {
     let e = r.expect_err("refused");
     assert!(e.is_validation());
     assert!(e.to_string().contains("never ran in"), "{e}");
-    // Same id, another root: still another workspace.
+    // Same id, another root: the workspace moved (its directory's identity keeps its id
+    // through a rename, a bind mount or `cairn workspace adopt`), and it is the same workspace.
     let moved = env.fake("project", "moved");
-    assert_eq!(
-        kind(env.threads.rewind(&t.thread, &t.a1, &with_files(&moved))),
-        ErrorKind::Validation
+    let r = env.threads.rewind(&t.thread, &t.a1, &dry_files(&moved));
+    assert!(
+        !r.as_ref()
+            .is_err_and(|e| e.to_string().contains("never ran in")),
+        "{r:?}"
     );
 }
 
