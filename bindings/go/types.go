@@ -103,6 +103,7 @@ const (
 	SkipChanging   SkipReason = "changing"   // still changing after five reads
 	SkipUnreadable SkipReason = "unreadable" // could not be read
 	SkipHardLink   SkipReason = "hard-link"  // several hard links, with RefuseHardLinks
+	SkipStaged     SkipReason = "staged"     // a file a restore staged: Cairn's own
 )
 
 // Skipped is a path a snapshot left out because it could not take it, and why.
@@ -293,6 +294,7 @@ const (
 	KeptHardLink          KeptReason = "hard-link"
 	KeptHoldsKept         KeptReason = "holds-kept"
 	KeptDrifted           KeptReason = "drifted"
+	KeptStaged            KeptReason = "staged"
 )
 
 // KeptPath is a path a restore leaves alone, and why.

@@ -140,7 +140,7 @@ export interface Stats {
 }
 
 /** Why a snapshot left a path out. */
-export type SkipReason = 'too-large' | 'changing' | 'unreadable' | 'hard-link';
+export type SkipReason = 'too-large' | 'changing' | 'unreadable' | 'hard-link' | 'staged';
 
 /** A path a snapshot left out. */
 export interface Skipped {
@@ -262,7 +262,8 @@ export type KeptReason =
   | 'changing'
   | 'hard-link'
   | 'holds-kept'
-  | 'drifted';
+  | 'drifted'
+  | 'staged';
 
 /** A path a restore leaves alone, and why. */
 export interface KeptPath {

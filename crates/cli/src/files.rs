@@ -963,6 +963,9 @@ fn check_threads(ctx: &Ctx) -> Result<(PathBuf, Option<cairn_rewind::DbCheck>)> 
 pub struct RecoverJson {
     /// What each pending journal came to.
     pub recovered: Vec<cairn_restore::Recovery>,
+    /// Files restores had staged that no restore of this workspace would finish (a tree
+    /// copied while a restore of the original was pending), removed.
+    pub stray_staged: Vec<cairn_restore::StrayStaged>,
 }
 
 pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
@@ -976,13 +979,38 @@ pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
         .iter()
         .filter(|r| !r.completed && !r.abandoned)
         .collect();
+    let stray_staged = ws.remove_stray_staged()?;
     let json = RecoverJson {
         recovered: recovered.clone(),
+        stray_staged,
     };
     ctx.emit(&json, || {
         let mut out = String::new();
-        if json.recovered.is_empty() {
+        if json.recovered.is_empty() && json.stray_staged.is_empty() {
             out.push_str("nothing to recover: no restore was interrupted\n");
+        }
+        if !json.stray_staged.is_empty() {
+            let mut journals: Vec<&str> =
+                json.stray_staged.iter().map(|s| s.journal.as_str()).collect();
+            journals.sort_unstable();
+            journals.dedup();
+            let sample: Vec<String> = json
+                .stray_staged
+                .iter()
+                .take(5)
+                .map(|s| s.path.to_string())
+                .collect();
+            let _ = writeln!(
+                out,
+                "removed {} files a restore had staged (journal {}) that no restore of this workspace \
+                 would finish: this tree looks copied while a restore of the original was unfinished \
+                 (finish that one where it ran with `cairn recover`); they were Cairn's copies, never \
+                 your files: {}{}",
+                json.stray_staged.len(),
+                journals.join(", "),
+                sample.join(", "),
+                if json.stray_staged.len() > sample.len() { ", ..." } else { "" }
+            );
         }
         for r in &json.recovered {
             if r.completed {

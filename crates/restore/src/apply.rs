@@ -123,7 +123,7 @@ pub(crate) struct Exec<'a> {
 const SYNC_EACH_MAX: usize = 256;
 
 fn temp_prefix(jid: &str) -> Vec<u8> {
-    format!(".cairn-tmp-{jid}-").into_bytes()
+    format!("{}{jid}-", fsutil::STAGED_PREFIX).into_bytes()
 }
 
 impl<'a> Exec<'a> {
@@ -232,6 +232,25 @@ impl<'a> Exec<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Removes the staged file (or directory staged whole) at `rel`, reached beneath the root
+    /// without following a symlink; one already gone is fine.
+    pub(crate) fn remove_staged(&mut self, rel: &RelPath) -> Result<()> {
+        let (parent, name) = rel.split_last();
+        let Ok(fd) = self.dirs.dir(parent) else {
+            return Ok(());
+        };
+        let abs = || self.ws.root().join(rel.as_path());
+        let r = match safe::lstat(&*fd, name) {
+            Ok(Some(st)) if safe::file_type(&st) == rustix::fs::FileType::Directory => {
+                safe::remove_tree(&*fd, name)
+            }
+            Ok(Some(_)) => safe::unlink(&*fd, name),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| Error::io("remove the staged file", abs(), e))
     }
 
     fn next_temp(&mut self) -> Vec<u8> {
@@ -1078,7 +1097,7 @@ fn changed_since(ws: &Workspace, old: &Plan, new: &Plan) -> Error {
     }
 }
 
-pub(crate) fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
+fn obstruction(ws: &Workspace, paths: Vec<RelPath>) -> Error {
     Error::Conflict {
         detail: "an interrupted restore cannot finish: later edits, or paths it may not change, \
                  stand in its way; resolve them and call recover (`cairn recover`), or end it as \

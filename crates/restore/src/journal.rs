@@ -242,6 +242,18 @@ pub struct Recovery {
     pub abandoned: bool,
 }
 
+/// A file a restore staged that no unfinished restore of the workspace would finish, as
+/// [`Workspace::remove_stray_staged`] found and removed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StrayStaged {
+    /// Where it was.
+    pub path: RelPath,
+    /// The journal its name carries (of another workspace, or gone).
+    pub journal: String,
+    /// A directory staged whole.
+    pub is_dir: bool,
+}
+
 pub(crate) fn journal_dir(ws: &Workspace) -> Result<PathBuf> {
     let dir = ws.store().layout().journal.join(ws.id());
     fsutil::ensure_dir(&dir)?;
@@ -494,20 +506,19 @@ pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     Ok(out)
 }
 
-/// Before a snapshot: a restore a crash left unfinished is finished first (the files are a mix of
-/// before and after until then, and a snapshot of the mix must not pass for a state the user
-/// had). Refused with `CONFLICT` when it cannot finish. Only a listing of the journal directory
-/// when nothing is pending.
+/// Before a snapshot: a restore a crash left unfinished (by another process, while this handle
+/// stayed open) is finished first, so the snapshot does not take the mix of before and after for
+/// a state the user had. One it cannot finish (paths in its way) is left reported, and the
+/// snapshot goes on: it keeps the edits in the way, and a per-message checkpoint must never be
+/// wedged by a path no one may change. Only a listing of the journal directory when nothing is
+/// pending.
 pub(crate) fn finish_before_snapshot(ws: &Workspace) -> Result<()> {
     let dir = journal_dir(ws)?;
-    if !listing(&dir)?
+    if listing(&dir)?
         .iter()
         .any(|(_, s)| matches!(s, State::Pending | State::Applied))
     {
-        return Ok(());
-    }
-    if let Some(r) = recover_all(ws)?.into_iter().find(|r| !r.completed) {
-        return Err(crate::apply::obstruction(ws, r.obstructed));
+        recover_all(ws)?;
     }
     Ok(())
 }
@@ -631,6 +642,75 @@ impl Workspace {
             });
         };
         give_up_locked(self)
+    }
+
+    /// Removes the files restores staged (`.cairn-tmp-<journal>-<n>`) that no unfinished
+    /// restore of this workspace will finish: left in a tree copied (`cp -a`) while a restore
+    /// of the original was pending, or by a restore whose journal is gone. They are Cairn's own
+    /// copies of content it holds elsewhere, never the user's files, and snapshots and plans
+    /// leave them out (`skipped` and `kept` with the reason `staged`). Walks the workspace
+    /// (not the default excludes, not the store); `BUSY` while a restore of it runs.
+    pub fn remove_stray_staged(&self) -> Result<Vec<StrayStaged>> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = crate::workspace::restore_lock_path(&self.store().layout().locks, self.id());
+        let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
+            return Err(Error::Busy {
+                detail: "a restore of this workspace is running; try again when it is done".into(),
+            });
+        };
+        let live: std::collections::HashSet<String> =
+            list_unfinished(self)?.into_iter().map(|j| j.id).collect();
+        let skip_dirs: Vec<(u64, u64)> = [
+            Some(self.store().path().to_path_buf()),
+            cairn_store::home::data_dir().ok(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+        })
+        .collect();
+        let mut found = Vec::new();
+        let walk = walkdir::WalkDir::new(self.root())
+            .follow_links(false)
+            .same_file_system(true)
+            .into_iter()
+            .filter_entry(|e| {
+                use std::os::unix::fs::MetadataExt;
+                e.depth() == 0
+                    || !(cairn_snapshot::Excludes::is_default(e.file_name().as_bytes())
+                        || (e.file_type().is_dir()
+                            && e.metadata()
+                                .is_ok_and(|m| skip_dirs.contains(&(m.dev(), m.ino())))))
+            });
+        let mut it = walk;
+        while let Some(entry) = it.next() {
+            let Ok(entry) = entry else { continue };
+            let Some(jid) = fsutil::staged_journal(entry.file_name().as_bytes()) else {
+                continue;
+            };
+            let is_dir = entry.file_type().is_dir();
+            if is_dir {
+                it.skip_current_dir();
+            }
+            if live.contains(jid) {
+                continue;
+            }
+            let Ok(rel) = entry.path().strip_prefix(self.root()) else {
+                continue;
+            };
+            found.push(StrayStaged {
+                path: RelPath(rel.as_os_str().as_bytes().to_vec()),
+                journal: jid.to_string(),
+                is_dir,
+            });
+        }
+        let mut exec = Exec::new(self, "stray", Mode::Apply, None)?;
+        for s in &found {
+            exec.remove_staged(&s.path)?;
+        }
+        Ok(found)
     }
 
     /// Every restore journal of the workspace (reads them all: done journals are kept for

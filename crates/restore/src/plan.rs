@@ -150,6 +150,9 @@ pub enum KeptReason {
     HoldsKept,
     /// Edited since the reference snapshot, and the restore was told to skip such paths.
     Drifted,
+    /// A file a restore staged (`.cairn-tmp-<journal>-<n>`), left by a crash or copied with the
+    /// tree: Cairn's own, never planned as the user's (`cairn recover` removes it).
+    Staged,
 }
 
 /// A path left alone, and why.
@@ -299,6 +302,7 @@ impl Current<'_> {
                 SkipReason::Changing => KeptReason::Changing,
                 SkipReason::Unreadable => KeptReason::Unreadable,
                 SkipReason::HardLink => KeptReason::HardLink,
+                SkipReason::Staged => KeptReason::Staged,
             };
             (s.path.clone(), reason, s.is_dir)
         }));

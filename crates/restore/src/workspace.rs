@@ -183,8 +183,8 @@ impl Workspace {
         }
     }
 
-    /// Takes a snapshot. A restore a crash left unfinished is finished first, and while it
-    /// cannot finish (see [`Workspace::recover`]) the snapshot is refused with `CONFLICT`. The
+    /// Takes a snapshot. A restore a crash left unfinished is finished first where it can be
+    /// (see [`Workspace::recover`]; one with paths in its way stays pending and reported). The
     /// workspace's excludes are added to `options.excludes`; then finished restores are made durable (see [`Workspace::recover`]) and the workspace's
     /// retention runs (its failure is returned in the outcome, never failing the snapshot).
     pub fn snapshot(&self, options: &SnapshotOptions) -> Result<Snapshot> {

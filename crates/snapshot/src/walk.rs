@@ -470,6 +470,12 @@ impl Walker<'_> {
             let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
             let is_dir = ft == rustix::fs::FileType::Directory;
             let c = cached.and_then(|d| d.get(name_b));
+            if cairn_store::fsutil::staged_journal(name_b).is_some() {
+                // A restore's staged file (one a crash, or a copy of the tree, left): Cairn's
+                // own, never the user's. Recorded as skipped, so restores leave it alone.
+                self.skip(join(rel, name_b), SkipReason::Staged, is_dir);
+                continue;
+            }
             let reason = if Excludes::is_default(name_b)
                 || (is_dir && self.store_dirs.contains(&(st.st_dev, st.st_ino)))
             {

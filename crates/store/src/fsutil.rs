@@ -65,6 +65,36 @@ pub fn sync_dir(path: &Path) -> Result<()> {
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// The prefix of the names a restore stages its files under, beside their places in the
+/// workspace: `.cairn-tmp-<journal id>-<n>`.
+pub const STAGED_PREFIX: &str = ".cairn-tmp-";
+
+/// The journal id a staged file's name carries, when `name` is one a restore gives
+/// (`.cairn-tmp-r-<24 hex>-<n>` or `.cairn-tmp-key-<32 hex>-<n>`), so that such a file is
+/// known as Cairn's own wherever it is found: never captured by a snapshot, never planned as
+/// the user's.
+pub fn staged_journal(name: &[u8]) -> Option<&str> {
+    let rest = name.strip_prefix(STAGED_PREFIX.as_bytes())?;
+    let (hex_len, tag) = if rest.starts_with(b"r-") {
+        (24, 2)
+    } else if rest.starts_with(b"key-") {
+        (32, 4)
+    } else {
+        return None;
+    };
+    let id_len = tag + hex_len;
+    let (id, n) = (rest.get(..id_len)?, rest.get(id_len..)?);
+    let hex_ok = id[tag..]
+        .iter()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+    let n_ok = n.len() > 1 && n[0] == b'-' && n[1..].iter().all(u8::is_ascii_digit);
+    if hex_ok && n_ok {
+        std::str::from_utf8(id).ok()
+    } else {
+        None
+    }
+}
+
 /// A unique temporary file name in `dir`, tagged with `tag`, the process id and a counter.
 pub fn temp_name(dir: &Path, tag: &str) -> PathBuf {
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);

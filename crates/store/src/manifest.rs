@@ -25,16 +25,21 @@ pub enum SkipReason {
     Unreadable,
     /// A file with more than one hard link, with `refuse_hard_links`.
     HardLink,
+    /// A file a restore staged (`.cairn-tmp-<journal>-<n>`): Cairn's own, never the user's;
+    /// `cairn recover` removes those no restore of the workspace is finishing.
+    Staged,
 }
 
 impl SkipReason {
-    /// The stable name (`"too-large"`, `"changing"`, `"unreadable"`, `"hard-link"`).
+    /// The stable name (`"too-large"`, `"changing"`, `"unreadable"`, `"hard-link"`,
+    /// `"staged"`).
     pub fn name(self) -> &'static str {
         match self {
             SkipReason::TooLarge => "too-large",
             SkipReason::Changing => "changing",
             SkipReason::Unreadable => "unreadable",
             SkipReason::HardLink => "hard-link",
+            SkipReason::Staged => "staged",
         }
     }
 }

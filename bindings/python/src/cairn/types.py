@@ -97,7 +97,7 @@ class Stats:
 @dataclass(frozen=True)
 class Skipped:
     """A path a snapshot left out: ``reason`` is ``"too-large"``, ``"changing"``,
-    ``"unreadable"`` or ``"hard-link"``."""
+    ``"unreadable"``, ``"hard-link"`` or ``"staged"`` (a file a restore staged)."""
 
     path: str
     reason: str
@@ -115,8 +115,8 @@ class KeptPath:
     In a snapshot's ``kept`` the reason is ``"default"``, ``"glob"``, ``"ignored"`` or
     ``"special"`` and ``is_dir`` is known; in a restore's it is ``"excluded"``,
     ``"excluded-by-glob"``, ``"ignored"``, ``"special"``, ``"skipped-by-snapshot"``,
-    ``"unreadable"``, ``"too-large"``, ``"changing"``, ``"hard-link"``, ``"holds-kept"`` or
-    ``"drifted"`` and ``is_dir`` is ``None``.
+    ``"unreadable"``, ``"too-large"``, ``"changing"``, ``"hard-link"``, ``"holds-kept"``,
+    ``"drifted"`` or ``"staged"`` and ``is_dir`` is ``None``.
     """
 
     path: str

@@ -303,12 +303,6 @@ fn an_interrupted_restore_obstructed_by_a_later_edit_is_reported_and_kept_for_a_
         .restore(&snap, &RestoreOptions::default())
         .expect_err("conflict");
     assert_eq!(err.kind(), cairn_store::ErrorKind::Conflict);
-    // Nor may a snapshot take the mix of old and new files for a state the user had.
-    let err = ws
-        .snapshot(&ws.snapshot_options())
-        .expect_err("a snapshot of a half-restored tree");
-    assert_eq!(err.kind(), cairn_store::ErrorKind::Conflict, "{err}");
-    assert!(err.to_string().contains("cairn recover"), "{err}");
     // Resolved (the edit put back as the safety snapshot held it), a retry finishes.
     write(&root, "src/f5.rs", b"edited\n");
     let rec = ws.recover().expect("recover");
@@ -397,4 +391,72 @@ fn give_up_ends_an_obstructed_recovery_and_leaves_the_obstruction_as_it_is() {
     // Restores work again (the edit counts as the user's: the safety snapshot keeps it).
     ws.restore(&snap, &RestoreOptions::default())
         .expect("restore");
+}
+
+#[test]
+fn a_copy_of_a_tree_with_a_pending_restore_never_takes_its_staged_files_for_the_users() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (snap, target) = killed_after_one(dir.path());
+    let root = dir.path().join("root");
+    let staged = temp_files(&root);
+    assert!(!staged.is_empty(), "the killed restore left staged files");
+    let copy = dir.path().join("copy");
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&root)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(ok.success());
+    let ws = cairn_restore::Workspace::open(
+        &copy,
+        cairn_restore::WorkspaceOptions {
+            store: Some(dir.path().join("store")),
+            ..cairn_restore::WorkspaceOptions::default()
+        },
+    )
+    .expect("open the copy");
+    assert!(
+        ws.recovered().is_empty(),
+        "the original's journal is not the copy's"
+    );
+    // A snapshot leaves them out, saying why.
+    let s = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let skipped: Vec<_> = s
+        .skipped
+        .iter()
+        .filter(|k| k.reason == cairn_store::SkipReason::Staged)
+        .collect();
+    assert_eq!(skipped.len(), staged.len(), "{:?}", s.skipped);
+    // A restore's plan neither deletes nor overwrites them: they are kept as Cairn's own.
+    let plan = ws.plan(&snap, &RestoreOptions::default()).expect("plan");
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| cairn_store::fsutil::staged_journal(a.path().split_last().1).is_none()),
+        "{:?}",
+        plan.actions
+    );
+    assert_eq!(
+        plan.kept
+            .iter()
+            .filter(|k| k.reason == cairn_restore::KeptReason::Staged)
+            .count(),
+        staged.len()
+    );
+    // Recovery in the copy removes them, and says what it found.
+    let stray = ws.remove_stray_staged().expect("remove");
+    assert_eq!(stray.len(), staged.len());
+    assert!(temp_files(&copy).is_empty());
+    // What the snapshot took is the copy without them.
+    let after = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    assert_eq!(
+        after.root, s.root,
+        "the staged files were not in the snapshot"
+    );
+    // The original's restore is untouched by all this, and finishes.
+    let orig = open(dir.path());
+    assert_eq!(orig.recovered().len(), 1);
+    assert!(orig.recovered()[0].completed);
+    assert_eq!(picture(&root), target);
 }
