@@ -18,6 +18,7 @@ mod demo;
 pub mod error;
 mod files;
 mod home;
+mod mcp;
 pub mod parse;
 mod patch;
 mod threads;
@@ -150,5 +151,6 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Init(InitCommand::ClaudeCode { user, remove }) => {
             agents::init_claude_code(&ctx, user, remove)
         }
+        Command::Mcp => mcp::serve(&ctx),
     }
 }
