@@ -274,10 +274,13 @@ pub(crate) fn serve(ctx: &Ctx) -> Result<()> {
         .map_err(|e| io("cannot start the runtime", &e))?;
     let server = Server::new(ctx.clone());
     runtime.block_on(async move {
-        let running = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| io("the client's initialization failed", &e))?;
+        let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| {
+            io(
+                "the session ended before it began (no MCP client initialized it; \
+                     `cairn mcp` is started by an agent, see `cairn mcp --help`)",
+                &e,
+            )
+        })?;
         running
             .waiting()
             .await
