@@ -110,3 +110,34 @@ fn mcp_answers_a_failed_call_as_a_tool_error_and_goes_on_to_the_next() {
     assert_eq!(good["isError"], false);
     assert_eq!(good["structuredContent"], f.json(&["list"]));
 }
+
+#[test]
+fn mcp_restore_while_the_workspace_is_held_is_a_busy_tool_error_that_changes_nothing() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    f.write("README.md", "changed\n");
+    let ws = cairn_restore::Workspace::open(
+        &f.root,
+        cairn_restore::WorkspaceOptions {
+            store: Some(f.store()),
+            ..Default::default()
+        },
+    )
+    .expect("open");
+    let _hold = ws.hold("a test command", None).expect("hold");
+    let lines = serve(
+        &f,
+        session(&[
+            ("restore", json!({"snapshot": "base", "dry_run": true})),
+            ("restore", json!({"snapshot": "base", "dry_run": false})),
+        ]),
+    );
+    let dry = &answer(&lines, 10)["result"];
+    assert_eq!(dry["isError"], false);
+    assert_eq!(dry["structuredContent"]["busy"], true);
+    let busy = &answer(&lines, 11)["result"];
+    assert_eq!(busy["isError"], true, "{busy}");
+    assert_eq!(busy["structuredContent"]["error"]["kind"], "BUSY");
+    assert_eq!(busy["structuredContent"]["error"]["exit_code"], 14);
+    assert_eq!(f.read("README.md").as_deref(), Some("changed\n"));
+}
