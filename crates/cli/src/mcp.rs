@@ -135,10 +135,10 @@ impl Server {
         }
     }
 
-    /// Take a checkpoint: a snapshot of the workspace's files as they are now, kept outside
-    /// it. Returns its id, label, stats and the paths it skipped.
     #[tool(
         name = "checkpoint",
+        description = "Take a checkpoint: a snapshot of the workspace's files as they are now, kept outside \
+                       it. Returns its id, label, stats and the paths it skipped.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -156,27 +156,34 @@ impl Server {
         self.run(move |ctx| files::snapshot(ctx, &args)).await
     }
 
-    /// List the workspace's checkpoints, newest last (id, label, created_ms, stats).
-    #[tool(name = "list_checkpoints", annotations(read_only_hint = true))]
+    #[tool(
+        name = "list_checkpoints",
+        description = "List the workspace's checkpoints, newest last (id, label, created_ms, stats).",
+        annotations(read_only_hint = true)
+    )]
     async fn list_checkpoints(&self) -> CallToolResult {
         self.run(files::list).await
     }
 
-    /// Show what changed from a checkpoint to another, or to the files as they are now: each
-    /// change's path and kind (added, modified, deleted, mode_changed, type_changed), with
-    /// unified patches of text files when `patch` is true.
-    #[tool(name = "diff", annotations(read_only_hint = true))]
+    #[tool(
+        name = "diff",
+        description = "Show what changed from a checkpoint to another, or to the files as they are now: \
+                       each change's path and kind (added, modified, deleted, mode_changed, type_changed), \
+                       with unified patches of text files when `patch` is true.",
+        annotations(read_only_hint = true)
+    )]
     async fn diff(&self, Parameters(a): Parameters<DiffArgs>) -> CallToolResult {
         self.run(move |ctx| files::diff(ctx, &a.from, a.to.as_deref(), a.patch.unwrap_or(false)))
             .await
     }
 
-    /// Put the workspace's files back as a checkpoint holds them. DESTRUCTIVE: it overwrites
-    /// and deletes files. Call it with dry_run: true first and read the plan (restored,
-    /// deleted, kept); then dry_run: false does it, after a safety snapshot of the files as
-    /// they were (its id is safety_snapshot_id: restoring it undoes the restore).
     #[tool(
         name = "restore",
+        description = "Put the workspace's files back as a checkpoint holds them. DESTRUCTIVE: it \
+                       overwrites and deletes files. Call it with dry_run: true first and read the plan \
+                       (restored, deleted, kept); then dry_run: false does it, after a safety snapshot of \
+                       the files as they were (its id is safety_snapshot_id: restoring it undoes the \
+                       restore).",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -188,13 +195,13 @@ impl Server {
             .await
     }
 
-    /// Rewind a thread to one of its entries: the later entries leave the active branch (kept
-    /// on a branch of their own) and, with files: true, the files come back as they were at
-    /// that entry. DESTRUCTIVE with files: true (it overwrites and deletes files, after a
-    /// safety snapshot). Call it with dry_run: true first and read the plan; then dry_run:
-    /// false does it.
     #[tool(
         name = "rewind",
+        description = "Rewind a thread to one of its entries: the later entries leave the active branch \
+                       (kept on a branch of their own) and, with files: true, the files come back as they \
+                       were at that entry (for a user message: as they were before it). DESTRUCTIVE with \
+                       files: true (it overwrites and deletes files, after a safety snapshot). Call it with \
+                       dry_run: true first and read the plan; then dry_run: false does it.",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -214,15 +221,21 @@ impl Server {
         self.run(move |ctx| threads::rewind(ctx, &args)).await
     }
 
-    /// List the threads (conversations kept in Cairn), oldest first.
-    #[tool(name = "list_threads", annotations(read_only_hint = true))]
+    #[tool(
+        name = "list_threads",
+        description = "List the threads (conversations kept in Cairn), oldest first.",
+        annotations(read_only_hint = true)
+    )]
     async fn list_threads(&self) -> CallToolResult {
         self.run(threads::list).await
     }
 
-    /// Show a thread's active branch: each entry's id, kind, text, and the checkpoint taken
-    /// before it (if any).
-    #[tool(name = "thread_log", annotations(read_only_hint = true))]
+    #[tool(
+        name = "thread_log",
+        description = "Show a thread's active branch: each entry's id, kind, text, and the checkpoint taken \
+                       before it (if any).",
+        annotations(read_only_hint = true)
+    )]
     async fn thread_log(&self, Parameters(a): Parameters<ThreadLogArgs>) -> CallToolResult {
         self.run(move |ctx| threads::log(ctx, &a.thread, false))
             .await
