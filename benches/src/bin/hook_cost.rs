@@ -1,5 +1,5 @@
-//! What Claude Code's hook costs a prompt or a tool call, against a plain `cairn snapshot` of
-//! the same tree, side by side (issue 20).
+//! What Claude Code's hook costs a prompt or a tool call, and what an MCP `checkpoint` call to
+//! `cairn mcp` costs, against a plain `cairn snapshot` of the same tree, side by side (issue 20).
 //!
 //! ```text
 //! cargo build --release -p cairn-cli
@@ -9,12 +9,15 @@
 //! Generates a tree, takes a first snapshot (untimed), then in turns, each after editing 10
 //! files: `cairn snapshot`, `cairn hook claude-code` with a `UserPromptSubmit` document (a thread
 //! entry and its checkpoint), and with a `PreToolUse` of `Bash` (a labelled checkpoint). Each is
-//! a whole process, as the agent runs it. Prints the medians and their ratio to the snapshot's.
+//! a whole process, as the agent runs it. Then an MCP `checkpoint` tool call (newline-delimited
+//! JSON-RPC on the pipes, as an agent's client writes it) to one `cairn mcp` server kept running
+//! for every round, as agents keep theirs; and the same call to a server started for it
+//! (start, `initialize`, the call, exit). Prints the medians and their ratio to the snapshot's.
 
 use cairn_benches::cli::{self, Args};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 const USAGE: &str = "usage: hook_cost [--files N] [--runs N] [--seed N] [--cairn PATH]";
@@ -59,6 +62,122 @@ fn timed(
     Ok(ms)
 }
 
+/// A `cairn mcp` server on pipes, spoken to as an MCP client speaks over stdio.
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Mcp {
+    /// Starts `cairn -C root mcp` and completes the `initialize` handshake.
+    fn start(cairn: &Path, root: &Path, home: &Path) -> Result<Mcp, String> {
+        let mut child = Command::new(cairn)
+            .arg("-C")
+            .arg(root)
+            .arg("mcp")
+            .env("CAIRN_HOME", home)
+            .env_remove("CAIRN_STORE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", cairn.display()))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+        };
+        mcp.request(
+            "initialize",
+            serde_json::json!({
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "hook_cost", "version": "1"},
+            }),
+        )?;
+        mcp.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        Ok(mcp)
+    }
+
+    fn send(&mut self, message: &serde_json::Value) -> Result<(), String> {
+        writeln!(self.stdin, "{message}")
+            .and_then(|_| self.stdin.flush())
+            .map_err(|e| format!("cairn mcp stdin: {e}"))
+    }
+
+    /// Sends a request and returns its result (an error answer, or a tool error, fails).
+    fn request(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )?;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self
+                .stdout
+                .read_line(&mut line)
+                .map_err(|e| format!("cairn mcp stdout: {e}"))?;
+            if n == 0 {
+                return Err(format!(
+                    "cairn mcp closed its stdout before answering {method}"
+                ));
+            }
+            let answer: serde_json::Value = serde_json::from_str(&line)
+                .map_err(|e| format!("cairn mcp wrote {line:?}: {e}"))?;
+            if answer["id"] != id {
+                continue; // a notification, or another answer
+            }
+            if answer["result"]["isError"] == true || answer.get("error").is_some() {
+                return Err(format!("cairn mcp {method} failed: {answer}"));
+            }
+            return Ok(answer["result"].clone());
+        }
+    }
+
+    /// Times one `checkpoint` tool call, in milliseconds.
+    fn checkpoint(&mut self, label: &str) -> Result<f64, String> {
+        let t = Instant::now();
+        self.request(
+            "tools/call",
+            serde_json::json!({"name": "checkpoint", "arguments": {"label": label}}),
+        )?;
+        Ok(t.elapsed().as_secs_f64() * 1000.0)
+    }
+
+    /// Closes stdin (the end of the session) and waits for the server to exit.
+    fn stop(self) -> Result<(), String> {
+        let Mcp {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        let status = child.wait().map_err(|e| format!("wait: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("cairn mcp exited with {status}"))
+        }
+    }
+}
+
+/// Starts a server, takes one checkpoint through it and stops it: the milliseconds of it all.
+fn cold_checkpoint(cairn: &Path, root: &Path, home: &Path, label: &str) -> Result<f64, String> {
+    let t = Instant::now();
+    let mut mcp = Mcp::start(cairn, root, home)?;
+    mcp.checkpoint(label)?;
+    mcp.stop()?;
+    Ok(t.elapsed().as_secs_f64() * 1000.0)
+}
+
 fn edit(root: &Path, round: u64) -> Result<(), String> {
     for i in 0..10 {
         std::fs::write(
@@ -92,10 +211,12 @@ fn run(args: Args) -> Result<(), String> {
     timed(&cairn, &root, &home, &["snapshot"], "")?;
     let root_s = root.to_string_lossy();
     let (mut snap, mut prompt, mut tool) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut warm, mut cold) = (Vec::new(), Vec::new());
+    let mut server = Mcp::start(&cairn, &root, &home)?;
     for round in 0..runs {
-        edit(&root, round * 3)?;
+        edit(&root, round * 5)?;
         snap.push(timed(&cairn, &root, &home, &["snapshot"], "")?);
-        edit(&root, round * 3 + 1)?;
+        edit(&root, round * 5 + 1)?;
         let doc = serde_json::json!({
             "session_id": "bench", "cwd": root_s, "hook_event_name": "UserPromptSubmit",
             "prompt": format!("prompt {round}"),
@@ -107,7 +228,7 @@ fn run(args: Args) -> Result<(), String> {
             &["hook", "claude-code"],
             &doc.to_string(),
         )?);
-        edit(&root, round * 3 + 2)?;
+        edit(&root, round * 5 + 2)?;
         let doc = serde_json::json!({
             "session_id": "bench", "cwd": root_s, "hook_event_name": "PreToolUse",
             "tool_name": "Bash", "tool_use_id": format!("toolu_bench_{round}"), "tool_input": {},
@@ -119,7 +240,17 @@ fn run(args: Args) -> Result<(), String> {
             &["hook", "claude-code"],
             &doc.to_string(),
         )?);
+        edit(&root, round * 5 + 3)?;
+        warm.push(server.checkpoint(&format!("mcp-{round}"))?);
+        edit(&root, round * 5 + 4)?;
+        cold.push(cold_checkpoint(
+            &cairn,
+            &root,
+            &home,
+            &format!("mcp-cold-{round}"),
+        )?);
     }
+    server.stop()?;
     let m = |xs: &[f64]| cli::median(xs).unwrap_or(0.0);
     let base = m(&snap);
     println!("\n{:<56} {:>9} {:>12}", "", "ms", "vs snapshot");
@@ -130,6 +261,8 @@ fn run(args: Args) -> Result<(), String> {
             &prompt,
         ),
         ("hook claude-code, PreToolUse Bash (checkpoint)", &tool),
+        ("mcp checkpoint call, server running", &warm),
+        ("mcp checkpoint, server started for it", &cold),
     ] {
         println!("{name:<56} {:>9.1} {:>11.2}x", m(xs), m(xs) / base);
     }

@@ -168,6 +168,20 @@ pub enum Command {
     /// Plug Cairn into an agent (Claude Code: `cairn init claude-code`).
     #[command(subcommand)]
     Init(InitCommand),
+    /// Serve the workspace's checkpoints and threads to an agent over MCP (stdio).
+    #[command(
+        after_help = "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0) for the workspace of -C DIR \
+        (or the directory it starts in), with the same store and thread database as every other command. \
+        Tools: checkpoint {label?}, list_checkpoints {}, diff {from, to?, patch?}, restore {snapshot, dry_run}, \
+        rewind {thread, entry, files?, dry_run}, list_threads {}, thread_log {thread}. Each answers with the \
+        fields of the command's --json output as structured content, and a short text; a failure is a tool \
+        error (isError) naming the error's kind. Notes and errors of the server itself go to stderr.\n\n\
+        Register it with an agent:\n  \
+        claude mcp add cairn -- cairn mcp      # Claude Code\n  \
+        codex mcp add cairn -- cairn mcp       # Codex CLI (~/.codex/config.toml: [mcp_servers.cairn])\n  \
+        gemini mcp add cairn cairn mcp         # Gemini CLI (.gemini/settings.json: mcpServers)"
+    )]
+    Mcp,
     /// Threads: conversations whose user messages carry checkpoints of the files.
     #[command(subcommand)]
     Thread(ThreadCommand),

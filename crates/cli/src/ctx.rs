@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// Set to `1` to ask for confirmation on standard input even when it is not a terminal (tests
@@ -35,7 +36,22 @@ pub struct Ctx {
     pub progress: bool,
     /// The remote the store mirrors into (`--remote`, else `$CAIRN_REMOTE`).
     pub remote: Option<String>,
+    /// Where [`Ctx::emit`] puts what a command reports instead of printing it (`cairn mcp`
+    /// answers a tool call with it); `None` prints.
+    pub capture: Option<Capture>,
 }
+
+/// What a command reported, kept by a capturing context ([`Ctx::capture`]).
+#[derive(Debug, Clone)]
+pub struct Emitted {
+    /// The document `--json` prints.
+    pub json: serde_json::Value,
+    /// The text printed for people.
+    pub text: String,
+}
+
+/// The slot a capturing context fills: the last report of the command run with it.
+pub type Capture = Arc<Mutex<Option<Emitted>>>;
 
 /// The variable that names a remote when `--remote` is not given.
 pub const REMOTE_ENV: &str = "CAIRN_REMOTE";
@@ -57,6 +73,7 @@ impl Ctx {
             threads_db: None,
             json,
             remote: None,
+            capture: None,
         }
     }
 
@@ -189,6 +206,17 @@ impl Ctx {
 
     /// Prints `value` as JSON with `--json`, else the text `human` makes.
     pub fn emit<T: Serialize>(&self, value: &T, human: impl FnOnce() -> String) -> Result<()> {
+        if let Some(capture) = &self.capture {
+            let json = serde_json::to_value(value).map_err(|e| {
+                CliError::new(ErrorKind::Panic, format!("cannot encode the report: {e}"))
+            })?;
+            let emitted = Emitted {
+                json,
+                text: human(),
+            };
+            *capture.lock().unwrap_or_else(PoisonError::into_inner) = Some(emitted);
+            return Ok(());
+        }
         let text = if self.json {
             let mut s = serde_json::to_string_pretty(value).map_err(|e| {
                 CliError::new(ErrorKind::Panic, format!("cannot encode the report: {e}"))

@@ -113,8 +113,13 @@ impl CliError {
 
     /// The JSON document printed on stderr with `--json`.
     pub fn json(&self) -> String {
+        self.json_value().to_string()
+    }
+
+    /// [`CliError::json`] as a value: `{"error": {kind, code, exit_code, message, path}}`.
+    pub fn json_value(&self) -> serde_json::Value {
         let line = self.line();
-        let doc = serde_json::json!({
+        serde_json::json!({
             "error": JsonError {
                 kind: self.kind.map(|k| k.name()).unwrap_or("USAGE"),
                 code: self.kind.map(|k| k.code()),
@@ -122,8 +127,7 @@ impl CliError {
                 message: &line,
                 path: self.path.as_deref(),
             }
-        });
-        doc.to_string()
+        })
     }
 }
 

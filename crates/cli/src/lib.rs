@@ -1,8 +1,9 @@
 //! `cairn-cli`: the `cairn` command. It snapshots a workspace into its store, shows and diffs
 //! snapshots, restores them (planned, confirmed and undoable), keeps the store (delete, prune,
 //! gc, verify, recover), keeps threads whose user messages carry checkpoints (thread new, list,
-//! log, append), rewinds and forks them with their files, and tells the whole story with
-//! `cairn demo`.
+//! log, append), rewinds and forks them with their files, serves all that to agents (Claude
+//! Code's hooks, `cairn hook claude-code`; an MCP server, `cairn mcp`), and tells the whole story
+//! with `cairn demo`.
 //!
 //! Every command prints for people by default and one JSON document with `--json`; errors are
 //! one line (a JSON document on stderr with `--json`) and exit with a stable code per error
@@ -18,6 +19,7 @@ mod demo;
 pub mod error;
 mod files;
 mod home;
+mod mcp;
 pub mod parse;
 mod patch;
 mod threads;
@@ -153,5 +155,6 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Init(InitCommand::ClaudeCode { user, remove }) => {
             agents::init_claude_code(&ctx, user, remove)
         }
+        Command::Mcp => mcp::serve(&ctx),
     }
 }

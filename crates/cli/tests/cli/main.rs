@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 mod agents;
 mod files;
 mod home;
+mod mcp;
 mod remote;
 mod store_ops;
 mod threads;
