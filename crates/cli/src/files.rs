@@ -966,6 +966,9 @@ pub struct RecoverJson {
     /// Files restores had staged that no restore of this workspace would finish (a tree
     /// copied while a restore of the original was pending), removed.
     pub stray_staged: Vec<cairn_restore::StrayStaged>,
+    /// What the thread database's recovery did with rewinds a crash interrupted (completed
+    /// once their files are, blocked while their files wait, failed), when there is one.
+    pub rewinds: Option<cairn_rewind::Recovery>,
 }
 
 pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
@@ -980,9 +983,25 @@ pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
         .filter(|r| !r.completed && !r.abandoned)
         .collect();
     let stray_staged = ws.remove_stray_staged()?;
+    // Rewinds whose files waited for this recovery finish now, conversation included.
+    let db = ctx.threads_db()?;
+    let ws = std::sync::Arc::new(ws);
+    let rewinds = if cairn_rewind::is_pg_url(&db.to_string_lossy()) || db.is_file() {
+        let threads = cairn_rewind::Threads::open(
+            &db,
+            cairn_rewind::ThreadsOptions {
+                recover: false,
+                ..Default::default()
+            },
+        )?;
+        Some(threads.recover(&[ws.clone() as std::sync::Arc<dyn cairn_rewind::Files>])?)
+    } else {
+        None
+    };
     let json = RecoverJson {
         recovered: recovered.clone(),
         stray_staged,
+        rewinds,
     };
     ctx.emit(&json, || {
         let mut out = String::new();
@@ -1011,6 +1030,22 @@ pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
                 sample.join(", "),
                 if json.stray_staged.len() > sample.len() { ", ..." } else { "" }
             );
+        }
+        if let Some(rw) = &json.rewinds {
+            for c in &rw.completed {
+                if let Some(id) = &c.rewind_id {
+                    let _ = writeln!(out, "completed rewind {id} (files and conversation)");
+                }
+            }
+            for b in &rw.blocked {
+                let _ = writeln!(out, "rewind {} waits: {}", b.rewind_id, b.message);
+            }
+            for f in &rw.failed {
+                let _ = writeln!(
+                    out,
+                    "rewind {f} ended as failed: its files were not restored, or their restore was given up; the conversation is as it was"
+                );
+            }
         }
         for r in &json.recovered {
             if r.completed {

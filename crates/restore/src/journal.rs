@@ -287,6 +287,18 @@ fn path_of(dir: &Path, id: &str, state: State) -> PathBuf {
     dir.join(format!("{id}.{}", state.extension()))
 }
 
+/// The extension of the empty file that marks a journal given up (`<id>.given-up`): its
+/// restore was ended as it stood, not finished.
+const GIVEN_UP_EXTENSION: &str = "given-up";
+
+/// Whether journal `id` of the workspace was given up ([`Workspace::give_up`]).
+pub(crate) fn given_up(ws: &Workspace, id: &str) -> Result<bool> {
+    Ok(
+        std::fs::symlink_metadata(journal_dir(ws)?.join(format!("{id}.{GIVEN_UP_EXTENSION}")))
+            .is_ok(),
+    )
+}
+
 /// Writes a new journal (staging) durably.
 pub(crate) fn create(ws: &Workspace, j: &Journal) -> Result<()> {
     debug_assert_eq!(j.state, State::Staging);
@@ -605,6 +617,11 @@ fn give_up_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
         };
         let mut exec = Exec::new(ws, &j.id, Mode::Apply, None)?;
         exec.cleanup_temp(&j.plan)?;
+        // Marked first, so that a done journal of a given-up restore is never taken for a
+        // restore whose files are all the target's (a rewind's recovery asks).
+        let dir = journal_dir(ws)?;
+        let mark = dir.join(format!("{}.{GIVEN_UP_EXTENSION}", j.id));
+        fsutil::write_atomic(&ws.store().layout().tmp, &mark, b"")?;
         advance(ws, &mut j, State::Done, true)?;
         out.push(Recovery {
             abandoned: true,
@@ -722,6 +739,12 @@ impl Workspace {
     /// The journal of the restore made with idempotency key `key`, if there is one.
     pub fn journal_for_key(&self, key: &str) -> Result<Option<Journal>> {
         read(self, &journal_id(Some(key)))
+    }
+
+    /// Whether the restore of journal `id` was given up ([`Workspace::give_up`]): ended as it
+    /// stood, its done journal no sign that the files are the target's.
+    pub fn journal_given_up(&self, id: &str) -> Result<bool> {
+        given_up(self, id)
     }
 }
 

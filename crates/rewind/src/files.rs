@@ -89,4 +89,34 @@ pub trait Files: Send + Sync {
     /// After a crash: whether the restore journalled under `key` finished (the files are those
     /// of `target`), and what it did as far as the workspace knows. `Ok(None)` when it did not.
     fn finished(&self, key: &str, target: &SnapshotId) -> Result<Option<FileOutcome>, FilesError>;
+
+    /// After a crash, for a restore [`Files::finished`] says did not finish: whether it changed
+    /// nothing, or is part done and waiting for its recovery, or was given up part done. The
+    /// default, for a workspace that keeps no journal, is [`Interrupted::NotBegun`].
+    fn interrupted(&self, key: &str) -> Result<Interrupted, FilesError> {
+        let _ = key;
+        Ok(Interrupted::NotBegun)
+    }
+}
+
+/// Where a restore that did not finish stands (see [`Files::interrupted`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interrupted {
+    /// It changed nothing: the files are as they were before it.
+    NotBegun,
+    /// Its changes began, and its journal waits for a recovery that paths in its way stop:
+    /// part of the files are the target's, part as they were.
+    Pending {
+        /// The journal holding it.
+        journal: String,
+        /// The safety snapshot: the files as they were before it.
+        safety: Option<SnapshotId>,
+    },
+    /// It was given up part done: the files are as it left them.
+    GivenUp {
+        /// The journal that held it.
+        journal: String,
+        /// The safety snapshot: the files as they were before it.
+        safety: Option<SnapshotId>,
+    },
 }

@@ -59,7 +59,7 @@ pub use check::DbCheck;
 pub use db::SCHEMA_VERSION;
 pub use db::{is_pg_url, redact_url};
 pub use error::{DbError, Error, FilesError, FilesFailure, Result};
-pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files};
+pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted};
 pub use fork::ForkOptions;
 pub use ids::{CheckpointId, EntryId, ForkId, MemoryId, RewindId, RunId, ThreadId, ToolCallId};
 pub use model::{
@@ -69,7 +69,8 @@ pub use model::{
 };
 pub use policy::{Checkpoints, EffectivePolicy};
 pub use report::{
-    ConversationReport, FilesReport, ForkReport, MemoryReport, Recovery, RewindReport, RunsReport,
+    BlockedRewind, ConversationReport, FilesReport, ForkReport, MemoryReport, Recovery,
+    RewindReport, RunsReport,
 };
 pub use rewind::{RewindOptions, RewindRecord};
 pub use runs::{Run, RunOptions};

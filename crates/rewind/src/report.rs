@@ -118,6 +118,20 @@ pub struct Recovery {
     pub failed: Vec<RewindId>,
     /// Rewinds whose workspace was not given, left for later.
     pub pending: Vec<RewindId>,
+    /// Rewinds whose files are part restored, waiting for the workspace's restore recovery
+    /// (paths in its way): left unfinished, their records saying so.
+    pub blocked: Vec<BlockedRewind>,
     /// Forks a crash interrupted, taken back.
     pub forks_taken_back: Vec<ThreadId>,
+}
+
+/// A rewind whose files are part restored and wait for the restore's recovery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockedRewind {
+    /// The rewind.
+    pub rewind_id: RewindId,
+    /// The restore journal that holds its files.
+    pub journal: String,
+    /// Where the files stand and what to do (also the record's message).
+    pub message: String,
 }

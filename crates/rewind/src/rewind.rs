@@ -25,7 +25,8 @@ use crate::lineage::{Candidate, ChosenFiles, Lineage};
 use crate::memory::{mark_stale, stale_candidates};
 use crate::model::{root_bytes, roots_overlap, EntryKind, EventKind, RunStatus};
 use crate::report::{
-    ConversationReport, FilesReport, MemoryReport, Recovery, RewindReport, RunsReport,
+    BlockedRewind, ConversationReport, FilesReport, MemoryReport, Recovery, RewindReport,
+    RunsReport,
 };
 use crate::runs::{active_runs, load_run, stop_runs};
 use crate::sql::{params, Conn, OptionalExtension};
@@ -610,6 +611,19 @@ impl Threads {
         decode(&rec.id, text)
     }
 
+    /// Writes `note` as the record's message while it stays unfinished (a rewind waiting for
+    /// its files' recovery), so that the thread's rewinds say where the files stand.
+    fn note_record(&self, id: &RewindId, op: &str, note: &str) -> Result<()> {
+        self.inner.write("note an unfinished rewind", |c| {
+            c.execute(
+                "UPDATE rewinds SET error = ?3 WHERE id = ?1 AND op = ?2",
+                params![id, op, note],
+            )
+            .db("note an unfinished rewind")?;
+            Ok(())
+        })
+    }
+
     /// Marks a record failed, releases its holds and says so in the events; returns `err`.
     fn fail_record(&self, id: &RewindId, op: &str, thread: &ThreadId, err: Error) -> Error {
         use cairn_store::Classify;
@@ -806,9 +820,8 @@ impl Threads {
                 continue;
             }
             let Some(ch) = &request.files else { continue };
-            let ws = workspaces
-                .iter()
-                .find(|w| w.id() == ch.workspace_id && canonical_root(**w) == ch.root);
+            // The workspace id follows its directory (a rename, a bind mount, an adoption).
+            let ws = workspaces.iter().find(|w| w.id() == ch.workspace_id);
             let Some(ws) = ws else {
                 out.pending.push(rec.id.clone());
                 continue;
@@ -818,18 +831,58 @@ impl Threads {
                     out.completed
                         .push(self.finish(&rec.id, &guard.op, &request, Some(o), true)?);
                 }
-                Ok(None) => {
-                    let err = Error::validation(
-                        format!(
-                            "rewind {} was interrupted before its files were restored; the conversation is as it was: \
-                             rewind again (the same key retries)",
-                            rec.id
-                        ),
-                        Some(rec.id.to_string()),
-                    );
-                    drop(self.fail_record(&rec.id, &guard.op, &rec.thread_id, err));
-                    out.failed.push(rec.id.clone());
-                }
+                Ok(None) => match ws.interrupted(&request.journal_key) {
+                    Ok(crate::files::Interrupted::NotBegun) => {
+                        let err = Error::validation(
+                            format!(
+                                "rewind {} was interrupted before its files were restored; the conversation is as it was: \
+                                 rewind again (the same key retries)",
+                                rec.id
+                            ),
+                            Some(rec.id.to_string()),
+                        );
+                        drop(self.fail_record(&rec.id, &guard.op, &rec.thread_id, err));
+                        out.failed.push(rec.id.clone());
+                    }
+                    Ok(crate::files::Interrupted::Pending { journal, safety }) => {
+                        // Part of the files are the checkpoint's: the rewind waits for the
+                        // restore's recovery, and the record says where the files stand.
+                        let note = format!(
+                            "the files are part restored: a crash cut the restore of checkpoint {} and paths in its way \
+                             stop its recovery (journal {journal}); the conversation is as it was until it finishes: \
+                             resolve them and run `cairn recover` (the rewind then completes, conversation included), \
+                             or end the restore with `cairn recover --give-up`{}",
+                            ch.checkpoint_id,
+                            safety
+                                .map(|s| format!(" and put the files back as they were with `cairn restore {}`", s.short()))
+                                .unwrap_or_default()
+                        );
+                        self.note_record(&rec.id, &guard.op, &note)?;
+                        out.blocked.push(BlockedRewind {
+                            rewind_id: rec.id.clone(),
+                            journal,
+                            message: note,
+                        });
+                    }
+                    Ok(crate::files::Interrupted::GivenUp { journal, safety }) => {
+                        let err = Error::validation(
+                            format!(
+                                "rewind {} failed: its restore of checkpoint {} was cut by a crash and then given up \
+                                 (journal {journal}), so the files are part restored, part as they were; the \
+                                 conversation is as it was: {} or rewind again",
+                                rec.id,
+                                ch.checkpoint_id,
+                                safety
+                                    .map(|s| format!("`cairn restore {}` puts the files back as they were before the rewind,", s.short()))
+                                    .unwrap_or_default()
+                            ),
+                            Some(rec.id.to_string()),
+                        );
+                        drop(self.fail_record(&rec.id, &guard.op, &rec.thread_id, err));
+                        out.failed.push(rec.id.clone());
+                    }
+                    Err(_) => out.pending.push(rec.id.clone()),
+                },
                 Err(_) => out.pending.push(rec.id.clone()),
             }
         }

@@ -4,7 +4,7 @@
 //! interrupted is known to have finished by its journal.
 
 use crate::error::FilesError;
-use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files};
+use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted};
 use cairn_restore::{Plan, Report, RestoreOptions, Workspace};
 use cairn_store::{ErrorKind, SnapshotId, Store};
 use std::path::Path;
@@ -105,7 +105,8 @@ impl Files for Workspace {
     /// when later edits obstruct it (`None` here).
     fn finished(&self, key: &str, target: &SnapshotId) -> Result<Option<FileOutcome>, FilesError> {
         if let Some(j) = self.journal_for_key(key).map_err(FilesError::new)? {
-            if j.target == *target && j.finished() {
+            let given_up = self.journal_given_up(&j.id).map_err(FilesError::new)?;
+            if j.target == *target && j.finished() && !given_up {
                 let report = match &j.report {
                     Some(r) => json(r)?,
                     None => serde_json::Value::Null,
@@ -117,5 +118,31 @@ impl Files for Workspace {
             }
         }
         Ok(None)
+    }
+
+    /// From the journal of `key`: none, or one that died while staging, changed nothing; one
+    /// pending or applied (another boot) waits for its recovery; a done one marked given up
+    /// was ended part done.
+    fn interrupted(&self, key: &str) -> Result<Interrupted, FilesError> {
+        let Some(j) = self.journal_for_key(key).map_err(FilesError::new)? else {
+            return Ok(Interrupted::NotBegun);
+        };
+        Ok(match j.state {
+            cairn_restore::JournalState::Staging => Interrupted::NotBegun,
+            cairn_restore::JournalState::Done => {
+                if self.journal_given_up(&j.id).map_err(FilesError::new)? {
+                    Interrupted::GivenUp {
+                        journal: j.id,
+                        safety: j.safety,
+                    }
+                } else {
+                    Interrupted::NotBegun
+                }
+            }
+            _ => Interrupted::Pending {
+                journal: j.id,
+                safety: j.safety,
+            },
+        })
     }
 }

@@ -674,3 +674,91 @@ fn a_process_killed_between_the_files_and_the_conversation_switch_is_finished_wh
     assert_eq!(last.kind, cairn_rewind::EventKind::RewindCompleted);
     assert_eq!(last.data["recovered"], true);
 }
+
+/// A rewind killed after its restore's first operation, then every path the restore has still
+/// to change edited by someone else, then both reopened: returns what reopening left, and the
+/// paths in the way.
+fn cut_then_obstructed() -> (
+    RealTurns,
+    PathBuf,
+    Arc<Workspace>,
+    Threads,
+    tempfile::TempDir,
+    Vec<&'static str>,
+) {
+    let real = real();
+    let t = real_turns(&real);
+    assert!(!crash_in_child(&real, &t.a1, true).success());
+    let mut in_way = Vec::new();
+    if real.root().join("built-2.txt").exists() {
+        real.write("built-2.txt", "someone's edit\n");
+        in_way.push("built-2.txt");
+    }
+    if real.read("src/app.txt").as_deref() != Some("v2") {
+        real.write("src/app.txt", "someone's edit\n");
+        in_way.push("src/app.txt");
+    }
+    assert!(!in_way.is_empty(), "the restore had paths left to change");
+    let (root, ws, threads, dir) = reopen_both(real);
+    (t, root, ws, threads, dir, in_way)
+}
+
+#[test]
+fn a_rewind_whose_restore_was_cut_then_obstructed_says_the_files_are_part_restored_and_finishes_with_the_recovery(
+) {
+    let (t, root, ws, threads, _dir, in_way) = cut_then_obstructed();
+    assert!(!ws.recovered()[0].completed, "the edits stop the recovery");
+    let records = threads.rewinds(&t.thread).expect("records");
+    assert_eq!(records[0].state, "started", "neither failed nor completed");
+    let message = records[0].error.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("part restored") && message.contains("cairn recover"),
+        "{message}"
+    );
+    assert_eq!(
+        active_ids(&threads, &t.thread).len(),
+        4,
+        "the conversation waits for the files"
+    );
+    // Moved aside, as the advice says: the restore's recovery finishes, and with it the rewind,
+    // conversation included.
+    for p in &in_way {
+        std::fs::remove_file(root.join(p)).expect("move aside");
+    }
+    assert!(ws.recover().expect("recover")[0].completed);
+    let ws_files: Arc<dyn Files> = ws.clone();
+    let rec = threads.recover(&[ws_files]).expect("recover the rewind");
+    assert_eq!(rec.completed.len(), 1, "{rec:?}");
+    assert_eq!(
+        active_ids(&threads, &t.thread),
+        vec![t.u1.entry.id.clone(), t.a1.clone()]
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/app.txt")).expect("read"),
+        "v2"
+    );
+    assert!(!root.join("built-2.txt").exists());
+    let records = threads.rewinds(&t.thread).expect("records");
+    assert_eq!(records[0].state, "completed");
+}
+
+#[test]
+fn a_rewind_whose_cut_restore_is_given_up_fails_saying_the_files_are_part_restored_and_how_to_undo()
+{
+    let (t, _root, ws, threads, _dir, _) = cut_then_obstructed();
+    let given = ws.give_up().expect("give up");
+    assert!(given[0].abandoned);
+    let ws_files: Arc<dyn Files> = ws.clone();
+    let rec = threads.recover(&[ws_files]).expect("recover the rewind");
+    assert_eq!(rec.failed.len(), 1, "{rec:?}");
+    let records = threads.rewinds(&t.thread).expect("records");
+    assert_eq!(records[0].state, "failed");
+    let message = records[0].error.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("given up")
+            && message.contains("part restored")
+            && message.contains("cairn restore"),
+        "{message}"
+    );
+    assert_eq!(active_ids(&threads, &t.thread).len(), 4);
+}
