@@ -346,6 +346,9 @@ class FilesReport:
     root: str
     safety_snapshot_id: str | None
     restore: RestoreReport | None
+    #: A rewind's "Before rewind" checkpoint (its safety snapshot at the leaf it left):
+    #: rewinding to it with files brings back the files and the conversation.
+    before_rewind_checkpoint_id: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any] | None) -> FilesReport | None:
@@ -361,6 +364,7 @@ class FilesReport:
             root=decode_path(d["root"]),
             safety_snapshot_id=d.get("safety_snapshot_id"),
             restore=RestoreReport.from_json(restore) if isinstance(restore, dict) and restore else None,
+            before_rewind_checkpoint_id=d.get("before_rewind_checkpoint_id"),
         )
 
 
