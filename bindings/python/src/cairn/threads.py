@@ -799,7 +799,10 @@ class Threads(Managed):
     ) -> RewindReport:
         """Rewinds the thread to ``entry`` of its active branch, in one operation: files
         (with ``files=True``) from the checkpoint at or before it, then conversation, memory
-        and runs. Nothing is deleted: the cut entries stay on another branch.
+        and runs. Nothing is deleted: the cut entries stay on another branch. ``entry`` may
+        be a checkpoint id instead (``files.before_rewind_checkpoint_id`` of an earlier
+        rewind, say): the rewind goes to the checkpoint's point, on whatever branch, and
+        with ``memory=False`` restores its files only.
 
         Without ``force``, a going run of the thread raises ThreadBusyError and, with files,
         one of another thread in the same workspace raises WorkspaceBusyError; with
