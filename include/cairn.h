@@ -573,9 +573,11 @@ cairn_status cairn_threads_runs(const struct cairn_threads *t,
 
 /*
  Rewinds a thread to `entry` of its active branch, in one operation: files (with
- `"files": true`), then conversation, memory and runs. Options, may be empty: `{"files":
- bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key": str,
- "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
+ `"files": true`), then conversation, memory and runs. `entry` may be a checkpoint id
+ (`cp_…`, a "Before rewind" one included) instead: the rewind goes to the checkpoint's
+ point, and with `"memory": false` restores only its files. Options, may be empty:
+ `{"files": bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key":
+ str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
  default one. Writes the rewind report as JSON.
 
  # Safety

@@ -600,6 +600,9 @@ type FilesReport struct {
 	WorkspaceID      string `json:"workspace_id"`
 	Root             string `json:"root"`
 	SafetySnapshotID string `json:"safety_snapshot_id"`
+	// BeforeRewindCheckpointID is a rewind's "Before rewind" checkpoint (its safety snapshot at
+	// the leaf it left): rewinding to it with files brings back the files and the conversation.
+	BeforeRewindCheckpointID string `json:"before_rewind_checkpoint_id"`
 	// Restore is the file restore's report.
 	Restore *RestoreReport `json:"restore"`
 }

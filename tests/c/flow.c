@@ -334,7 +334,22 @@ int main(void) {
         CHECK(cairn_threads_rewind(th, S("chat"), S(assistant_id), S("{\"files\":true}"), NULL, &buf, &err) == CAIRN_OK);
         char *rw = take_json(buf);
         CHECK(strstr(rw, "\"exact\":true") != NULL);
+        /* The rewind's "Before rewind" checkpoint, passed where an entry goes, undoes it
+           (files and conversation); rewinding again puts it back for what follows. */
+        char before_cp[128];
+        json_str(rw, "before_rewind_checkpoint_id", before_cp, sizeof before_cp);
         free(rw);
+        CHECK(strncmp(before_cp, "cp_", 3) == 0);
+        CHECK(strstr(read_file(root, "notes.txt"), "edited by the tool") != NULL);
+        CHECK(cairn_threads_rewind(th, S("chat"), S(before_cp), S("{\"files\":true}"), NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(strstr(read_file(root, "notes.txt"), "turn two") != NULL);
+        CHECK(cairn_threads_log(th, S("chat"), false, &buf, &err) == CAIRN_OK);
+        char *undone = take_json(buf);
+        CHECK(strstr(undone, "\"payload\":\"second\"") != NULL);
+        free(undone);
+        CHECK(cairn_threads_rewind(th, S("chat"), S(assistant_id), S("{\"files\":true}"), NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
         CHECK(strstr(read_file(root, "notes.txt"), "edited by the tool") != NULL);
         CHECK(cairn_threads_log(th, S("chat"), false, &buf, &err) == CAIRN_OK);
         char *log = take_json(buf);

@@ -637,6 +637,8 @@ export interface FilesReport {
   workspaceId: string;
   root: string;
   safetySnapshotId: SnapshotId | null;
+  /** A rewind's "Before rewind" checkpoint (its safety snapshot at the leaf it left): rewinding to it with files brings back the files and the conversation. */
+  beforeRewindCheckpointId: string | null;
   restore: RestoreReport;
 }
 

@@ -79,6 +79,25 @@ def test_a_conversation_rewinds_with_its_files(ws, root, threads):
     assert len(events) == 2 and threads.events(cursor=events[-1].cursor)[0].cursor > events[-1].cursor
 
 
+def test_the_before_rewind_checkpoint_brings_back_the_files_and_the_conversation(threads, root):
+    threads.create("chat")
+    write(root, "app.py", "v1")
+    threads.append("chat", "user", "change it")
+    write(root, "app.py", "v2")
+    done = threads.append("chat", "assistant", "changed")
+    threads.append("chat", "user", "again")
+    write(root, "app.py", "v3")
+    last = threads.append("chat", "assistant", "changed again")
+    report = threads.rewind("chat", done.entry, files=True)
+    assert (root / "app.py").read_text() == "v2"
+    cp = report.files.before_rewind_checkpoint_id
+    assert cp and cp in [c.id for c in threads.list_checkpoints("chat")]
+    back = threads.rewind("chat", cp, files=True)
+    assert back.to_entry_id == last.entry.id
+    assert (root / "app.py").read_text() == "v3"
+    assert threads.log("chat")[-1].id == last.entry.id
+
+
 def test_fork_makes_a_new_thread_sharing_the_prefix(threads, root, tmp_path):
     threads.create("main")
     first = threads.append("main", "user", "hello")

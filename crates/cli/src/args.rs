@@ -188,11 +188,17 @@ pub enum Command {
     /// Rewind a thread to an entry: the conversation, and with --files the files too.
     #[command(
         after_help = "ENTRY is an entry of the thread's active branch: its id or a unique prefix (4+ characters, \
-        `e_` optional). With --files the files come back as they were at that point (a safety snapshot is \
-        taken first: `cairn restore <safety>` undoes it); the command shows the plan and asks, and \
-        changes nothing unless confirmed or given --yes. With --json it needs --dry-run or --yes.\n\n\
-        Examples:\n  cairn thread log chat\n  cairn rewind chat e_3fa2 --files --dry-run\n  \
-        cairn rewind chat e_3fa2 --files\n  cairn rewind chat e_3fa2 --files --no-memory --yes"
+        `e_` optional), or a checkpoint id of the thread (`cp_…` or a unique prefix): the conversation goes to \
+        the checkpoint's point (a branch a rewind cut included), and with --no-memory only the files come back. \
+        Without ENTRY it lists the active branch ([files] on the entries with a checkpoint) and the \
+        checkpoints taken by hand or before a rewind. With --files the files come back as they were at that \
+        point; a safety snapshot is taken first, and a \"Before rewind\" checkpoint records it with the \
+        conversation as it was: `cairn rewind THREAD <that checkpoint> --files` undoes the whole rewind. The \
+        command shows the plan and asks, and changes nothing unless confirmed or given --yes. With --json it \
+        needs --dry-run or --yes.\n\n\
+        Examples:\n  cairn rewind chat\n  cairn rewind chat e_3fa2 --files --dry-run\n  \
+        cairn rewind chat e_3fa2 --files\n  cairn rewind chat e_3fa2 --files --no-memory --yes\n  \
+        cairn rewind chat cp_91c0 --files --yes"
     )]
     Rewind(RewindArgs),
     /// Fork a thread at an entry into a new thread, with --files giving it the files at that point.
@@ -320,8 +326,9 @@ pub enum EntryKindArg {
 pub struct RewindArgs {
     /// The thread.
     pub thread: String,
-    /// The entry to rewind to: an id or a unique prefix.
-    pub entry: String,
+    /// The entry to rewind to (an id or a unique prefix), or a checkpoint (`cp_…`, a "Before
+    /// rewind" one included). Without it: the active branch and the checkpoints, to choose from.
+    pub entry: Option<String>,
     /// Restore the files from the checkpoint at that point, too.
     #[arg(long)]
     pub files: bool,

@@ -7,7 +7,7 @@ use cairn_store::{ErrorKind, Store, StoreOptions};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -52,6 +52,57 @@ pub struct Emitted {
 
 /// The slot a capturing context fills: the last report of the command run with it.
 pub type Capture = Arc<Mutex<Option<Emitted>>>;
+
+/// A file in a store that names the thread database its workspace's threads live in, when
+/// that is not the store's own `threads.db`: `cairn fork --into DIR` writes it into the
+/// fork's store, so that `cairn -C DIR thread log <fork>` finds the fork's thread. One line:
+/// the database's absolute path, or a PostgreSQL URL without a password.
+pub const THREADS_DB_LINK: &str = "threads-db";
+
+/// The thread database `<store>/threads-db` names, if the file is there. A symlink planted
+/// there is refused as `CORRUPT` (never followed), as the database files are.
+pub fn read_threads_db_link(store: &Path) -> Result<Option<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = store.join(THREADS_DB_LINK);
+    let bad = |detail: &str| {
+        CliError::new(
+            ErrorKind::Corrupt,
+            format!(
+                "{}: {detail}; remove it (then pass --threads-db to name the thread database)",
+                path.display()
+            ),
+        )
+        .with_path(&path)
+    };
+    let io = |e: std::io::Error| {
+        CliError::new(
+            ErrorKind::of_io(&e),
+            format!("cannot read {}: {e}", path.display()),
+        )
+        .with_path(&path)
+    };
+    let link = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    if !link.file_type().is_file() {
+        return Err(bad("not a regular file (a symlink is never followed)"));
+    }
+    let file = std::fs::File::open(&path).map_err(io)?;
+    let opened = file.metadata().map_err(io)?;
+    if (opened.dev(), opened.ino()) != (link.dev(), link.ino()) {
+        return Err(bad("replaced while it was opened"));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, 64 * 1024), &mut text)
+        .map_err(|_| bad("not text"))?;
+    let named = text.trim();
+    if named.is_empty() || !(cairn_rewind::is_pg_url(named) || named.starts_with('/')) {
+        return Err(bad("it names no thread database"));
+    }
+    Ok(Some(PathBuf::from(named)))
+}
 
 /// The variable that names a remote when `--remote` is not given.
 pub const REMOTE_ENV: &str = "CAIRN_REMOTE";
@@ -99,13 +150,20 @@ impl Ctx {
         }
     }
 
-    /// The thread database: `--threads-db` (or `$CAIRN_THREADS_DB`), else
+    /// The thread database: `--threads-db` (or `$CAIRN_THREADS_DB`), else the one the store's
+    /// `threads-db` file names (a fork's workspace, see [`THREADS_DB_LINK`]), else
     /// `<store>/threads.db`.
     pub fn threads_db(&self) -> Result<PathBuf> {
         match &self.threads_db {
             Some(url) if cairn_rewind::is_pg_url(url) => Ok(PathBuf::from(url)),
             Some(path) => Ok(self.root.join(path)),
-            None => Ok(self.store_path()?.join(cairn_rewind::DB_FILE)),
+            None => {
+                let store = self.store_path()?;
+                match read_threads_db_link(&store)? {
+                    Some(named) => Ok(named),
+                    None => Ok(store.join(cairn_rewind::DB_FILE)),
+                }
+            }
         }
     }
 

@@ -211,7 +211,7 @@ impl Server {
     async fn rewind(&self, Parameters(a): Parameters<RewindToolArgs>) -> CallToolResult {
         let args = RewindArgs {
             thread: a.thread,
-            entry: a.entry,
+            entry: Some(a.entry),
             files: a.files.unwrap_or(false),
             no_memory: false,
             dry_run: a.dry_run,

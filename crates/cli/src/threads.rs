@@ -7,10 +7,10 @@ use crate::files::{done_text, plan_text};
 use crate::parse::human_time;
 use cairn_restore::Workspace;
 use cairn_rewind::{
-    AppendOptions, Checkpoints, Entry, EntryId, EntryKind, Files, ForkOptions, NewEntry,
-    RewindOptions, Thread, ThreadId, Threads, ThreadsOptions,
+    AppendOptions, Checkpoint, CheckpointId, Checkpoints, Entry, EntryId, EntryKind, Files,
+    ForkOptions, NewEntry, RewindOptions, Thread, ThreadId, Threads, ThreadsOptions,
 };
-use cairn_store::ErrorKind;
+use cairn_store::{Classify, ErrorKind};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -36,8 +36,25 @@ pub(crate) fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
     Ok(Opened { ws, threads })
 }
 
+/// The thread `name`; one the database lacks is `NOT_FOUND` naming the database and the
+/// commands that list and make threads.
+fn thread_named(threads: &Threads, name: &str) -> Result<Thread> {
+    match threads.thread(&ThreadId::new(name)) {
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(CliError::new(
+            ErrorKind::NotFound,
+            format!(
+                "thread {name} not found in the thread database {}; `cairn thread list` lists its threads and \
+                 `cairn thread new --id {name}` makes one (a thread of another database needs --threads-db)",
+                threads.path().display()
+            ),
+        )
+        .with_path(threads.path())),
+        other => Ok(other?),
+    }
+}
+
 /// An entry for `thread log --json`: the entry's fields, and its payload as text.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct EntryJson {
     /// The entry.
     #[serde(flatten)]
@@ -72,37 +89,55 @@ pub struct ListJson {
     pub threads: Vec<Thread>,
 }
 
-/// Resolves an entry name: a full id, or a unique prefix of one (with or without `e_`) among
-/// the entries the thread sees.
-fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) -> Result<EntryId> {
-    let all = threads.entries(thread, true)?;
-    if let Some(e) = all.iter().find(|e| e.id.as_str() == name) {
-        return Ok(e.id.clone());
+/// Resolves a name among `ids`: a full id, or a unique prefix of 4+ characters (with or
+/// without `prefix`, the ids' own). `what` names them in errors, `hint` says how to list them.
+fn pick_unique<I: Clone + AsRef<str>>(
+    ids: &[I],
+    name: &str,
+    prefix: &str,
+    what: &str,
+    hint: &str,
+) -> Result<I> {
+    if let Some(id) = ids.iter().find(|i| i.as_ref() == name) {
+        return Ok(id.clone());
     }
-    let with_prefix = format!("{}{name}", EntryId::PREFIX);
-    let matches: Vec<&Entry> = all
+    let bare = name.strip_prefix(prefix).unwrap_or(name);
+    let with_prefix = format!("{prefix}{bare}");
+    let matches: Vec<&I> = ids
         .iter()
-        .filter(|e| {
-            name.len() >= 4
-                && (e.id.as_str().starts_with(name) || e.id.as_str().starts_with(&with_prefix))
-        })
+        .filter(|i| bare.len() >= 4 && i.as_ref().starts_with(&with_prefix))
         .collect();
     match matches.as_slice() {
-        [one] => Ok(one.id.clone()),
+        [one] => Ok((*one).clone()),
         [] => Err(CliError::new(
             ErrorKind::NotFound,
-            format!(
-                "entry '{name}' not found in thread {thread}; `cairn thread log {thread} --all` lists its entries"
-            ),
+            format!("{what} '{name}' not found; {hint}"),
         )),
         many => Err(CliError::new(
             ErrorKind::InvalidArgument,
             format!(
-                "entry prefix '{name}' is ambiguous in thread {thread} ({} entries match); give more characters",
+                "{what} prefix '{name}' is ambiguous ({} match); give more characters",
                 many.len()
             ),
         )),
     }
+}
+
+/// Resolves an entry name: a full id, or a unique prefix of one (with or without `e_`) among
+/// the entries the thread sees.
+fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) -> Result<EntryId> {
+    let ids: Vec<EntryId> = threads
+        .entries(thread, true)?
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    pick_unique(
+        &ids,
+        name,
+        EntryId::PREFIX,
+        &format!("entry of thread {thread}"),
+        &format!("`cairn thread log {thread} --all` lists its entries"),
+    )
 }
 
 fn one_line(text: &str, max: usize) -> String {
@@ -144,7 +179,7 @@ fn log_text(json: &LogJson, all: bool) -> String {
             one_line(&e.text, 60)
         );
     }
-    if all {
+    if all && json.entries.iter().any(|e| !e.entry.on_active_branch) {
         out.push_str("  (x: off the active branch, cut by a rewind)\n");
     }
     out
@@ -194,7 +229,7 @@ pub(crate) fn log(ctx: &Ctx, thread: &str, all: bool) -> Result<()> {
     let o = open(ctx, false)?;
     let id = ThreadId::new(thread);
     let json = LogJson {
-        thread: o.threads.thread(&id)?,
+        thread: thread_named(&o.threads, thread)?,
         entries: o
             .threads
             .entries(&id, all)?
@@ -213,6 +248,7 @@ pub(crate) fn append(
     key: Option<String>,
 ) -> Result<()> {
     let o = open(ctx, false)?;
+    thread_named(&o.threads, thread)?;
     let kind = match kind {
         EntryKindArg::User => EntryKind::User,
         EntryKindArg::Assistant => EntryKind::Assistant,
@@ -313,7 +349,17 @@ fn rewind_text(r: &cairn_rewind::RewindReport) -> String {
         if r.dry_run { "would be taken" } else { "taken" }
     );
     match &r.files {
-        Some(f) => out.push_str(&files_plan_text(f, r.dry_run, &f.root, false)),
+        Some(f) => {
+            out.push_str(&files_plan_text(f, r.dry_run, &f.root, false));
+            if let Some(cp) = &f.before_rewind_checkpoint_id {
+                let _ = writeln!(
+                    out,
+                    "  before rewind: checkpoint {cp} keeps the files and the conversation as they were: \
+                     `cairn rewind {} {cp} --files` brings them back",
+                    r.thread_id
+                );
+            }
+        }
         None => out.push_str("  files: left as they are (add --files to restore them)\n"),
     }
     if !r.memory.staled.is_empty() {
@@ -344,24 +390,158 @@ fn file_counts(files: Option<&cairn_rewind::FilesReport>) -> (usize, usize) {
     (count("restored"), count("deleted"))
 }
 
+/// What `cairn rewind THREAD` (no entry) prints with `--json`.
+#[derive(Debug, Serialize)]
+pub struct ChooseJson {
+    /// The thread.
+    pub thread: Thread,
+    /// Its active branch, first entry first (`checkpoint` set on those with files).
+    pub entries: Vec<EntryJson>,
+    /// The checkpoints of its lineage taken by hand, by a hook or before a rewind: those no
+    /// entry names, oldest first.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// What a rewind goes to: an entry, or a checkpoint.
+enum Point {
+    Entry(EntryId),
+    Checkpoint(CheckpointId),
+}
+
+impl std::fmt::Display for Point {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Point::Entry(e) => write!(f, "{e}"),
+            Point::Checkpoint(c) => write!(f, "checkpoint {c}"),
+        }
+    }
+}
+
+/// Resolves a checkpoint name (`cp_…`: a full id or a unique prefix) among the checkpoints
+/// of the thread's lineage.
+fn resolve_checkpoint(threads: &Threads, thread: &ThreadId, name: &str) -> Result<CheckpointId> {
+    let ids: Vec<CheckpointId> = threads
+        .list_checkpoints(thread)?
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    pick_unique(
+        &ids,
+        name,
+        CheckpointId::PREFIX,
+        &format!("checkpoint of thread {thread}"),
+        &format!("`cairn rewind {thread}` lists its checkpoints"),
+    )
+}
+
+/// `cairn rewind THREAD`: the active branch with `[files]` marks, and the checkpoints no entry
+/// names (by hand, by a hook, before a rewind), to choose a point from.
+fn choose(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
+    if args.files || args.no_memory || args.dry_run || args.yes || args.force {
+        return Err(CliError::usage(format!(
+            "name the entry or checkpoint to rewind to: `cairn rewind {} ENTRY ...`; \
+             `cairn rewind {}` alone lists them",
+            args.thread, args.thread
+        )));
+    }
+    let o = open(ctx, false)?;
+    let thread = thread_named(&o.threads, &args.thread)?;
+    let entries: Vec<EntryJson> = o
+        .threads
+        .active_branch(&thread.id)?
+        .into_iter()
+        .map(EntryJson::from)
+        .collect();
+    let named: std::collections::HashSet<CheckpointId> = o
+        .threads
+        .entries(&thread.id, true)?
+        .into_iter()
+        .filter_map(|e| e.checkpoint.map(|c| c.checkpoint_id))
+        .collect();
+    let checkpoints: Vec<Checkpoint> = o
+        .threads
+        .list_checkpoints(&thread.id)?
+        .into_iter()
+        .filter(|c| !named.contains(&c.id))
+        .collect();
+    let json = ChooseJson {
+        thread,
+        entries,
+        checkpoints,
+    };
+    ctx.emit(&json, || {
+        let log = LogJson {
+            thread: json.thread.clone(),
+            entries: json.entries.clone(),
+        };
+        let mut out = log_text(&log, false);
+        if !json.checkpoints.is_empty() {
+            out.push_str("checkpoints (by hand, by a hook, before a rewind):\n");
+            for c in &json.checkpoints {
+                let _ = writeln!(
+                    out,
+                    "  {}  {:<13}  at {}  {}",
+                    c.id,
+                    one_line(c.label.as_deref().unwrap_or(""), 13),
+                    c.entry_id
+                        .as_ref()
+                        .map(|e| e.as_str())
+                        .unwrap_or("the start"),
+                    human_time(c.created_ms)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "rewind with `cairn rewind {} ENTRY|CHECKPOINT [--files] --dry-run`",
+            json.thread.id
+        );
+        out
+    })
+}
+
 pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
-    if args.files {
+    let Some(name) = &args.entry else {
+        return choose(ctx, args);
+    };
+    let is_checkpoint = name.starts_with(CheckpointId::PREFIX);
+    // A checkpoint with --no-memory restores its files: that is what it is for.
+    let files = args.files || (is_checkpoint && args.no_memory);
+    if files {
         ctx.check_confirmable("rewind --files", args.dry_run, args.yes)?;
     }
     let o = open(ctx, false)?;
-    let thread = ThreadId::new(args.thread.as_str());
-    o.threads.thread(&thread)?;
-    let entry = resolve_entry(&o.threads, &thread, &args.entry)?;
+    let thread = thread_named(&o.threads, &args.thread)?.id;
+    let point = if is_checkpoint {
+        Point::Checkpoint(resolve_checkpoint(&o.threads, &thread, name)?)
+    } else {
+        let entry = resolve_entry(&o.threads, &thread, name)?;
+        if !o.threads.entry(&entry)?.on_active_branch {
+            return Err(CliError::new(
+                ErrorKind::Validation,
+                format!(
+                    "entry {entry} is not on the active branch of thread {thread}: rewind to an entry \
+                     `cairn thread log {thread}` lists, to a checkpoint `cairn rewind {thread}` lists, or fork \
+                     from it with `cairn fork {thread} {entry}`"
+                ),
+            ));
+        }
+        Point::Entry(entry)
+    };
     let mut options = RewindOptions {
-        files: Some(args.files),
+        files: Some(files),
         memory: !args.no_memory,
         workspace: Some(o.ws.clone() as Arc<dyn Files>),
         dry_run: true,
         force: args.force,
         ..RewindOptions::default()
     };
-    if args.dry_run || args.files {
-        let plan = o.threads.rewind(&thread, &entry, &options)?;
+    let call = |options: &RewindOptions| match &point {
+        Point::Entry(e) => o.threads.rewind(&thread, e, options),
+        Point::Checkpoint(c) => o.threads.rewind_to_checkpoint(&thread, c, options),
+    };
+    if args.dry_run || files {
+        let plan = call(&options)?;
         if args.dry_run {
             return ctx.emit(&plan, || {
                 rewind_text(&plan) + "dry run: nothing was changed\n"
@@ -374,7 +554,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         ctx.confirm(
             "rewind",
             &format!(
-                "Rewind thread {thread} to {entry}, restoring {restored} paths and deleting {deleted} in {}?",
+                "Rewind thread {thread} to {point}, restoring {restored} paths and deleting {deleted} in {}?",
                 o.ws.root().display()
             ),
             args.yes,
@@ -382,7 +562,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
     }
     options.dry_run = false;
     let bar = ctx.spinner("rewind");
-    let report = o.threads.rewind(&thread, &entry, &options);
+    let report = call(&options);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -459,8 +639,7 @@ pub(crate) fn fork(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
         ctx.check_confirmable("fork --files", args.dry_run, args.yes)?;
     }
     let o = open(ctx, false)?;
-    let thread = ThreadId::new(args.thread.as_str());
-    o.threads.thread(&thread)?;
+    let thread = thread_named(&o.threads, &args.thread)?.id;
     let entry = resolve_entry(&o.threads, &thread, &args.entry)?;
     if let (true, Some(dir)) = (args.files, &args.into) {
         // Before the directory or its store is made: a fork into the source, its store or
@@ -530,5 +709,76 @@ fn fork_with(
     }
     options.dry_run = false;
     let report = o.threads.fork(thread, entry, &options)?;
-    ctx.emit(&report, || fork_text(&report, &root))
+    // The fork's directory finds its thread: its store names this thread database.
+    let link = match &target {
+        Some(t) => Some(link_threads_db(ctx, o, t)?),
+        None => None,
+    };
+    ctx.emit(&report, || {
+        let mut out = fork_text(&report, &root);
+        match &link {
+            Some(Ok(())) => {
+                let _ = writeln!(
+                    out,
+                    "  `cairn -C {} thread log {}` shows it (the fork's store names this thread database)",
+                    root.display(),
+                    report.thread_id
+                );
+            }
+            Some(Err(why)) => {
+                let _ = writeln!(
+                    out,
+                    "  {why}: `cairn -C {} --threads-db {} thread log {}` shows it",
+                    root.display(),
+                    o.threads.path().display(),
+                    report.thread_id
+                );
+            }
+            None => {}
+        }
+        out
+    })
+}
+
+/// Makes the fork's store name the thread database the fork was made in (its `threads-db`
+/// file), so that commands in the fork's directory find its thread without `--threads-db`.
+/// `Err(why)` when it is better left unnamed: the fork's store has a thread database of its
+/// own (its threads stay where they are), or the database is a URL with a password (never
+/// written into a file).
+fn link_threads_db(
+    ctx: &Ctx,
+    o: &Opened,
+    target: &Workspace,
+) -> Result<std::result::Result<(), String>> {
+    let store = target.store().path().to_path_buf();
+    let db = ctx.threads_db()?;
+    let text = db.to_string_lossy().into_owned();
+    let named = if cairn_rewind::is_pg_url(&text) {
+        if cairn_rewind::redact_url(&text) != text {
+            return Ok(Err(
+                "the thread database's URL holds a password, which is not written into the fork's store".into(),
+            ));
+        }
+        text
+    } else {
+        std::fs::canonicalize(&db)
+            .unwrap_or(db)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let own = store.join(cairn_rewind::DB_FILE);
+    if std::fs::symlink_metadata(&own).is_ok()
+        && !cairn_store::fsutil::same_path(&own, o.threads.path())
+    {
+        return Ok(Err(format!(
+            "the fork's store has a thread database of its own ({})",
+            own.display()
+        )));
+    }
+    cairn_store::fsutil::write_atomic(
+        &store,
+        &store.join(crate::ctx::THREADS_DB_LINK),
+        format!("{named}\n").as_bytes(),
+    )?;
+    Ok(Ok(()))
 }

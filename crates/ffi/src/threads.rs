@@ -788,7 +788,7 @@ unsafe fn rewind_like(
         // SAFETY: per the contract.
         let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
         // SAFETY: per the contract.
-        let entry = EntryId::new(unsafe { text(entry, entry_len, "entry") }?);
+        let name = unsafe { text(entry, entry_len, "entry") }?;
         // SAFETY: per the contract.
         let o: RewindJson = json::parse(
             unsafe { bytes(options_json, options_len, "options") }?,
@@ -796,9 +796,12 @@ unsafe fn rewind_like(
         )?;
         let opts = rewind_options(o, t.workspace_or(workspace));
         let report = if before {
-            t.threads.restore_before(&id, &entry, &opts)?
+            t.threads.restore_before(&id, &EntryId::new(name), &opts)?
+        } else if name.starts_with(cairn_rewind::CheckpointId::PREFIX) {
+            let cp = cairn_rewind::CheckpointId::new(name);
+            t.threads.rewind_to_checkpoint(&id, &cp, &opts)?
         } else {
-            t.threads.rewind(&id, &entry, &opts)?
+            t.threads.rewind(&id, &EntryId::new(name), &opts)?
         };
         put_json(out, &report);
         Ok(())
@@ -806,9 +809,11 @@ unsafe fn rewind_like(
 }
 
 /// Rewinds a thread to `entry` of its active branch, in one operation: files (with
-/// `"files": true`), then conversation, memory and runs. Options, may be empty: `{"files":
-/// bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key": str,
-/// "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
+/// `"files": true`), then conversation, memory and runs. `entry` may be a checkpoint id
+/// (`cp_…`, a "Before rewind" one included) instead: the rewind goes to the checkpoint's
+/// point, and with `"memory": false` restores only its files. Options, may be empty:
+/// `{"files": bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key":
+/// str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
 /// default one. Writes the rewind report as JSON.
 ///
 /// # Safety

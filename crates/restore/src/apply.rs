@@ -989,6 +989,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
         }
     };
     if options.is_cancelled() {
+        drop_safety(ws, &safety.id);
         return Err(Error::Cancelled);
     }
     let jid = journal::journal_id(options.key.as_deref());
@@ -1009,11 +1010,13 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
     if let Err(e) = exec.stage(&all) {
         exec.unstage();
         let _ = journal::remove(ws, &j);
+        drop_safety(ws, &safety.id);
         return Err(e);
     }
     if let Err(e) = journal::advance(ws, &mut j, State::Pending, true) {
         exec.unstage();
         let _ = journal::remove(ws, &j);
+        drop_safety(ws, &safety.id);
         return Err(e);
     }
     if let Err(e) = exec.run(plan) {
@@ -1073,10 +1076,20 @@ fn planned_safety(
             options.on_drift,
         )?;
         if fresh.actions != plan.actions {
+            drop_safety(ws, &safety.id);
             return Err(changed_since(ws, plan, &fresh));
         }
     }
     Ok(Some(safety))
+}
+
+/// Deletes the safety snapshot of a restore that failed before it changed anything (issue 32):
+/// the files are still those it holds, so it would only be a snapshot nobody asked for. The
+/// stat cache it wrote names it, so it is not trusted once the snapshot is gone.
+fn drop_safety(ws: &Workspace, id: &SnapshotId) {
+    let _ = ws
+        .store()
+        .delete_snapshot(id, &cairn_store::gc::GcOptions::default());
 }
 
 fn changed_since(ws: &Workspace, old: &Plan, new: &Plan) -> Error {

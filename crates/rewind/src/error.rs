@@ -155,8 +155,9 @@ pub enum Error {
         /// The path concerned.
         path: PathBuf,
     },
-    /// The run was interrupted or dropped by a rewind of its thread.
-    #[error("run {run} of thread {thread} was {how} by a rewind; start a new run after the rewound point")]
+    /// The run was interrupted or dropped by a rewind of its thread, or interrupted by a forced
+    /// fork with files.
+    #[error("run {run} of thread {thread} was {how} by {by}; start a new run")]
     RunInterrupted {
         /// The run.
         run: RunId,
@@ -164,6 +165,8 @@ pub enum Error {
         thread: ThreadId,
         /// "interrupted" or "dropped".
         how: &'static str,
+        /// What stopped it: "the forced rewind rw_…", "the forced fork fk_…", "the rewind rw_…".
+        by: String,
     },
     /// A workspace failed a snapshot, plan or restore.
     #[error("workspace {workspace}: {action} failed: {source}")]

@@ -607,12 +607,21 @@ impl Threads {
         Ok(files_report(&p.chosen, plan.report, None))
     }
 
-    /// Deletes snapshots copied into the fork's store for a fork that did not happen.
+    /// Deletes snapshots copied into the fork's store for a fork that did not happen (or a dry
+    /// run), and the packs and indexes the copies wrote: the collection after the deletion
+    /// has no grace period, which is safe because it defers while any process has an
+    /// operation going on in that store (snapshots, restores and copies all register one),
+    /// and it repacks nothing.
     fn forget_copies(&self, p: &Prepared, ids: &[SnapshotId]) {
+        let at_once = cairn_store::gc::GcOptions {
+            grace: std::time::Duration::ZERO,
+            repack_below: 0.0,
+            max_packs: usize::MAX,
+        };
         if let Some((_, dst)) = &p.stores {
             for id in ids {
                 if p.to_copy.contains(id) && dst.has_snapshot(id) {
-                    let _ = dst.delete_snapshot(id, &cairn_store::gc::GcOptions::default());
+                    let _ = dst.delete_snapshot(id, &at_once);
                 }
             }
         }

@@ -70,7 +70,7 @@ pub use model::{
 pub use policy::{Checkpoints, EffectivePolicy};
 pub use report::{
     BlockedRewind, ConversationReport, FilesReport, ForkReport, MemoryReport, Recovery,
-    RewindReport, RunsReport,
+    RewindReport, RunsReport, BEFORE_REWIND,
 };
 pub use rewind::{RewindOptions, RewindRecord};
 pub use runs::{Run, RunOptions};

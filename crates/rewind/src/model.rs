@@ -137,7 +137,8 @@ pub struct Entry {
     pub created_ms: i64,
     /// Its place in the order of all writes (increasing).
     pub seq: i64,
-    /// Whether it is on the thread's active branch (set by [`crate::Threads::entries`]).
+    /// Whether it is on the thread's active branch (as [`crate::Threads::entries`],
+    /// [`crate::Threads::entry`] and [`crate::Threads::append`] return it).
     pub on_active_branch: bool,
 }
 

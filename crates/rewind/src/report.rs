@@ -42,6 +42,10 @@ pub struct ConversationReport {
     pub previous_leaf_id: Option<EntryId>,
 }
 
+/// The label of the checkpoint a rewind or restore with files records of the state it left
+/// (kind `manual`): the safety snapshot of the files and the active leaf before it.
+pub const BEFORE_REWIND: &str = "Before rewind";
+
 /// The files part of a rewind or fork.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FilesReport {
@@ -61,6 +65,12 @@ pub struct FilesReport {
     pub root: PathBuf,
     /// The snapshot of the files before they changed: restoring it undoes the files part.
     pub safety_snapshot_id: Option<SnapshotId>,
+    /// A rewind's "Before rewind" checkpoint: the safety snapshot and the active leaf before
+    /// the rewind, listed with the thread's checkpoints (label [`BEFORE_REWIND`]);
+    /// [`crate::Threads::rewind_to_checkpoint`] of it brings the files and the conversation
+    /// back. `None` when the restore changed nothing (and for forks).
+    #[serde(default)]
+    pub before_rewind_checkpoint_id: Option<CheckpointId>,
     /// The workspace's restore report (its plan, for a dry run).
     pub restore: serde_json::Value,
 }

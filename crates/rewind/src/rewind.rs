@@ -26,7 +26,7 @@ use crate::memory::{mark_stale, stale_candidates};
 use crate::model::{root_bytes, roots_overlap, EntryKind, EventKind, RunStatus};
 use crate::report::{
     BlockedRewind, ConversationReport, FilesReport, MemoryReport, Recovery, RewindReport,
-    RunsReport,
+    RunsReport, BEFORE_REWIND,
 };
 use crate::runs::{active_runs, load_run, stop_runs};
 use crate::sql::{params, Conn, OptionalExtension};
@@ -124,6 +124,18 @@ pub struct RewindRecord {
     pub finished_ms: Option<i64>,
 }
 
+/// Which points a rewind may go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// An entry of the active branch.
+    ActiveBranch,
+    /// Any entry the thread sees, a branch an earlier rewind cut included (a rewind to a
+    /// checkpoint).
+    AnyBranch,
+    /// The files only; the conversation stays.
+    FilesOnly,
+}
+
 /// Where the files come from.
 #[derive(Debug, Clone)]
 pub(crate) enum FilesFrom {
@@ -174,7 +186,13 @@ impl Threads {
         to_entry: &EntryId,
         opts: &RewindOptions,
     ) -> Result<RewindReport> {
-        self.run_rewind(thread, Some(to_entry.clone()), FilesFrom::Auto, opts, false)
+        self.run_rewind(
+            thread,
+            Some(to_entry.clone()),
+            FilesFrom::Auto,
+            opts,
+            Scope::ActiveBranch,
+        )
     }
 
     /// "Restore before this prompt": rewinds to the entry before `user_entry` (the start of
@@ -204,7 +222,7 @@ impl Threads {
             entry.parent_id,
             FilesFrom::Entry(user_entry.clone()),
             opts,
-            false,
+            Scope::ActiveBranch,
         )
     }
 
@@ -223,7 +241,65 @@ impl Threads {
             leaf,
             FilesFrom::Checkpoint(checkpoint.clone()),
             opts,
-            true,
+            Scope::FilesOnly,
+        )
+    }
+
+    /// Rewinds `thread` to a checkpoint of its lineage (002's `rewind(checkpointId)`): the
+    /// conversation goes to the checkpoint's point, which may be on a branch an earlier rewind
+    /// cut, and with [`RewindOptions::files`] the files come back from the checkpoint
+    /// (`memory: false` restores the files only, as [`Threads::restore_checkpoint`]). The point
+    /// of a checkpoint taken for an entry (before a user message, a tool entry, a compaction)
+    /// is the entry before it; of one taken at the leaf (by hand, or a rewind's "Before
+    /// rewind" checkpoint), that leaf. So the "Before rewind" checkpoint of a rewind, restored
+    /// with files, brings back the files and the conversation the rewind took away, as one
+    /// operation that is itself undone by its own "Before rewind" checkpoint.
+    pub fn rewind_to_checkpoint(
+        &self,
+        thread: &ThreadId,
+        checkpoint: &CheckpointId,
+        opts: &RewindOptions,
+    ) -> Result<RewindReport> {
+        if !opts.memory {
+            return self.restore_checkpoint(thread, checkpoint, opts);
+        }
+        let cp = self.checkpoint_by_id(checkpoint)?;
+        let lin = self.inner.read(|c| Lineage::load(c, thread))?;
+        let point = match &cp.entry_id {
+            Some(e) => {
+                let entry = self.entry(e)?;
+                let taken_for = entry
+                    .checkpoint
+                    .as_ref()
+                    .is_some_and(|r| &r.checkpoint_id == checkpoint);
+                if taken_for {
+                    entry.parent_id
+                } else {
+                    Some(e.clone())
+                }
+            }
+            None => None,
+        };
+        let seen = match &cp.entry_id {
+            Some(e) => lin.entries.contains_key(e),
+            None => cp.thread_id == *thread,
+        };
+        if !seen {
+            return Err(Error::validation(
+                format!(
+                    "checkpoint {checkpoint} was taken in thread {}, which is not in the lineage of thread {thread}; \
+                     rewind only to checkpoints of this thread or of the threads it was forked from",
+                    cp.thread_id
+                ),
+                Some(checkpoint.to_string()),
+            ));
+        }
+        self.run_rewind(
+            thread,
+            point,
+            FilesFrom::Checkpoint(checkpoint.clone()),
+            opts,
+            Scope::AnyBranch,
         )
     }
 
@@ -263,8 +339,9 @@ impl Threads {
         point: Option<EntryId>,
         from: FilesFrom,
         opts: &RewindOptions,
-        files_only: bool,
+        scope: Scope,
     ) -> Result<RewindReport> {
+        let files_only = scope == Scope::FilesOnly;
         let files_on = files_only || opts.files.unwrap_or(self.inner.options.rewind_files);
         let memory = opts.memory && !files_only;
         if !files_on && !memory {
@@ -345,7 +422,8 @@ impl Threads {
         // Checks, before anything changes.
         let lin = self.inner.read(|c| Lineage::load(c, thread))?;
         if let Some(p) = &point {
-            if !lin.on_active(p) {
+            let reachable = scope == Scope::AnyBranch && lin.entries.contains_key(p);
+            if !reachable && !lin.on_active(p) {
                 let exists = self.inner.read(|c| load_entry(c, p))?.is_some();
                 return Err(if exists {
                     not_on_branch(thread, p)
@@ -729,7 +807,20 @@ impl Threads {
                 }
             }
             let files = match (&request.files, outcome) {
-                (Some(ch), Some(o)) => Some(files_report(ch, o.report, o.safety_snapshot_id)),
+                (Some(ch), Some(o)) => {
+                    let mut f = files_report(ch, o.report, o.safety_snapshot_id);
+                    if let Some(safety) = o.safety_snapshot_id {
+                        f.before_rewind_checkpoint_id = Some(record_before_rewind(
+                            c,
+                            thread,
+                            previous.as_ref(),
+                            ch,
+                            &safety,
+                            id,
+                        )?);
+                    }
+                    Some(f)
+                }
                 (Some(ch), None) => Some(files_report(ch, serde_json::Value::Null, None)),
                 _ => None,
             };
@@ -890,6 +981,45 @@ impl Threads {
         self.drop_dead_holds()?;
         Ok(out)
     }
+}
+
+/// Records the "Before rewind" checkpoint of a rewind whose restore changed files: its safety
+/// snapshot, at the active leaf `previous` the rewind left.
+fn record_before_rewind(
+    c: &Conn<'_>,
+    thread: &ThreadId,
+    previous: Option<&EntryId>,
+    ch: &ChosenFiles,
+    safety: &cairn_store::SnapshotId,
+    rewind: &RewindId,
+) -> Result<CheckpointId> {
+    let cp_id = CheckpointId::generate();
+    c.execute(
+        "INSERT INTO checkpoints (id, thread_id, entry_id, kind, label, snapshot_id, workspace_id, root, run_id, created_ms) \
+         VALUES (?1, ?2, ?3, 'manual', ?4, ?5, ?6, ?7, NULL, ?8)",
+        params![
+            cp_id,
+            thread,
+            previous,
+            BEFORE_REWIND,
+            safety.to_hex(),
+            ch.workspace_id,
+            root_bytes(&ch.root),
+            c.now_ms()
+        ],
+    )
+    .db("record the Before rewind checkpoint")?;
+    emit(
+        c,
+        Some(thread),
+        EventKind::CheckpointCreated,
+        serde_json::json!({
+            "checkpoint_id": cp_id, "entry_id": previous, "snapshot_id": safety,
+            "workspace_id": ch.workspace_id, "kind": "manual", "label": BEFORE_REWIND,
+            "rewind_id": rewind,
+        }),
+    )?;
+    Ok(cp_id)
 }
 
 /// How a rewind record ends.
@@ -1058,6 +1188,7 @@ pub(crate) fn files_report(
         workspace_id: ch.workspace_id.clone(),
         root: ch.root.clone(),
         safety_snapshot_id: safety,
+        before_rewind_checkpoint_id: None,
         restore,
     }
 }

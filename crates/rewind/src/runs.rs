@@ -141,12 +141,14 @@ pub(crate) struct RunRow {
     pub(crate) lease_expires_ms: i64,
     pub(crate) started_ms: i64,
     pub(crate) open_tools: u64,
+    /// Why it ended (`ended`, `RUN_INTERRUPTED: forced rewind rw_…`, `dropped by rewind rw_…`).
+    pub(crate) end_reason: Option<String>,
 }
 
 const RUN_COLS: &str =
     "r.id, r.thread_id, r.workspace_id, r.root, r.durable, r.parent_run, r.holder, \
      r.status, r.lease_expires_ms, r.started_ms, \
-     (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id AND t.finished_ms IS NULL)";
+     (SELECT count(*) FROM tool_calls t WHERE t.run_id = r.id AND t.finished_ms IS NULL), r.end_reason";
 
 fn run_row(r: &crate::sql::Row) -> crate::sql::SqlResult<RunRow> {
     let status: String = r.get(7)?;
@@ -162,6 +164,7 @@ fn run_row(r: &crate::sql::Row) -> crate::sql::SqlResult<RunRow> {
         lease_expires_ms: r.get(8)?,
         started_ms: r.get(9)?,
         open_tools: r.get::<_, i64>(10)? as u64,
+        end_reason: r.get(11)?,
     })
 }
 
@@ -318,9 +321,9 @@ impl Threads {
                 )
                 .db("renew a run's lease")?;
             }
-            Ok(row.status)
+            Ok((row.status, row.end_reason))
         })?;
-        self.status_result(run, status)
+        self.status_result(run, status.0, status.1.as_deref())
     }
 
     /// Pauses a run (waiting for an approval, say): it no longer goes on, and a rewind drops it.
@@ -346,11 +349,11 @@ impl Threads {
                     params![run.id(), to.name(), c.now_ms() + lease],
                 )
                 .db("change a run's state")?;
-                return Ok(to);
+                return Ok((to, None));
             }
-            Ok(row.status)
+            Ok((row.status, row.end_reason))
         })?;
-        self.status_result(run, status)
+        self.status_result(run, status.0, status.1.as_deref())
     }
 
     /// Ends a run; returns how it ended (`Ended`, or `Interrupted`/`Dropped` when a rewind
@@ -395,15 +398,18 @@ impl Threads {
                 )
                 .db("start a tool call")?;
             }
-            Ok(row.status)
+            Ok((row.status, row.end_reason))
         })?;
+        let (status, reason) = status;
         match status {
             RunStatus::Running => Ok(id),
             RunStatus::Paused => Err(Error::InvalidArgument(format!(
                 "run {} is paused; resume it before calling tools",
                 run.id()
             ))),
-            other => self.status_result(run, other).map(|_| id),
+            other => self
+                .status_result(run, other, reason.as_deref())
+                .map(|_| id),
         }
     }
 
@@ -473,7 +479,12 @@ impl Threads {
                 ));
             }
             if !matches!(row.status, RunStatus::Running | RunStatus::Paused) {
-                return Err(self.interrupted_error(&row.id, &row.thread_id, row.status));
+                return Err(self.interrupted_error(
+                    &row.id,
+                    &row.thread_id,
+                    row.status,
+                    row.end_reason.as_deref(),
+                ));
             }
             if self.going(c, &row, now) {
                 return Err(Error::ThreadBusy {
@@ -508,10 +519,10 @@ impl Threads {
 
     pub(crate) fn check_run_alive_in(&self, c: &Conn<'_>, run: &Run) -> Result<()> {
         let row = require_run(c, run.id())?;
-        self.status_result(run, row.status)
+        self.status_result(run, row.status, row.end_reason.as_deref())
     }
 
-    fn status_result(&self, run: &Run, status: RunStatus) -> Result<()> {
+    fn status_result(&self, run: &Run, status: RunStatus, reason: Option<&str>) -> Result<()> {
         match status {
             RunStatus::Running | RunStatus::Paused => Ok(()),
             RunStatus::Ended => Err(Error::InvalidArgument(format!(
@@ -520,17 +531,27 @@ impl Threads {
             ))),
             other => {
                 run.shared.interrupted.store(true, Ordering::SeqCst);
-                Err(self.interrupted_error(run.id(), run.thread_id(), other))
+                Err(self.interrupted_error(run.id(), run.thread_id(), other, reason))
             }
         }
     }
 
+    /// `RUN_INTERRUPTED` for a run stopped with `status`, naming what stopped it (from the
+    /// run's `reason`: a forced rewind, a forced fork, a rewind that dropped it).
     pub(crate) fn interrupted_error(
         &self,
         run: &RunId,
         thread: &ThreadId,
         status: RunStatus,
+        reason: Option<&str>,
     ) -> Error {
+        let by = match reason {
+            Some(r) => {
+                let what = r.strip_prefix("RUN_INTERRUPTED: ").unwrap_or(r);
+                format!("the {}", what.strip_prefix("dropped by ").unwrap_or(what))
+            }
+            None => "a rewind".to_string(),
+        };
         Error::RunInterrupted {
             run: run.clone(),
             thread: thread.clone(),
@@ -539,6 +560,7 @@ impl Threads {
             } else {
                 "interrupted"
             },
+            by,
         }
     }
 

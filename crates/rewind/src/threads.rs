@@ -664,15 +664,20 @@ impl Threads {
         })
     }
 
-    /// An entry.
+    /// An entry, saying whether it is on its thread's active branch.
     pub fn entry(&self, id: &EntryId) -> Result<Entry> {
         self.inner.read(|c| {
-            load_entry(c, id)?.ok_or_else(|| {
+            let mut e = load_entry(c, id)?.ok_or_else(|| {
                 Error::not_found(
                     format!("entry {id}"),
                     "list a thread's entries with entries()",
                 )
-            })
+            })?;
+            let t = require_thread(c, &e.thread_id)?;
+            e.on_active_branch = active_entries(c, t.active_leaf.as_ref())?
+                .iter()
+                .any(|a| a.id == e.id);
+            Ok(e)
         })
     }
 
@@ -1018,8 +1023,10 @@ impl Threads {
                     "checkpoint_id": checkpoint.as_ref().map(|c| &c.0),
                 }),
             )?;
-            let entry = load_entry(c, entry_id)?
+            let mut entry = load_entry(c, entry_id)?
                 .ok_or_else(|| Error::not_found(format!("entry {entry_id}"), "it was just written"))?;
+            // It is the thread's new active leaf.
+            entry.on_active_branch = true;
             let checkpoint = match &checkpoint {
                 Some((cp_id, ..)) => load_checkpoint(c, cp_id)?,
                 None => None,

@@ -32,6 +32,8 @@ pub use diff::{diff_snapshots, diff_trees, diff_workspace, Change, ChangeKind, E
 pub use error::{Error, Result};
 pub use exclude::{ExcludeReason, Excludes, IgnoreChain, DEFAULT_EXCLUDES};
 pub use statcache::{CacheMemo, StatCache, StatRecord};
+#[doc(hidden)]
+pub use walk::set_read_hook;
 pub use walk::{Kept, MAX_READS};
 
 use cairn_store::{

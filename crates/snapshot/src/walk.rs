@@ -29,6 +29,19 @@ use std::sync::Arc;
 
 /// How many times a file that changes while it is read is read again.
 pub const MAX_READS: usize = 5;
+
+/// A test hook: called with a file's absolute path after each read of it and before the
+/// descriptor is looked at again (see [`set_read_hook`]).
+static READ_HOOK: std::sync::OnceLock<fn(&Path)> = std::sync::OnceLock::new();
+
+/// Tests only: installs, once per process, a function called after every read of a file and
+/// before its stat is compared, so a test can change the file between the two (a file that
+/// never holds still). Returns `false` when one was installed already. The hook sees every
+/// file of every snapshot of the process: let it act only on the paths it is meant for.
+#[doc(hidden)]
+pub fn set_read_hook(hook: fn(&Path)) -> bool {
+    READ_HOOK.set(hook).is_ok()
+}
 const IGNORE_FILE_MAX: u64 = 1 << 20;
 
 /// An entry left in place and out of the snapshot, and why (reported to restores).
@@ -859,6 +872,9 @@ impl Walker<'_> {
             };
             self.counters.hashed.fetch_add(1, Ordering::Relaxed);
             self.counters.hashed_bytes.fetch_add(n, Ordering::Relaxed);
+            if let Some(hook) = READ_HOOK.get() {
+                hook(&self.abs(path));
+            }
             let after = rustix::fs::fstat(file.as_fd())
                 .map_err(|e| Error::io("stat", self.abs(path), e.into()))?;
             let rec_after = record_of(&after);

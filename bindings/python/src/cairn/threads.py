@@ -346,6 +346,9 @@ class FilesReport:
     root: str
     safety_snapshot_id: str | None
     restore: RestoreReport | None
+    #: A rewind's "Before rewind" checkpoint (its safety snapshot at the leaf it left):
+    #: rewinding to it with files brings back the files and the conversation.
+    before_rewind_checkpoint_id: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any] | None) -> FilesReport | None:
@@ -361,6 +364,7 @@ class FilesReport:
             root=decode_path(d["root"]),
             safety_snapshot_id=d.get("safety_snapshot_id"),
             restore=RestoreReport.from_json(restore) if isinstance(restore, dict) and restore else None,
+            before_rewind_checkpoint_id=d.get("before_rewind_checkpoint_id"),
         )
 
 
@@ -795,7 +799,10 @@ class Threads(Managed):
     ) -> RewindReport:
         """Rewinds the thread to ``entry`` of its active branch, in one operation: files
         (with ``files=True``) from the checkpoint at or before it, then conversation, memory
-        and runs. Nothing is deleted: the cut entries stay on another branch.
+        and runs. Nothing is deleted: the cut entries stay on another branch. ``entry`` may
+        be a checkpoint id instead (``files.before_rewind_checkpoint_id`` of an earlier
+        rewind, say): the rewind goes to the checkpoint's point, on whatever branch, and
+        with ``memory=False`` restores its files only.
 
         Without ``force``, a going run of the thread raises ThreadBusyError and, with files,
         one of another thread in the same workspace raises WorkspaceBusyError; with

@@ -56,9 +56,14 @@ impl Fixture {
 
     /// `cairn -C ROOT ARGS`, with no terminal and no forced prompt.
     pub fn cairn(&self, args: &[&str]) -> Command {
+        self.cairn_in(&self.root, args)
+    }
+
+    /// `cairn -C DIR ARGS` for another directory, with the fixture's data directory.
+    pub fn cairn_in(&self, dir: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::cargo_bin("cairn").expect("the cairn binary");
         cmd.arg("-C")
-            .arg(&self.root)
+            .arg(dir)
             .args(args)
             .env_remove("CAIRN_FORCE_PROMPT")
             .env_remove("CAIRN_THREADS_DB")

@@ -3,6 +3,7 @@
 use crate::{exists, json_error, Fixture};
 use predicates::prelude::*;
 use serde_json::Value;
+use std::path::PathBuf;
 
 /// A thread `chat` of two turns: turn 1 edits `src/main.rs` and adds `turn1.txt`, turn 2 adds
 /// `turn2.txt`. Returns the ids of (user 1, end of turn 1, user 2).
@@ -487,4 +488,245 @@ fn an_empty_thread_database_file_is_corrupt_and_never_taken_as_a_new_one() {
         Some(0),
         "left as found"
     );
+}
+
+/// Forks `chat` at `at` with its files into `<tmp>/fork` as thread `side`; returns the directory.
+fn fork_side_into_a_directory(f: &Fixture, at: &str) -> PathBuf {
+    let into = f.root.with_file_name("fork");
+    let into_s = into.to_str().expect("utf8");
+    f.json(&[
+        "fork", "chat", at, "--files", "--into", into_s, "--new-id", "side", "--yes",
+    ]);
+    into
+}
+
+/// `cairn -C DIR --json info`.
+fn info_in(f: &Fixture, dir: &std::path::Path) -> Value {
+    let out = f
+        .cairn_in(dir, &["--json", "info"])
+        .output()
+        .expect("run cairn info");
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+#[test]
+fn thread_log_all_prints_the_cut_legend_only_when_something_was_cut() {
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    let legend = "(x: off the active branch, cut by a rewind)";
+    f.cairn(&["thread", "log", "chat", "--all"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(legend).not());
+    f.json(&["rewind", "chat", &end1]);
+    f.cairn(&["thread", "log", "chat", "--all"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(legend));
+}
+
+#[test]
+fn thread_append_says_the_entry_it_appended_is_on_the_active_branch() {
+    let f = Fixture::new();
+    f.json(&["thread", "new", "--id", "chat"]);
+    let v = f.json(&["thread", "append", "chat", "--kind", "user", "--text", "hi"]);
+    assert_eq!(v["entry"]["on_active_branch"], true, "{v}");
+    let again = f.json(&[
+        "thread", "append", "chat", "--kind", "note", "--text", "n", "--key", "k",
+    ]);
+    let repeated = f.json(&[
+        "thread", "append", "chat", "--kind", "note", "--text", "n", "--key", "k",
+    ]);
+    assert_eq!(again["entry"]["on_active_branch"], true);
+    assert_eq!(repeated["repeated"], true);
+    assert_eq!(repeated["entry"]["on_active_branch"], true);
+}
+
+#[test]
+fn a_thread_that_is_not_there_is_not_found_naming_cli_commands_not_library_calls() {
+    let f = Fixture::new();
+    f.json(&["thread", "new", "--id", "chat"]);
+    for args in [
+        vec!["--json", "thread", "log", "nope"],
+        vec!["--json", "thread", "append", "nope", "--kind", "note"],
+        vec!["--json", "rewind", "nope", "e_1234"],
+        vec!["--json", "rewind", "nope"],
+        vec!["--json", "fork", "nope", "e_1234"],
+    ] {
+        let v = json_error(&mut f.cairn(&args), 12);
+        let message = v["error"]["message"].as_str().expect("message");
+        assert!(
+            message.contains("`cairn thread list`"),
+            "{args:?}: {message}"
+        );
+        assert!(!message.contains("create_thread"), "{args:?}: {message}");
+        assert!(!message.contains("threads()"), "{args:?}: {message}");
+    }
+}
+
+#[test]
+fn rewind_with_no_entry_lists_the_active_branch_with_files_marks_and_the_checkpoints() {
+    let f = Fixture::new();
+    let (u1, end1, u2) = two_turns(&f);
+    let out = f
+        .cairn(&["rewind", "chat"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains(&format!("{u1}  user       turn one [files]")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{u2}  user       turn two [files]")),
+        "{text}"
+    );
+    assert!(text.contains(&end1), "{text}");
+    assert!(!text.contains("checkpoints ("), "no checkpoint yet: {text}");
+    // After a rewind with files its Before rewind checkpoint is listed too.
+    f.json(&["rewind", "chat", &end1, "--files", "--yes"]);
+    let v = f.json(&["rewind", "chat"]);
+    assert_eq!(v["entries"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["checkpoints"][0]["label"], "Before rewind");
+    // Flags that need a point are a usage error without one.
+    f.cairn(&["rewind", "chat", "--files", "--dry-run"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn rewinding_to_the_before_rewind_checkpoint_brings_back_the_files_and_the_conversation() {
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    let r = f.json(&["rewind", "chat", &end1, "--files", "--yes"]);
+    assert!(!exists(&f.path("turn2.txt")));
+    let cp = r["files"]["before_rewind_checkpoint_id"]
+        .as_str()
+        .expect("a Before rewind checkpoint")
+        .to_string();
+    assert_eq!(active_len(&f, "chat"), Some(3));
+    // A unique prefix of the checkpoint's id names it as well.
+    let prefix = &cp[..cp.len() - 4];
+    let plan = f.json(&["rewind", "chat", prefix, "--files", "--dry-run"]);
+    assert_eq!(plan["dry_run"], true);
+    assert!(!exists(&f.path("turn2.txt")), "a dry run changes nothing");
+    let back = f.json(&["rewind", "chat", &cp, "--files", "--yes"]);
+    assert_eq!(f.read("turn2.txt").as_deref(), Some("2\n"));
+    assert_eq!(active_len(&f, "chat"), Some(5));
+    assert!(back["files"]["before_rewind_checkpoint_id"].is_string());
+}
+
+#[test]
+fn rewind_of_a_checkpoint_with_no_memory_restores_only_the_files() {
+    let f = Fixture::new();
+    let (_, _, _) = two_turns(&f);
+    let log = f.json(&["thread", "log", "chat"]);
+    let cp = log["entries"][0]["checkpoint"]["checkpoint_id"]
+        .as_str()
+        .expect("the first message's checkpoint")
+        .to_string();
+    let v = f.json(&["rewind", "chat", &cp, "--no-memory", "--yes"]);
+    assert_eq!(v["conversation"]["cut"].as_array().map(Vec::len), Some(0));
+    assert!(!exists(&f.path("turn1.txt")));
+    assert!(!exists(&f.path("turn2.txt")));
+    assert_eq!(active_len(&f, "chat"), Some(5));
+    // An unknown checkpoint is NOT_FOUND.
+    json_error(
+        &mut f.cairn(&[
+            "--json",
+            "rewind",
+            "chat",
+            "cp_ffffffff",
+            "--no-memory",
+            "--yes",
+        ]),
+        12,
+    );
+}
+
+#[test]
+fn after_a_fork_into_a_directory_commands_there_find_the_forks_thread() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let into = fork_side_into_a_directory(&f, &u1);
+    let out = f
+        .cairn_in(&into, &["--json", "thread", "log", "side"])
+        .output()
+        .expect("run cairn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(log["thread"]["id"], "side");
+    assert_eq!(
+        info_in(&f, &into)["threads_db"],
+        f.json(&["info"])["threads_db"]
+    );
+}
+
+#[test]
+fn a_threads_db_file_planted_as_a_symlink_in_a_store_is_corrupt_and_not_followed() {
+    let f = Fixture::new();
+    f.json(&["thread", "new", "--id", "chat"]);
+    let store = f.store();
+    let elsewhere = f.root.with_file_name("elsewhere");
+    std::fs::write(&elsewhere, "/tmp/not-the-db\n").expect("write");
+    std::os::unix::fs::symlink(&elsewhere, store.join("threads-db")).expect("symlink");
+    json_error(&mut f.cairn(&["--json", "thread", "log", "chat"]), 19);
+}
+
+#[test]
+fn a_fork_dry_run_into_an_existing_store_leaves_no_copied_pack_or_index_behind() {
+    let f = Fixture::new();
+    let (u1, _, u2) = two_turns(&f);
+    let into = fork_side_into_a_directory(&f, &u1);
+    let into_s = into.to_str().expect("utf8");
+    let store = PathBuf::from(
+        info_in(&f, &into)["store"]
+            .as_str()
+            .expect("the fork's store"),
+    );
+    let listing = |dir: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(store.join(dir))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let (packs, large, snapshots) = (
+        listing("objects/packs"),
+        listing("objects/large"),
+        listing("snapshots"),
+    );
+    // Forking again from later (its checkpoint is not in the fork's store yet), dry runs only.
+    let dry = f.json(&[
+        "fork",
+        "chat",
+        &u2,
+        "--files",
+        "--into",
+        into_s,
+        "--dry-run",
+    ]);
+    assert_eq!(dry["dry_run"], true);
+    assert!(
+        !dry["snapshots_copied"].as_array().expect("list").is_empty(),
+        "the dry run had to copy: {dry}"
+    );
+    assert_eq!(listing("snapshots"), snapshots);
+    assert_eq!(
+        listing("objects/packs"),
+        packs,
+        "a copied pack or index was left"
+    );
+    assert_eq!(listing("objects/large"), large);
 }

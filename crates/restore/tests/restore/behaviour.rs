@@ -108,6 +108,44 @@ fn a_restore_that_changes_nothing_takes_no_safety_snapshot() {
 }
 
 #[test]
+fn a_restore_refused_after_its_safety_snapshot_but_before_any_change_keeps_no_safety_snapshot() {
+    let fx = Fx::new();
+    fx.write("a.txt", b"one");
+    let snap = fx.snap();
+    fx.write("a.txt", b"two");
+    let plan = fx
+        .ws
+        .plan(&snap.id, &RestoreOptions::default())
+        .expect("plan");
+    // The files change between the plan and its apply (a new file the plan does not know):
+    // the safety snapshot sees it and the apply is refused with nothing changed.
+    fx.write("new.txt", b"made after the plan");
+    let before = fx.ws.store().snapshot_ids().expect("ids").len();
+    let err = fx
+        .ws
+        .apply(&plan, &RestoreOptions::default())
+        .expect_err("the plan no longer holds");
+    assert_eq!(
+        std::fs::read(fx.root().join("a.txt")).expect("read"),
+        b"two"
+    );
+    assert!(fx.root().join("new.txt").exists());
+    assert_eq!(
+        fx.ws.store().snapshot_ids().expect("ids").len(),
+        before,
+        "{err}: a safety snapshot of files that did not change was kept"
+    );
+    // And the next restore works from a stat cache that no longer names it.
+    fx.ws
+        .restore(&snap.id, &RestoreOptions::default())
+        .expect("restore");
+    assert_eq!(
+        std::fs::read(fx.root().join("a.txt")).expect("read"),
+        b"one"
+    );
+}
+
+#[test]
 fn excluded_ignored_and_special_paths_are_kept_with_what_holds_them() {
     let fx = Fx::new();
     fx.write(".gitignore", b"*.log\nbuild/\n");

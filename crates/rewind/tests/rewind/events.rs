@@ -24,6 +24,8 @@ fn events_record_checkpoints_appends_and_rewinds_in_order() {
             EntryAppended,
             EntryAppended,
             RewindStarted,
+            // The rewind's "Before rewind" checkpoint, in the transaction that completes it.
+            CheckpointCreated,
             RewindCompleted
         ]
     );
@@ -39,7 +41,7 @@ fn events_record_checkpoints_appends_and_rewinds_in_order() {
         .expect("tail");
     assert_eq!(
         tail.iter().map(|e| e.kind).collect::<Vec<_>>(),
-        vec![RewindStarted, RewindCompleted]
+        vec![RewindStarted, CheckpointCreated, RewindCompleted]
     );
     assert_eq!(
         env.threads

@@ -302,6 +302,35 @@ fn a_fork_with_files_is_refused_by_the_same_runs_as_a_rewind_unless_forced() {
 }
 
 #[test]
+fn a_run_stopped_by_a_forced_fork_says_the_fork_stopped_it_not_a_rewind() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let run = run_in(&env.threads, &t.thread, env.ws.clone());
+    env.threads
+        .fork(
+            &t.thread,
+            &t.a1,
+            &ForkOptions {
+                force: true,
+                ..with_files_into(&env.ws)
+            },
+        )
+        .expect("forced fork");
+    use cairn_store::Classify;
+    let err = env
+        .threads
+        .heartbeat(&run)
+        .expect_err("the run was stopped");
+    assert_eq!(err.kind(), ErrorKind::RunInterrupted);
+    let text = err.to_string();
+    assert!(
+        text.contains("interrupted by the forced fork fk_"),
+        "{text}"
+    );
+    assert!(!text.contains("rewind"), "{text}");
+}
+
+#[test]
 fn a_fork_into_another_workspace_without_local_stores_is_refused_with_validation() {
     let env = env();
     let t = two_turns(&env, "chat");

@@ -595,3 +595,144 @@ fn the_workspace_is_asked_in_order_check_plan_then_apply() {
     );
     assert_eq!(calls.len(), 3);
 }
+
+#[test]
+fn a_rewind_with_files_records_a_before_rewind_checkpoint_of_the_files_and_the_leaf() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let before = env
+        .threads
+        .list_checkpoints(&t.thread)
+        .expect("checkpoints")
+        .len();
+    let r = env
+        .threads
+        .rewind(&t.thread, &t.a1, &with_files(&env.ws))
+        .expect("rewind");
+    let files = r.files.expect("files");
+    let safety = files.safety_snapshot_id.expect("a safety snapshot");
+    let cp_id = files
+        .before_rewind_checkpoint_id
+        .expect("a Before rewind checkpoint");
+    let listed = env
+        .threads
+        .list_checkpoints(&t.thread)
+        .expect("checkpoints");
+    assert_eq!(listed.len(), before + 1);
+    let cp = listed.last().expect("the newest");
+    assert_eq!(cp.id, cp_id);
+    assert_eq!(cp.label.as_deref(), Some(cairn_rewind::BEFORE_REWIND));
+    assert_eq!(cp.kind, cairn_rewind::CheckpointKind::Manual);
+    assert_eq!(cp.snapshot_id, safety);
+    // The conversation as it was: the leaf the rewind left.
+    assert_eq!(cp.entry_id.as_ref(), Some(&t.a2));
+    assert_eq!(env.ws.snapshot_files(&safety).expect("kept")["a.txt"], "v3");
+    // A rewind without files has no safety snapshot, so no such checkpoint.
+    let plain = env
+        .threads
+        .rewind(&t.thread, &t.u1.entry.id, &RewindOptions::default())
+        .expect("rewind without files");
+    assert!(plain.files.is_none());
+    assert_eq!(
+        env.threads
+            .list_checkpoints(&t.thread)
+            .expect("checkpoints")
+            .len(),
+        before + 1
+    );
+}
+
+#[test]
+fn rewinding_to_the_before_rewind_checkpoint_brings_back_the_files_and_the_conversation() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let r = env
+        .threads
+        .rewind(&t.thread, &t.a1, &with_files(&env.ws))
+        .expect("rewind");
+    assert_eq!(env.ws.read("a.txt").as_deref(), Some("v2"));
+    assert_eq!(env.ws.read("b.txt"), None);
+    let cp = r
+        .files
+        .and_then(|f| f.before_rewind_checkpoint_id)
+        .expect("a Before rewind checkpoint");
+    // The dry run says what would come back, changing nothing.
+    let plan = env
+        .threads
+        .rewind_to_checkpoint(&t.thread, &cp, &dry_files(&env.ws))
+        .expect("dry run");
+    assert!(plan.dry_run);
+    assert_eq!(plan.to_entry_id, Some(t.a2.clone()));
+    assert_eq!(env.ws.read("a.txt").as_deref(), Some("v2"));
+    let back = env
+        .threads
+        .rewind_to_checkpoint(&t.thread, &cp, &with_files(&env.ws))
+        .expect("undo the rewind");
+    assert_eq!(env.ws.read("a.txt").as_deref(), Some("v3"));
+    assert_eq!(env.ws.read("b.txt").as_deref(), Some("new"));
+    assert_eq!(
+        active_ids(&env.threads, &t.thread),
+        vec![
+            t.u1.entry.id.clone(),
+            t.a1.clone(),
+            t.u2.entry.id.clone(),
+            t.a2.clone()
+        ]
+    );
+    assert!(back.conversation.rewound);
+    assert!(back.conversation.cut.is_empty());
+    // It is a rewind like any other: it has its own Before rewind checkpoint, at a1.
+    let again = back
+        .files
+        .and_then(|f| f.before_rewind_checkpoint_id)
+        .expect("its own Before rewind checkpoint");
+    let cp2 = env.threads.checkpoint_by_id(&again).expect("listed");
+    assert_eq!(cp2.entry_id.as_ref(), Some(&t.a1));
+}
+
+#[test]
+fn rewinding_to_a_user_messages_checkpoint_goes_back_before_that_message() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let cp = t.u2.checkpoint.clone().expect("checkpoint before u2").id;
+    let r = env
+        .threads
+        .rewind_to_checkpoint(&t.thread, &cp, &with_files(&env.ws))
+        .expect("rewind to the checkpoint");
+    assert_eq!(r.to_entry_id, Some(t.a1.clone()));
+    assert_eq!(
+        active_ids(&env.threads, &t.thread),
+        vec![t.u1.entry.id.clone(), t.a1.clone()]
+    );
+    assert_eq!(env.ws.read("a.txt").as_deref(), Some("v2"));
+    // `memory: false` restores the files only, as restore_checkpoint does.
+    env.ws.write("a.txt", "edited");
+    let files_only = env
+        .threads
+        .rewind_to_checkpoint(
+            &t.thread,
+            &cp,
+            &RewindOptions {
+                memory: false,
+                ..with_files(&env.ws)
+            },
+        )
+        .expect("files only");
+    assert!(files_only.conversation.cut.is_empty());
+    assert_eq!(env.ws.read("a.txt").as_deref(), Some("v2"));
+}
+
+#[test]
+fn rewinding_to_a_checkpoint_of_an_unrelated_thread_is_refused_with_validation() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let other = two_turns(&env, "other");
+    let cp = other.u2.checkpoint.expect("cp").id;
+    let e = env
+        .threads
+        .rewind_to_checkpoint(&t.thread, &cp, &with_files(&env.ws))
+        .expect_err("refused");
+    assert!(e.is_validation(), "{e}");
+    assert!(e.to_string().contains("lineage"), "{e}");
+    assert_eq!(active_ids(&env.threads, &t.thread).len(), 4);
+}

@@ -162,3 +162,40 @@ fn a_rewind_to_the_leaf_cuts_nothing() {
     assert!(!r.conversation.rewound);
     assert!(r.conversation.cut.is_empty());
 }
+
+#[test]
+fn append_and_entry_say_whether_the_entry_is_on_the_active_branch() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    assert!(env.threads.entry(&t.a2).expect("entry").on_active_branch);
+    env.threads
+        .rewind(&t.thread, &t.a1, &RewindOptions::default())
+        .expect("rewind");
+    assert!(!env.threads.entry(&t.a2).expect("entry").on_active_branch);
+    assert!(env.threads.entry(&t.a1).expect("entry").on_active_branch);
+    let appended = env
+        .threads
+        .append(
+            &t.thread,
+            NewEntry::new(EntryKind::Note, "after the rewind"),
+            &AppendOptions {
+                key: Some("k1".into()),
+                ..Default::default()
+            },
+        )
+        .expect("append");
+    assert!(appended.entry.on_active_branch);
+    let repeated = env
+        .threads
+        .append(
+            &t.thread,
+            NewEntry::new(EntryKind::Note, "after the rewind"),
+            &AppendOptions {
+                key: Some("k1".into()),
+                ..Default::default()
+            },
+        )
+        .expect("repeat");
+    assert!(repeated.repeated);
+    assert!(repeated.entry.on_active_branch);
+}

@@ -213,6 +213,48 @@ fn a_file_appended_to_while_snapshotted_is_changing_or_one_whole_version() {
     }
 }
 
+/// Appends a line to `never-still.log` after every read of it, counting the reads.
+fn append_after_each_read(path: &std::path::Path) {
+    if path.file_name() == Some(std::ffi::OsStr::new("never-still.log")) {
+        NEVER_STILL_READS.fetch_add(1, Ordering::SeqCst);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .expect("open never-still.log");
+        f.write_all(b"one more line\n").expect("append");
+    }
+}
+
+static NEVER_STILL_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[test]
+fn a_file_that_changes_during_every_read_is_skipped_as_changing_after_five_reads() {
+    assert!(
+        cairn_snapshot::set_read_hook(append_after_each_read),
+        "the read hook is installed by this test only"
+    );
+    let ws = Ws::new();
+    ws.write("never-still.log", b"first line\n");
+    ws.write("still.txt", b"holds still");
+    let snap = ws.snap(&Options {
+        use_stat_cache: false,
+        ..Options::default()
+    });
+    assert_eq!(
+        reasons(&snap),
+        vec![("never-still.log".into(), SkipReason::Changing)]
+    );
+    assert_eq!(ws.paths(&snap), vec!["still.txt"]);
+    assert_eq!(
+        NEVER_STILL_READS.load(Ordering::SeqCst),
+        cairn_snapshot::MAX_READS
+    );
+    assert_eq!(cairn_snapshot::MAX_READS, 5);
+    let m = ws.store.read_manifest(&snap.id).expect("manifest");
+    assert_eq!(m.skipped.len(), 1);
+    assert_eq!(m.skipped[0].reason, SkipReason::Changing);
+}
+
 #[test]
 fn a_cancelled_snapshot_leaves_no_manifest_no_cache_change_and_no_temp_files() {
     let ws = Ws::new();
