@@ -74,7 +74,7 @@ pub struct ListJson {
 
 /// Resolves an entry name: a full id, or a unique prefix of one (with or without `e_`) among
 /// the entries the thread sees.
-fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) -> Result<EntryId> {
+pub(crate) fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) -> Result<EntryId> {
     let all = threads.entries(thread, true)?;
     if let Some(e) = all.iter().find(|e| e.id.as_str() == name) {
         return Ok(e.id.clone());
@@ -421,7 +421,7 @@ fn fork_text(r: &cairn_rewind::ForkReport, root: &Path) -> String {
 
 /// The fork's workspace: `--into DIR` (made if missing, and for a dry run removed again if it
 /// was), else the current one.
-fn fork_workspace(
+pub(crate) fn fork_workspace(
     ctx: &Ctx,
     into: Option<&Path>,
     dry_run: bool,
