@@ -21,6 +21,7 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -124,10 +125,24 @@ class Story:
         sel = "#tree .entry" if active is None else f"#tree .entry[data-active='{1 if active else 0}']"
         return self.driver.find_elements(By.CSS_SELECTOR, sel)
 
+    def title(self):
+        """The plan's title, or "" while the page is replacing it."""
+        try:
+            return self.driver.find_element(By.ID, "plan-title").text
+        except (NoSuchElementException, StaleElementReferenceException):
+            return ""
+
     def click(self, css):
-        e = self.wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, css)))
-        e.click()
-        return e
+        """Clicks the element, waiting for it (and again if a live refresh replaced it)."""
+        def attempt(d):
+            try:
+                e = EC.element_to_be_clickable((By.CSS_SELECTOR, css))(d)
+                if e:
+                    e.click()
+                return e
+            except StaleElementReferenceException:
+                return False
+        return self.wait.until(attempt)
 
     # ---- the checks, in order ----
 
@@ -175,7 +190,7 @@ class Story:
     def test_a_rewind_shows_its_plan_and_once_confirmed_changes_the_files_and_the_tree(self):
         d = self.driver
         self.click(f"#tree .entry[data-entry='{self.ids['a1']}'] button.rewind")
-        self.wait.until(lambda d: d.find_element(By.ID, "plan-title").text.startswith("Plan: rewind thread demo"))
+        self.wait.until(lambda d: self.title().startswith("Plan: rewind thread demo"))
         plan = d.find_element(By.ID, "plan").text
         # The exact dry run: notes.md goes, old.txt and app.py come back, two entries cut.
         assert "Files to restore (2)" in plan and "Files to delete (1)" in plan, plan
@@ -202,10 +217,10 @@ class Story:
         d = self.driver
         # The rewind's result holds the undo: rewind again from the page to reach it.
         self.click(f"#tree .entry[data-entry='{self.ids['u1']}'] button.rewind")
-        self.wait.until(lambda d: d.find_element(By.ID, "plan-title").text.startswith("Plan: rewind"))
+        self.wait.until(lambda d: self.title().startswith("Plan: rewind"))
         self.click("#plan-confirm")
         self.click("#undo")
-        self.wait.until(lambda d: d.find_element(By.ID, "plan-title").text.startswith("Plan: restore snapshot"))
+        self.wait.until(lambda d: self.title().startswith("Plan: restore snapshot"))
         self.click("#plan-confirm")
         self.wait.until(lambda d: d.find_elements(By.ID, "result"))
         # Back to the files after the first turn, as before this second rewind.
@@ -266,7 +281,19 @@ class Story:
     def test_a_fork_is_planned_confirmed_and_linked_from_its_entry(self):
         d = self.driver
         self.click(f"#tree .entry[data-entry='{self.ids['u1']}'] button.fork-btn")
-        self.wait.until(lambda d: d.find_element(By.ID, "plan-title").text.startswith("Plan: fork thread demo"))
+        self.wait.until(lambda d: self.title().startswith("Plan: fork thread demo"))
+        # Into the directory that holds the workspace, with files: DENIED, shown as what it means.
+        d.find_element(By.ID, "plan-into").send_keys(str(TMP))
+        self.click("#plan-fork-files")
+        self.wait.until(lambda d: self.title() == "Refused: fork")
+        refusal = d.find_element(By.CSS_SELECTOR, "#plan .error")
+        assert refusal.get_attribute("data-kind") == "DENIED", refusal.text
+        assert "would lose data" in refusal.text and "Nothing was changed" in refusal.text, refusal.text
+        assert not d.find_element(By.ID, "plan-confirm").is_displayed()
+        shot(d, "refused")
+        d.find_element(By.ID, "plan-into").clear()
+        self.click("#plan-fork-files")
+        self.wait.until(lambda d: self.title().startswith("Plan: fork thread demo"))
         self.click("#plan-confirm")
         self.wait.until(lambda d: d.find_elements(By.ID, "result"))
         self.click("#plan-cancel")

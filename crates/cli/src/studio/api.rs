@@ -214,7 +214,7 @@ pub(crate) struct ThreadJson {
 
 /// For each checkpoint (by index in `list`), the snapshot of the next one taken on the way
 /// on from it: the first later checkpoint whose entry is its entry or a descendant of it.
-fn next_checkpoints(
+pub(crate) fn next_checkpoints(
     list: &[Checkpoint],
     parents: &HashMap<EntryId, Option<EntryId>>,
 ) -> Vec<Option<SnapshotId>> {

@@ -181,7 +181,7 @@ pub(crate) struct PlanJson {
 }
 
 /// The digest of a plan: SHA-256 over a version tag, the exact request and the library's
-/// plan, each as JSON.
+/// plan (with the tree of the files as they are now, for a change of files), each as JSON.
 pub(crate) fn digest_of<T: Serialize>(request: &OpRequest, plan: &T) -> Result<String> {
     let encode = |v: serde_json::Result<Vec<u8>>| {
         v.map_err(|e| CliError::new(ErrorKind::Panic, format!("a plan does not encode: {e}")))
@@ -294,7 +294,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
             };
             let plan = ws.plan(&id, &RestoreOptions::default())?;
             let dry = cairn_rewind::workspace::dry_run_report(&plan);
-            let digest = digest_of(&request, &dry)?;
+            let digest = digest_of(&request, &(&dry, plan.current_root))?;
             let view = OpView {
                 op: Op::Restore,
                 dry_run: true,
@@ -335,7 +335,8 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 root: None,
             };
             let plan = threads.rewind(&thread, &entry, &rewind_options(s, req.files, true))?;
-            let digest = digest_of(&request, &plan)?;
+            let now = files_now(&s.opened.ws, plan.files.as_ref())?;
+            let digest = digest_of(&request, &(&plan, now))?;
             let view = rewind_view(s, &plan)?;
             Ok(Planned {
                 request,
@@ -382,7 +383,13 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 snapshot: None,
                 root: None,
             };
-            let digest = digest_of(&request, &plan)?;
+            // A fork into a directory of its own finds it empty or refuses; in place, the
+            // files now are part of what is confirmed, as for a rewind.
+            let now = match &target {
+                None => files_now(&s.opened.ws, plan.files.as_ref())?,
+                Some(_) => None,
+            };
+            let digest = digest_of(&request, &(&plan, now))?;
             let view = fork_view(s, &plan, &root)?;
             Ok(Planned {
                 request,
@@ -393,6 +400,23 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 made,
             })
         }
+    }
+}
+
+/// The tree of the files as they are now, for a change that restores files: part of what a
+/// digest confirms, so a file edited after the plan was shown makes the plan another one,
+/// even when the paths it lists stay the same. (The workspace's own restore plan knows it;
+/// the stat cache the rewind's plan just refreshed makes this second walk cheap.)
+fn files_now(
+    ws: &Workspace,
+    files: Option<&cairn_rewind::FilesReport>,
+) -> Result<Option<cairn_store::TreeId>> {
+    match files {
+        Some(f) => Ok(Some(
+            ws.plan(&f.snapshot_id, &RestoreOptions::default())?
+                .current_root,
+        )),
+        None => Ok(None),
     }
 }
 

@@ -55,9 +55,14 @@ function errorBox(err) {
     el("div", { class: "muted" }, err.message));
 }
 
+// Replaces a node's children, leaving out the parts that are not there (null, false).
+function put(node, ...kids) {
+  node.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+}
+
 function showError(err) {
   const box = document.getElementById("error");
-  box.replaceChildren(...errorBox(err).childNodes);
+  put(box, ...errorBox(err).childNodes);
   box.hidden = false;
 }
 
@@ -163,8 +168,11 @@ function renderThread(thread, entries, forks) {
   const body = [];
   for (const r of roots) body.push(...chain(r));
   if (!entries.length) body.push(el("p", { class: "muted" }, "No entries yet."));
-  document.getElementById("thread").replaceChildren(...head, el("div", { id: "tree" }, body));
+  put(document.getElementById("thread"), ...head, el("div", { id: "tree" }, body));
 }
+
+// A checkpoint's label, unless it is only the id of its entry (as user checkpoints are labelled).
+const label = (c, e) => (c.label && c.label !== e.id ? c.label : "");
 
 function entryRow(e, forkIds) {
   const cps = e.checkpoints.map((c) => el("span", {
@@ -172,7 +180,8 @@ function entryRow(e, forkIds) {
     "data-snapshot": c.snapshot_id,
     title: "checkpoint " + c.checkpoint_id + " (" + c.kind + "), snapshot " + c.snapshot_id,
     onclick: () => selectCheckpoint(c, e),
-  }, "📷 " + (c.label ? c.label.slice(0, 24) : c.kind) + " · " + time(c.created_ms) + " · " + c.files + " files, " + size(c.bytes) +
+  }, "◆ files before this " + (c.kind === "user" ? "message" : c.kind) + (label(c, e) ? " “" + label(c, e).slice(0, 30) + "”" : "") +
+    " · " + time(c.created_ms) + " · " + c.files + " files, " + size(c.bytes) +
     (c.skipped_count ? " · " + c.skipped_count + " skipped" : "")));
   return el("div", { class: "entry" + (e.on_active_branch ? "" : " cut"), "data-entry": e.id, "data-active": e.on_active_branch ? "1" : "0" },
     el("div", { class: "meta" },
@@ -182,7 +191,7 @@ function entryRow(e, forkIds) {
         el("button", { class: "fork-btn", title: "Fork a new thread from this entry", onclick: () => askFork(e) }, "Fork"))),
     el("div", { class: "text" }, e.text + (e.text_chars > e.text.length ? "…" : "")),
     cps.length ? el("div", {}, cps) : null,
-    forkIds.map((t) => el("div", { class: "fork" }, "⑂ forked here as ", el("a", { "data-fork": t, onclick: () => selectThread(t) }, t))));
+    forkIds.map((t) => el("div", { class: "fork" }, "↳ forked here as thread ", el("a", { "data-fork": t, onclick: () => selectThread(t) }, t))));
 }
 
 // ---- checkpoints and diffs ----
@@ -192,10 +201,11 @@ function selectCheckpoint(c, e) {
   for (const s of document.querySelectorAll(".cp")) s.classList.toggle("selected", s.dataset.snapshot === c.snapshot_id);
   const side = document.getElementById("side");
   const skipped = c.skipped.map((s) => el("li", {}, s.path + " (" + s.reason + ")"));
-  side.replaceChildren(
-    el("h3", {}, "Checkpoint " + (c.label || c.checkpoint_id)),
-    el("div", { class: "muted" }, "before " + e.kind + " entry " + shortId(e.id) + " · " + time(c.created_ms) + " · snapshot " + c.snapshot_id.slice(0, 12)),
-    el("div", {}, c.files + " files, " + size(c.bytes)),
+  put(side,
+    el("h3", {}, "Checkpoint before " + e.kind + " entry " + shortId(e.id)),
+    label(c, e) ? el("div", {}, "label: " + label(c, e)) : null,
+    el("div", { class: "muted" }, c.checkpoint_id + " (" + c.kind + ") · " + time(c.created_ms) + " · snapshot " + c.snapshot_id.slice(0, 12)),
+    el("div", {}, c.files + " files, " + size(c.bytes) + (c.skipped_count ? "" : "; nothing skipped")),
     c.skipped_count ? el("div", { class: "section" }, el("h4", {}, "Skipped (" + c.skipped_count + ")"), el("ul", { class: "files" }, skipped)) : null,
     el("div", { class: "buttons" },
       el("button", { id: "show-turn", onclick: () => showDiff(c.snapshot_id, c.next_snapshot_id, "What this turn changed") }, "What this turn changed"),
@@ -291,26 +301,38 @@ function planBody(v) {
 
 let pending = null;
 
+// The choices a plan depends on; changing one plans again, so the plan shown is the one confirmed.
+function planControls(request) {
+  if (request.op === "rewind") {
+    return [el("label", {}, el("input", {
+      type: "checkbox", id: "plan-files", checked: request.files ? true : null,
+      onchange: (ev) => plan({ ...request, files: ev.target.checked }),
+    }), " restore the files too")];
+  }
+  if (request.op === "fork") {
+    const into = el("input", { type: "text", id: "plan-into", size: 40, placeholder: "a new directory (empty: this workspace)", value: request.into || "" });
+    const files = el("input", { type: "checkbox", id: "plan-fork-files", checked: request.files ? true : null });
+    const again = () => plan({ op: "fork", thread: request.thread, entry: request.entry, files: files.checked, into: into.value || null });
+    files.addEventListener("change", again);
+    return [el("div", {}, el("label", {}, files, " with its files, into "), into, " ",
+      el("button", { id: "plan-again", onclick: again }, "Plan again"))];
+  }
+  return [];
+}
+
 async function plan(request) {
   clearError();
-  try {
-    const p = await api("/api/plan", request);
-    pending = p;
-    document.getElementById("plan").replaceChildren(...planBody(p.plan),
-      el("div", { class: "digest" }, "plan digest " + p.digest));
-    const confirm = document.getElementById("plan-confirm");
-    confirm.hidden = false;
-    confirm.disabled = false;
-    document.getElementById("plan-cancel").textContent = "Cancel";
-    if (request.op === "rewind") {
-      // Rewind with or without the files: the toggle plans again, so the plan shown is the one confirmed.
-      document.getElementById("plan").prepend(el("label", {}, el("input", {
-        type: "checkbox", id: "plan-files", checked: request.files ? true : null,
-        onchange: (ev) => plan({ ...request, files: ev.target.checked }),
-      }), " restore the files too"));
-    }
-    document.getElementById("modal").hidden = false;
-  } catch (err) { showError(err); }
+  let p = null, err = null;
+  try { p = await api("/api/plan", request); } catch (e) { err = e; }
+  pending = p;
+  const confirm = document.getElementById("plan-confirm");
+  confirm.hidden = !p;
+  confirm.disabled = false;
+  document.getElementById("plan-cancel").textContent = p ? "Cancel" : "Close";
+  put(document.getElementById("plan"), ...planControls(request),
+    err ? [el("h3", { id: "plan-title" }, "Refused: " + request.op), errorBox(err)]
+      : [...planBody(p.plan), el("div", { class: "digest" }, "plan digest " + p.digest)]);
+  document.getElementById("modal").hidden = false;
 }
 
 async function confirmPlan() {
@@ -329,7 +351,7 @@ async function confirmPlan() {
         " holds the files as they were. ",
         el("button", { id: "undo", onclick: () => plan(done.undo) }, "Undo"));
     }
-    box.replaceChildren(result, ...planBody(done));
+    put(box, result, ...planBody(done));
     refresh();
   } catch (err) {
     confirm.disabled = false;
