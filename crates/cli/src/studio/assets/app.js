@@ -90,7 +90,6 @@ async function loadThreads() {
     onclick: () => selectThread(t.id),
   }, t.id, el("span", { class: "sub" },
     t.parent_thread ? "fork of " + t.parent_thread : time(t.created_ms)))));
-  if (!state.thread && j.threads.length) selectThread(j.threads[0].id);
 }
 
 function selectThread(id) {
@@ -379,5 +378,9 @@ function listen() {
 
 document.getElementById("plan-confirm").addEventListener("click", confirmPlan);
 document.getElementById("plan-cancel").addEventListener("click", closeModal);
-loadThreads().then(loadThread).catch(showError);
+// First the threads, then the thread of the address (or the first one).
+loadThreads().then(() => {
+  if (!state.thread && state.threads.length) selectThread(state.threads[0].id);
+  else return loadThread();
+}).catch(showError);
 listen();
