@@ -217,6 +217,18 @@ pub enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// Serve a local web page of the threads, checkpoints, diffs and rewinds (127.0.0.1 only).
+    #[command(
+        after_help = "Prints the page's URL, with a token for this launch, as the first line on stdout.\n\nExamples:\n  cairn studio\n  cairn studio --port 8765 --no-open"
+    )]
+    Studio {
+        /// The port on 127.0.0.1 (0: any free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Do not open a browser.
+        #[arg(long)]
+        no_open: bool,
+    },
 }
 
 /// Arguments of `cairn snapshot`.

@@ -32,7 +32,7 @@ pub struct SkippedJson {
     pub is_dir: bool,
 }
 
-fn skipped_json(list: &[cairn_store::Skipped]) -> Vec<SkippedJson> {
+pub(crate) fn skipped_json(list: &[cairn_store::Skipped]) -> Vec<SkippedJson> {
     list.iter()
         .map(|s| SkippedJson {
             path: RelPath(s.path.clone()),

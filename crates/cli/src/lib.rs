@@ -22,6 +22,7 @@ mod home;
 mod mcp;
 pub mod parse;
 mod patch;
+mod studio;
 mod threads;
 
 use args::{Cli, Command, HookCommand, InitCommand, StoreCommand, ThreadCommand, WorkspaceCommand};
@@ -151,6 +152,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Rewind(a) => threads::rewind(&ctx, &a),
         Command::Fork(a) => threads::fork(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
+        Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
         Command::Hook(HookCommand::ClaudeCode { tool }) => agents::hook_claude_code(&ctx, &tool),
         Command::Init(InitCommand::ClaudeCode { user, remove }) => {
             agents::init_claude_code(&ctx, user, remove)

@@ -125,7 +125,7 @@ fn pick_unique<I: Clone + AsRef<str>>(
 
 /// Resolves an entry name: a full id, or a unique prefix of one (with or without `e_`) among
 /// the entries the thread sees.
-fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) -> Result<EntryId> {
+pub(crate) fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) -> Result<EntryId> {
     let ids: Vec<EntryId> = threads
         .entries(thread, true)?
         .into_iter()
@@ -601,7 +601,7 @@ fn fork_text(r: &cairn_rewind::ForkReport, root: &Path) -> String {
 
 /// The fork's workspace: `--into DIR` (made if missing, and for a dry run removed again if it
 /// was), else the current one.
-fn fork_workspace(
+pub(crate) fn fork_workspace(
     ctx: &Ctx,
     into: Option<&Path>,
     dry_run: bool,

@@ -1,0 +1,341 @@
+//! `cairn studio`: a local web page for the workspace's threads, checkpoints, diffs and
+//! rewinds (issue 22).
+//!
+//! An axum server on a tokio runtime, bound to `127.0.0.1` only, serving a page whose HTML,
+//! CSS and JavaScript are compiled into the binary, and a JSON API under `/api/`:
+//!
+//! - every request must name this server by its loopback address in `Host` (and in `Origin`
+//!   when the browser sends one), so a page of another site that rebinds its name to
+//!   127.0.0.1 is refused (DNS rebinding);
+//! - every API call must carry the per-launch token (`Authorization: Bearer …`, or `?token=`
+//!   for the event stream, which a browser cannot give headers);
+//! - a change (rewind, restore, fork) is planned first (`/api/plan`, a dry run) and applied
+//!   only by `/api/apply` naming the plan's digest: the server plans again, and refuses with
+//!   `CONFLICT` unless the plan it would carry out is the one the page showed.
+//!
+//! The operations call the same library code as `cairn rewind`, `cairn restore` and
+//! `cairn fork`. Live updates come from the thread database's event log, polled every
+//! 200 ms by one thread and sent to every page as server-sent events.
+
+mod api;
+mod ops;
+
+use crate::ctx::Ctx;
+use crate::error::{CliError, Result};
+use crate::threads::Opened;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use cairn_store::ErrorKind;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+/// How often the event log is read for live updates.
+const POLL_EVERY: Duration = Duration::from_millis(200);
+
+/// What every request handler shares.
+pub(crate) struct Studio {
+    /// The invocation's context (where the workspace and the store are).
+    pub(crate) ctx: Ctx,
+    /// The workspace and its thread database.
+    pub(crate) opened: Opened,
+    /// The per-launch token every API call must carry.
+    token: String,
+    /// The `host:port` forms this server answers to.
+    hosts: Vec<String>,
+    /// The `Origin`s this server's page has.
+    origins: Vec<String>,
+    /// New events of the thread database, for the event streams.
+    events: broadcast::Sender<String>,
+    /// Recent diffs, so paging through a large one does not compute it again.
+    pub(crate) diffs: Mutex<api::DiffCache>,
+    /// The directories forks made here went into (a restore may undo their files).
+    pub(crate) fork_roots: Mutex<std::collections::HashSet<std::path::PathBuf>>,
+}
+
+impl Studio {
+    /// The state of a server on `port` with `token`.
+    pub(crate) fn new(ctx: Ctx, opened: Opened, port: u16, token: String) -> Studio {
+        let hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")];
+        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
+        Studio {
+            ctx,
+            opened,
+            token,
+            hosts,
+            origins,
+            events: broadcast::channel(1024).0,
+            diffs: Mutex::new(api::DiffCache::default()),
+            fork_roots: Mutex::new(Default::default()),
+        }
+    }
+}
+
+/// A random token of 128 bits, in hex.
+fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| {
+            CliError::new(
+                ErrorKind::of_io(&e),
+                format!("cannot read /dev/urandom for the studio's token: {e}"),
+            )
+        })?;
+    Ok(hex::encode(bytes))
+}
+
+/// `cairn studio`: serves the page until the process is stopped.
+pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
+    let opened = crate::threads::open(ctx, false)?;
+    let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        .map_err(|e| {
+            CliError::new(
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    ErrorKind::Busy
+                } else {
+                    ErrorKind::of_io(&e)
+                },
+                format!("cannot listen on 127.0.0.1:{port}: {e}; choose another --port"),
+            )
+        })?;
+    let port = listener.local_addr().map_err(io_error)?.port();
+    let token = new_token()?;
+    let url = format!("http://127.0.0.1:{port}/?token={token}");
+    let studio = Arc::new(Studio::new(ctx.clone(), opened, port, token));
+    {
+        // The URL is the first line on stdout, whatever else is printed: scripts read it.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{url}");
+        let _ = out.flush();
+    }
+    eprintln!(
+        "cairn studio: serving {} on 127.0.0.1:{port}; stop with Ctrl-C",
+        ctx.root.display()
+    );
+    if !no_open {
+        open_browser(&url);
+    }
+    listener.set_nonblocking(true).map_err(io_error)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(io_error)?;
+    start_event_poller(studio.clone());
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(io_error)?;
+        axum::serve(listener, router(studio))
+            .await
+            .map_err(io_error)
+    })
+}
+
+fn io_error(e: std::io::Error) -> CliError {
+    CliError::new(ErrorKind::of_io(&e), format!("the studio's server: {e}"))
+}
+
+/// Asks the desktop to open `url`; a machine without one only gets a note.
+fn open_browser(url: &str) {
+    let opened = std::process::Command::new("xdg-open")
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if opened.is_err() {
+        eprintln!("cairn studio: no browser could be opened (xdg-open); open the URL above");
+    }
+}
+
+/// One thread reads the event log from where it stood at launch and hands every new event
+/// to the page's streams.
+fn start_event_poller(studio: Arc<Studio>) {
+    std::thread::spawn(move || {
+        let mut cursor = studio.opened.threads.last_cursor().unwrap_or(0);
+        loop {
+            std::thread::sleep(POLL_EVERY);
+            match studio.opened.threads.events_since(cursor, 500) {
+                Ok(events) => {
+                    for e in events {
+                        cursor = e.cursor;
+                        if let Ok(text) = serde_json::to_string(&e) {
+                            // No page listening is not an error.
+                            let _ = studio.events.send(text);
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = studio
+                        .events
+                        .send(serde_json::json!({"error": CliError::from(e).line()}).to_string());
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }
+    });
+}
+
+/// The server's routes: the page, its assets, and the API behind the token.
+pub(crate) fn router(studio: Arc<Studio>) -> Router {
+    let api = Router::new()
+        .route("/api/threads", get(api::threads))
+        .route("/api/threads/{id}", get(api::thread))
+        .route("/api/snapshots/{id}", get(api::snapshot))
+        .route("/api/diff", get(api::diff))
+        .route("/api/patch", get(api::patch))
+        .route("/api/events", get(api::events))
+        .route("/api/plan", post(ops::plan))
+        .route("/api/apply", post(ops::apply))
+        .route_layer(axum::middleware::from_fn_with_state(
+            studio.clone(),
+            require_token,
+        ));
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(app_js))
+        .route("/style.css", get(style_css))
+        .merge(api)
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            studio.clone(),
+            require_loopback,
+        ))
+        .with_state(studio)
+}
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut r = Response::new(Body::from(body));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // The page runs only its own script and talks only to this server.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+             img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    r
+}
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn style_css() -> Response {
+    asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
+async fn not_found() -> Response {
+    api::ApiError(CliError::new(
+        ErrorKind::NotFound,
+        "no such page or API call",
+    ))
+    .into_response()
+}
+
+/// A refusal of the security checks: `DENIED`, with what was wrong.
+fn refused(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut r = api::ApiError(CliError::new(ErrorKind::Denied, message)).into_response();
+    *r.status_mut() = status;
+    r
+}
+
+/// Refuses a request whose `Host`, or `Origin` when it has one, is not this server's loopback
+/// address: a page of another site whose name was rebound to 127.0.0.1 has its own name there.
+async fn require_loopback(State(studio): State<Arc<Studio>>, req: Request, next: Next) -> Response {
+    if let Err(why) = check_loopback(&studio, req.headers()) {
+        return refused(StatusCode::FORBIDDEN, why);
+    }
+    next.run(req).await
+}
+
+fn check_loopback(studio: &Studio, headers: &HeaderMap) -> std::result::Result<(), String> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !studio.hosts.iter().any(|h| h == host) {
+        return Err(format!(
+            "refused: the request names host '{host}', not this server ({}); \
+             open the URL `cairn studio` printed",
+            studio.hosts[0]
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !studio.origins.iter().any(|o| o == origin) {
+            return Err(format!(
+                "refused: a page of another origin ('{origin}') may not call this server"
+            ));
+        }
+    }
+    // Fetch metadata, where the browser sends it: only this page's own requests.
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if site != "same-origin" && site != "none" {
+            return Err(format!(
+                "refused: a request from another site (sec-fetch-site: {site})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an API call without this launch's token.
+async fn require_token(State(studio): State<Arc<Studio>>, req: Request, next: Next) -> Response {
+    if !has_token(&studio.token, &req) {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "refused: this API call does not carry the token of this studio; open the URL \
+             `cairn studio` printed",
+        );
+    }
+    next.run(req).await
+}
+
+fn has_token(token: &str, req: &Request) -> bool {
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("token="))
+            .map(str::to_string)
+    });
+    bearer
+        .map(str::to_string)
+        .or(query)
+        .is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes()))
+}
+
+/// Compares two secrets in time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests;
