@@ -168,6 +168,19 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     }
 }
 
+/// Opens a workspace on `tree` with its store at `store` (outside the tree), as the harnesses
+/// keep one open in the process, the way an agent runtime holds it.
+pub fn open_workspace(
+    tree: &std::path::Path,
+    store: std::path::PathBuf,
+) -> Result<cairn_restore::Workspace, String> {
+    let options = cairn_restore::WorkspaceOptions {
+        store: Some(store),
+        ..cairn_restore::WorkspaceOptions::default()
+    };
+    cairn_restore::Workspace::open(tree, options).map_err(|e| format!("opening: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

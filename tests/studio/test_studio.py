@@ -111,7 +111,10 @@ class Story:
         self.token = self.url.split("token=")[1]
         self.port = self.base.rsplit(":", 1)[1]
         self.driver = browser()
-        self.wait = WebDriverWait(self.driver, 20)
+        # A live refresh may replace any element between finding and reading it: every wait
+        # tries again on a stale element rather than failing (the page re-renders on events).
+        self.wait = WebDriverWait(self.driver, 20,
+                                  ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
 
     def close(self):
         self.driver.quit()
@@ -155,11 +158,13 @@ class Story:
     def test_the_thread_tree_renders_with_checkpoints_marked(self):
         d = self.driver
         assert d.find_element(By.CSS_SELECTOR, "#threads li[data-thread='demo']")
-        rows = self.entries(active=True)
-        assert [r.get_attribute("data-entry") for r in rows] == [self.ids[k] for k in ("u1", "a1", "u2", "a2")]
-        chips = d.find_elements(By.CSS_SELECTOR, "#tree .cp")
-        assert {c.get_attribute("data-snapshot") for c in chips} == {self.ids["cp1"], self.ids["cp2"]}
-        assert "files" in chips[0].text, chips[0].text
+        # Read in one wait each: a live refresh may replace the tree between find and read.
+        rows = self.wait.until(lambda d: [r.get_attribute("data-entry") for r in self.entries(active=True)])
+        assert rows == [self.ids[k] for k in ("u1", "a1", "u2", "a2")], rows
+        chips = self.wait.until(lambda d: [(c.get_attribute("data-snapshot"), c.text)
+                                           for c in d.find_elements(By.CSS_SELECTOR, "#tree .cp")])
+        assert {c for c, _ in chips} == {self.ids["cp1"], self.ids["cp2"]}, chips
+        assert "files" in chips[0][1], chips
         self.wait.until(lambda d: d.find_element(By.ID, "live").text == "live")
         shot(d, "thread")
 
@@ -207,9 +212,9 @@ class Story:
         shot(d, "rewind-done")
         self.click("#plan-cancel")
         self.wait.until(lambda d: len(self.entries(active=True)) == 2)
-        history = d.find_element(By.CSS_SELECTOR, "#tree details.history")
-        assert "2 entries" in history.text, history.text
-        history.find_element(By.TAG_NAME, "summary").click()
+        history = self.wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#tree details.history").text)
+        assert "2 entries" in history, history
+        self.click("#tree details.history summary")
         self.wait.until(lambda d: len(self.entries(active=False)) == 2)
         shot(d, "earlier-history")
 
@@ -276,7 +281,7 @@ class Story:
         took = time.monotonic() - t0
         print(f"    live update shown {took * 1000:.0f} ms after the other process's append returned")
         assert took < 1.0, took
-        assert "written by another process" in d.find_element(By.ID, "tree").text
+        self.wait.until(lambda d: "written by another process" in d.find_element(By.ID, "tree").text)
 
     def test_a_fork_is_planned_confirmed_and_linked_from_its_entry(self):
         d = self.driver
@@ -297,12 +302,11 @@ class Story:
         self.click("#plan-confirm")
         self.wait.until(lambda d: d.find_elements(By.ID, "result"))
         self.click("#plan-cancel")
-        link = self.wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "#tree a[data-fork]")))
-        fork = link.get_attribute("data-fork")
-        link.click()
+        fork = self.wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#tree a[data-fork]").get_attribute("data-fork"))
+        self.click(f"#tree a[data-fork='{fork}']")
         self.wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#thread h3").text == f"Thread {fork}")
-        assert "Forked from demo" in d.find_element(By.CSS_SELECTOR, "#thread .forked-from").text
-        assert len(self.entries(active=True)) == 1
+        self.wait.until(lambda d: "Forked from demo" in d.find_element(By.CSS_SELECTOR, "#thread .forked-from").text)
+        self.wait.until(lambda d: len(self.entries(active=True)) == 1)
 
 
 def main():

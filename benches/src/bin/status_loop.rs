@@ -18,7 +18,6 @@
 
 use cairn_benches::cli::{self, Args};
 use cairn_benches::gen::{self, MutateSpec};
-use cairn_restore::{Workspace, WorkspaceOptions};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -86,11 +85,7 @@ fn run(args: Args) -> Result<(), String> {
     // Twice: the first writes the untracked cache into the index, the second uses it.
     status()?;
     status()?;
-    let options = WorkspaceOptions {
-        store: Some(scratch.path().join("store")),
-        ..WorkspaceOptions::default()
-    };
-    let ws = Workspace::open(&tree, options).map_err(|e| format!("opening: {e}"))?;
+    let ws = cli::open_workspace(&tree, scratch.path().join("store"))?;
     let snapshot = || {
         ws.snapshot(&ws.snapshot_options())
             .map(drop)

@@ -15,6 +15,7 @@ use crate::journal::{self, Journal, State};
 use crate::plan::{self, Action, Current, KeptPath, Plan, RestoreOptions};
 use crate::safe::{self, Dirs};
 use crate::workspace::{restore_lock_path, Workspace};
+use cairn_snapshot::statcache::{StatRecord, Written};
 use cairn_store::{fsutil, relpath};
 use cairn_store::{
     Classify, EntryKind, ErrorKind, Hasher, ObjectId, OperationKind, RelPath, SnapshotId, Tree,
@@ -115,6 +116,14 @@ pub(crate) struct Exec<'a> {
     /// The root tree of the plan being run: where a mode-only change on a hard-linked file
     /// finds the content it writes as a new file.
     target_root: Option<TreeId>,
+    /// Each staged file's `fstat` once its content and mode were written, by final path: with
+    /// what is seen at its place afterwards, what the stat cache is primed from (issue 33).
+    staged_stats: HashMap<Vec<u8>, StatRecord>,
+    /// The directories staging wrote into (or beside), where the clock is read.
+    staging_dirs: Vec<Vec<u8>>,
+    /// Each file system's clock (by device) read after staging, before anything was put in
+    /// place: see [`Exec::read_clocks`].
+    clocks: HashMap<u64, i64>,
 }
 
 /// Up to this many actions, a restore is made durable file by file (each file it wrote or
@@ -147,6 +156,9 @@ impl<'a> Exec<'a> {
             new_dirs: HashMap::new(),
             prestaged: HashSet::new(),
             target_root: None,
+            staged_stats: HashMap::new(),
+            staging_dirs: Vec::new(),
+            clocks: HashMap::new(),
         })
     }
 
@@ -321,6 +333,11 @@ impl<'a> Exec<'a> {
             }
             rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
                 .map_err(|e| Error::io("set mode", self.abs(&path.0), e.into()))?;
+            if let Ok(st) = rustix::fs::fstat(&file) {
+                self.staged_stats
+                    .insert(path.0.clone(), StatRecord::of(&st));
+            }
+            self.staging_dirs.push(dir.clone());
             self.staged.insert(path.0.clone(), (dir, name));
         }
         Ok(())
@@ -359,6 +376,7 @@ impl<'a> Exec<'a> {
                         continue;
                     };
                     self.new_dirs.insert(path.clone(), tmp);
+                    self.staging_dirs.push(parent.to_vec());
                     staged.insert(path.clone(), Arc::new(fd));
                 }
                 Action::WriteFile { .. } | Action::MakeSymlink { .. } => {
@@ -372,7 +390,8 @@ impl<'a> Exec<'a> {
         }
         let store = self.ws.store();
         let dirs = &self.dirs;
-        work.par_iter()
+        let stats = work
+            .par_iter()
             .map(|(fd, a)| {
                 let (_, name) = a.path().split_last();
                 match a {
@@ -383,17 +402,103 @@ impl<'a> Exec<'a> {
                             .copy_object_to(blob, &mut file)
                             .map_err(|e| stage_error(dirs.abs(&a.path().0), e))?;
                         rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))
+                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))?;
+                        Ok(rustix::fs::fstat(&file)
+                            .ok()
+                            .map(|st| (a.path().0.clone(), StatRecord::of(&st))))
                     }
                     Action::MakeSymlink { target, .. } => {
                         let bytes = store.read_object(target)?.1;
                         safe::symlink(&bytes, &**fd, name)
-                            .map_err(|e| Error::io("make symlink", dirs.abs(&a.path().0), e))
+                            .map_err(|e| Error::io("make symlink", dirs.abs(&a.path().0), e))?;
+                        Ok(None)
                     }
-                    _ => Ok(()),
+                    _ => Ok(None),
                 }
             })
-            .collect::<Result<()>>()
+            .collect::<Result<Vec<_>>>()?;
+        self.staged_stats.extend(stats.into_iter().flatten());
+        Ok(())
+    }
+
+    /// Reads the clock of each file system staging wrote to, once every file is staged and
+    /// before any is put in place: a probe file is made beside the staged ones, its `fstat`
+    /// asked for (so that, where timestamps are fine-grained only for inodes whose times were
+    /// looked at, the change that follows gets one), its mode set, and the `ctime` that gave
+    /// it kept, then it is removed. A file staged before that `ctime`'s tick and unchanged
+    /// when the restore is done cannot have been written since it was put in place without
+    /// its `mtime` moving (see `cairn_snapshot::statcache::Written`). Best effort: a file
+    /// system whose clock is not read primes nothing.
+    pub(crate) fn read_clocks(&mut self) {
+        if !cairn_snapshot::restore_priming() {
+            return;
+        }
+        let mut dirs = std::mem::take(&mut self.staging_dirs);
+        dirs.sort();
+        dirs.dedup();
+        for rel in dirs {
+            let Ok(fd) = self.dirs.dir(&rel) else {
+                continue;
+            };
+            let Ok(st) = rustix::fs::fstat(&*fd) else {
+                continue;
+            };
+            if self.clocks.contains_key(&st.st_dev) {
+                continue;
+            }
+            let name = self.next_temp();
+            let Ok(probe) = safe::create_file(&*fd, &name, 0o600) else {
+                continue;
+            };
+            let clock = rustix::fs::fstat(&probe)
+                .and_then(|_| rustix::fs::fchmod(&probe, rustix::fs::Mode::from_raw_mode(0o600)))
+                .and_then(|_| rustix::fs::fstat(&probe));
+            let _ = safe::unlink(&*fd, &name);
+            if let Ok(after) = clock {
+                let r = StatRecord::of(&after);
+                self.clocks.insert(after.st_dev, r.ctime_ns.max(r.mtime_ns));
+            }
+        }
+    }
+
+    /// Records in the stat cache the files `plan` wrote that this run staged, each with what
+    /// is now at its place (issue 33): `cairn_snapshot::prime` keeps those whose records are
+    /// proven, so the next snapshot reads none of them. Best effort, after every change.
+    pub(crate) fn prime(&mut self, plan: &Plan) {
+        let mut written = Vec::new();
+        for a in &plan.actions {
+            let Action::WriteFile { path, blob, .. } = a else {
+                continue;
+            };
+            let Some(staged) = self.staged_stats.get(&path.0).copied() else {
+                continue;
+            };
+            let Some(&clock_ns) = self.clocks.get(&staged.dev) else {
+                continue;
+            };
+            let (parent, name) = path.split_last();
+            let Ok(fd) = self.dirs.dir(parent) else {
+                continue;
+            };
+            let Ok(Some(st)) = safe::lstat(&*fd, name) else {
+                continue;
+            };
+            written.push(Written {
+                path: path.0.clone(),
+                blob: *blob,
+                staged,
+                clock_ns,
+                placed: StatRecord::of(&st),
+            });
+        }
+        let ws = self.ws;
+        cairn_snapshot::prime(
+            ws.store(),
+            ws.id(),
+            Some(&ws.memo),
+            plan.snapshot_id,
+            written,
+        );
     }
 
     /// Removes staged files (after a failure before any change).
@@ -1013,6 +1118,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
         drop_safety(ws, &safety.id);
         return Err(e);
     }
+    exec.read_clocks();
     if let Err(e) = journal::advance(ws, &mut j, State::Pending, true) {
         exec.unstage();
         let _ = journal::remove(ws, &j);
@@ -1030,6 +1136,8 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
     // Every change is made. Durability is confirmed by the next snapshot, restore or opening of the
     // workspace (see the journal module), not waited for here.
     journal::advance(ws, &mut j, State::Applied, false)?;
+    // The files it wrote go into the stat cache, while the restore lock is still held.
+    exec.prime(plan);
     drop(lock);
     Ok(Report::from_plan(plan, false, Some(safety.id), Some(jid)))
 }

@@ -179,6 +179,8 @@ struct WalkOutput {
     dirs: Vec<Update>,
     trees: Option<HashMap<TreeId, Tree>>,
     stats: Stats,
+    /// Files taken from the records restores made.
+    primed_used: Vec<(Vec<u8>, StatRecord)>,
 }
 
 fn walk(
@@ -227,6 +229,7 @@ fn walk(
         skipped: Default::default(),
         kept: Default::default(),
         dirs: Default::default(),
+        primed_used: Default::default(),
     };
     let root_dir = walk::Handle::new(walk::DirAt::Open(root_fd));
     let root_record = walk::record_of(&root_st);
@@ -321,6 +324,7 @@ fn walk(
         dirs: walker.dirs.into_inner(),
         trees,
         stats,
+        primed_used: walker.primed_used.into_inner(),
     })
 }
 
@@ -334,11 +338,79 @@ fn load_cache(store: &Store, workspace_id: &str, options: &Options) -> Result<St
         None => StatCache::load(&path),
     };
     // Trust a cache only while the snapshot it was recorded with exists: a collection may have
-    // removed the blobs of a deleted one; with a remote, only while the remote holds it.
-    match cache.snapshot {
-        Some(id) if store.holds_snapshot_everywhere(&id)? => Ok(cache),
-        _ => Ok(StatCache::default()),
+    // removed the blobs of a deleted one; with a remote, only while the remote holds it. The
+    // same for each snapshot whose blobs the files restores wrote name.
+    let mut cache = match cache.snapshot {
+        Some(id) if store.holds_snapshot_everywhere(&id)? => cache,
+        _ => return Ok(StatCache::default()),
+    };
+    if cache.has_primed() {
+        let mut held = HashMap::new();
+        for id in cache.primed_snapshots() {
+            held.insert(id, store.holds_snapshot_everywhere(&id)?);
+        }
+        cache.retain_primed(|id| held.get(id).copied().unwrap_or(false));
     }
+    Ok(cache)
+}
+
+static PRIMING: AtomicBool = AtomicBool::new(true);
+
+/// Turns the priming of the stat cache by restores ([`prime`]) on or off for this process (on
+/// by default). Off is the behaviour before issue 33, the snapshot after a restore reading
+/// every file it wrote: for benchmarks that compare the two, side by side.
+pub fn set_restore_priming(on: bool) {
+    PRIMING.store(on, Ordering::Relaxed);
+}
+
+/// Whether restores prime the stat cache (see [`set_restore_priming`]).
+pub fn restore_priming() -> bool {
+    PRIMING.load(Ordering::Relaxed)
+}
+
+/// Records in the stat cache of `workspace_id` the files a restore wrote from the blobs of
+/// `snapshot` (its target), each only where what the restore saw proves the record (see
+/// [`statcache::Written`]), so that the next snapshot does not read them again; returns how
+/// many it recorded. The cache must be one a snapshot confirmed (the restore's safety
+/// snapshot): it keeps its header, gets a new body key, and is written as after a snapshot
+/// (through `memo` when given, on a background thread). Best effort, as every cache write: a
+/// cache that cannot be read or written leaves the files to be read again.
+pub fn prime(
+    store: &Store,
+    workspace_id: &str,
+    memo: Option<&CacheMemo>,
+    snapshot: SnapshotId,
+    written: Vec<statcache::Written>,
+) -> usize {
+    if written.is_empty() || !restore_priming() {
+        return 0;
+    }
+    let Ok(path) = StatCache::path(store, workspace_id) else {
+        return 0;
+    };
+    let mut cache = match memo {
+        Some(m) => m.load(&path),
+        None => StatCache::load(&path),
+    };
+    let n = if cache.snapshot.is_some() {
+        cache.prime(snapshot, written)
+    } else {
+        0
+    };
+    let tmp = &store.layout().tmp;
+    match memo {
+        Some(m) if n == 0 => m.put(&path, cache),
+        Some(m) => {
+            cache.rekey();
+            m.put_and_write(tmp, &path, cache);
+        }
+        None if n == 0 => {}
+        None => {
+            cache.rekey();
+            let _ = cache.save(tmp, &path);
+        }
+    }
+    n
 }
 
 fn now_ns() -> i64 {
@@ -378,6 +450,9 @@ fn save_cache(
         statcache::StatCacheFile::new_key(Some(&id), started_ns),
         statcache::rules_fingerprint(&options.capture()),
         Some((out.root, out.root_size)),
+        id,
+        started_ns,
+        std::mem::take(&mut out.primed_used),
     );
     let tmp = &store.layout().tmp;
     match &options.memo {

@@ -4,7 +4,7 @@
 //! read again, and a directory whose entries all match keeps its tree id without the tree being
 //! built, encoded and hashed again: a snapshot with nothing changed costs one `lstat` per entry.
 //!
-//! File format (version 3): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
+//! File format (version 4): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
 //! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, the
 //! key of the body, and a checksum of those fields), then a postcard-encoded
 //! [`StatCacheBody`]. The key is new each time a body is written and kept when only the header
@@ -20,6 +20,14 @@
 //! **Racy timestamps.** A file changed within [`RACY_WINDOW_NS`] before the snapshot that
 //! recorded it started may change again without its times moving (file-system clocks are
 //! coarse), so such a record is never trusted: the file is read again.
+//!
+//! **Files a restore wrote** (version 4). A restore writes each file from a blob it knows, so
+//! it records them too, as `git checkout` refreshes the index: see [`Written`] for what proves
+//! such a record and [`crate::prime`] for how a restore adds them. They are kept apart from the
+//! directory records (which still say what the last snapshot saw, so every listing and tree
+//! the cache vouches for is one a walk checked), in sets that each name the snapshot holding
+//! their blobs and the boot they were written in; a walk uses one in place of reading the file
+//! when the file's `lstat` matches it exactly.
 
 use crate::exclude::ExcludeReason;
 use cairn_store::{CaptureSettings, Hasher, ObjectId, SnapshotId, TreeId};
@@ -30,8 +38,11 @@ use std::path::{Path, PathBuf};
 
 /// Magic at the start of a stat cache file.
 pub const STATCACHE_MAGIC: &[u8; 8] = b"CAIRNSTC";
-/// The stat cache format version.
-pub const STATCACHE_VERSION: u32 = 3;
+/// The stat cache format version (version 3, the same without the files restores wrote, is
+/// still read).
+pub const STATCACHE_VERSION: u32 = 4;
+/// The earlier version still read.
+const STATCACHE_VERSION_3: u32 = 3;
 /// Records of files changed this close before their snapshot started are not trusted.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 /// Length of the fixed header after the magic and version: a flag byte, a snapshot id, the
@@ -61,6 +72,19 @@ pub struct StatRecord {
 }
 
 impl StatRecord {
+    /// The record of an `lstat` (or `fstat`), with a zero blob.
+    pub fn of(st: &rustix::fs::Stat) -> StatRecord {
+        StatRecord {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            mode: st.st_mode,
+            size: st.st_size as u64,
+            mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
+            ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64,
+            blob: ObjectId([0; 32]),
+        }
+    }
+
     /// Whether `other` (a fresh `lstat`) describes the same, unchanged file.
     pub fn matches(&self, other: &StatRecord) -> bool {
         self.dev == other.dev
@@ -157,6 +181,110 @@ pub struct StatCacheBody {
     pub root: Option<(ObjectId, u64)>,
     /// One record per directory walked.
     pub dirs: Vec<DirRecord>,
+    /// Files restores wrote since (version 4; none in a version 3 body).
+    pub primed: Vec<PrimedSet>,
+}
+
+/// A version 3 body: a version 4 one without `primed`.
+#[derive(Deserialize)]
+struct StatCacheBodyV3 {
+    key: [u8; 16],
+    rules: [u8; 32],
+    root: Option<(ObjectId, u64)>,
+    dirs: Vec<DirRecord>,
+}
+
+/// Files one restore wrote (or a walk took from such records: see [`crate::prime`]), each
+/// trusted while its `lstat` matches, without the racy rule (the record's own proof, see
+/// [`Written`], stands in for it), as long as the snapshot named here exists (it holds every
+/// blob named) and the machine has not restarted since.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrimedSet {
+    /// The snapshot that holds every blob of the set.
+    #[serde(with = "id_bytes")]
+    pub snapshot: ObjectId,
+    /// The boot the files were written in (Linux's `/proc/sys/kernel/random/boot_id`): after a
+    /// restart, writes that had not reached the disk may be lost while their records are not.
+    #[serde(with = "serde_bytes")]
+    pub boot: Vec<u8>,
+    /// The files, by path relative to the root.
+    pub files: Vec<PrimedFile>,
+}
+
+/// One file of a [`PrimedSet`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrimedFile {
+    /// Path relative to the root, raw bytes.
+    #[serde(with = "serde_bytes")]
+    pub path: Vec<u8>,
+    /// Its `lstat` fields once in place, and its blob.
+    pub stat: StatRecord,
+}
+
+/// What a restore saw of one file it wrote from a blob, for [`crate::prime`]. The record it
+/// gives is `placed` with `blob`, and it is kept only when these prove that the file held the
+/// blob when it was put in place and that any later write moves its `mtime`:
+///
+/// - `staged` (its `fstat` after its content and mode were written, under a temporary name no
+///   one else writes) and `placed` (its `lstat` at its path once the restore is done) name the
+///   same inode with the same mode, size and `mtime`: nothing wrote it in between (a write at a
+///   later tick of the clock moves the `mtime`);
+/// - `clock_ns`, a time of the same file system's clock read after every file was staged and
+///   before any was put in place (the `ctime` of a probe changed then), is later than the
+///   staged `mtime`: any write after the file became reachable at its path (a later event)
+///   gets an `mtime` of at least `clock_ns`, so it cannot keep the recorded one. A file
+///   staged in the clock's last tick before the probe fails this and is not recorded, which
+///   is the racy rule for these files.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Path relative to the root.
+    pub path: Vec<u8>,
+    /// The blob the restore wrote into it.
+    pub blob: ObjectId,
+    /// Its `fstat` as staged.
+    pub staged: StatRecord,
+    /// The file system's clock between staging and placing.
+    pub clock_ns: i64,
+    /// Its `lstat` in place.
+    pub placed: StatRecord,
+}
+
+impl Written {
+    /// Whether what the restore saw proves the record (see the type's documentation).
+    pub fn proves(&self) -> bool {
+        let (s, p) = (&self.staged, &self.placed);
+        p.mode & S_IFMT == S_IFREG
+            && p.dev == s.dev
+            && p.ino == s.ino
+            && p.mode == s.mode
+            && p.size == s.size
+            && p.mtime_ns == s.mtime_ns
+            && s.mtime_ns < self.clock_ns
+    }
+}
+
+const S_IFMT: u32 = 0o170000;
+const S_IFREG: u32 = 0o100000;
+
+/// This boot of the machine (Linux: `/proc/sys/kernel/random/boot_id`); `None` where the system
+/// does not say, and then no restore records its files.
+pub fn boot_id() -> Option<&'static [u8]> {
+    static BOOT: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|b| b.trim_ascii().to_vec())
+            .filter(|b| !b.is_empty())
+    })
+    .as_deref()
+}
+
+/// A file record a restore made, in memory.
+#[derive(Debug, Clone)]
+struct Primed {
+    stat: StatRecord,
+    snapshot: SnapshotId,
+    boot: std::sync::Arc<[u8]>,
 }
 
 /// The stat cache as stored.
@@ -232,6 +360,7 @@ impl StatCacheFile {
                 rules: [0; 32],
                 root: None,
                 dirs,
+                primed: Vec::new(),
             },
         }
     }
@@ -239,7 +368,8 @@ impl StatCacheFile {
 
 /// The fingerprint of every capture setting that decides what is left out: the exclude globs,
 /// whether ignore files count, the size limit and whether hard-linked files are refused (the
-/// default excludes are fixed by the `v2` in the text). An exclusion decision the cache holds
+/// default excludes and how ignore files are read are fixed by the `v3` in the text: `v2`
+/// decisions were made while a byte-order mark still hid an ignore file's first pattern). An exclusion decision the cache holds
 /// is reused only under the same fingerprint, so a decision made under one size limit is never
 /// trusted under another (issue 28); `capture` is taken apart field by field, so a new setting
 /// cannot be left out. Never all zero.
@@ -251,7 +381,7 @@ pub fn rules_fingerprint(capture: &CaptureSettings) -> [u8; 32] {
         refuse_hard_links,
     } = capture;
     let mut h = Hasher::new();
-    h.update(b"cairn capture rules v2\0");
+    h.update(b"cairn capture rules v3\0");
     h.update(&[u8::from(*gitignore), u8::from(*refuse_hard_links)]);
     h.update(&max_file_bytes.to_le_bytes());
     for e in excludes {
@@ -276,10 +406,13 @@ pub struct StatCache {
     files: usize,
     /// The key of the body these records came from (all zero when they came from no file).
     key: [u8; 16],
+    /// Files restores wrote, by path.
+    primed: HashMap<Vec<u8>, Primed>,
 }
 
 /// What a header says.
 struct Header {
+    version: u32,
     snapshot: Option<SnapshotId>,
     started_ns: i64,
     key: [u8; 16],
@@ -304,7 +437,8 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
     if bytes.len() < BODY_START || &bytes[..8] != STATCACHE_MAGIC {
         return None;
     }
-    if u32::from_le_bytes(bytes[8..12].try_into().ok()?) != STATCACHE_VERSION {
+    let version = u32::from_le_bytes(bytes[8..12].try_into().ok()?);
+    if version != STATCACHE_VERSION && version != STATCACHE_VERSION_3 {
         return None;
     }
     let hdr = &bytes[12..BODY_START];
@@ -319,6 +453,7 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
         _ => return None,
     };
     Some(Header {
+        version,
         snapshot,
         started_ns: i64::from_le_bytes(hdr[33..41].try_into().ok()?),
         key: hdr[41..57].try_into().ok()?,
@@ -372,6 +507,7 @@ struct BodyRef<'a> {
     rules: &'a [u8; 32],
     root: Option<(ObjectId, u64)>,
     dirs: DirsRef<'a>,
+    primed: Vec<PrimedSet>,
 }
 
 struct DirsRef<'a>(&'a HashMap<Vec<u8>, DirRecord>);
@@ -422,7 +558,18 @@ impl StatCache {
     /// Decodes cache bytes.
     pub fn decode(bytes: &[u8]) -> Option<StatCache> {
         let h = parse_header(bytes)?;
-        let body: StatCacheBody = postcard::from_bytes(&bytes[BODY_START..]).ok()?;
+        let body: StatCacheBody = if h.version == STATCACHE_VERSION_3 {
+            let v3: StatCacheBodyV3 = postcard::from_bytes(&bytes[BODY_START..]).ok()?;
+            StatCacheBody {
+                key: v3.key,
+                rules: v3.rules,
+                root: v3.root,
+                dirs: v3.dirs,
+                primed: Vec::new(),
+            }
+        } else {
+            postcard::from_bytes(&bytes[BODY_START..]).ok()?
+        };
         if body.key != h.key {
             return None;
         }
@@ -437,6 +584,18 @@ impl StatCache {
     pub fn from_file(file: StatCacheFile) -> StatCache {
         let body = file.body;
         let files = body.dirs.iter().map(|d| d.entries.len()).sum();
+        let mut primed = HashMap::new();
+        for set in body.primed {
+            let (snapshot, boot) = (SnapshotId::from(set.snapshot), set.boot.into());
+            for f in set.files {
+                let p = Primed {
+                    stat: f.stat,
+                    snapshot,
+                    boot: std::sync::Arc::clone(&boot),
+                };
+                primed.insert(f.path, p);
+            }
+        }
         StatCache {
             snapshot: file.snapshot,
             started_ns: file.started_ns,
@@ -445,6 +604,7 @@ impl StatCache {
             files,
             key: body.key,
             dirs: body.dirs.into_iter().map(|d| (d.path.clone(), d)).collect(),
+            primed,
         }
     }
 
@@ -466,6 +626,7 @@ impl StatCache {
             rules: &self.rules,
             root: self.root.map(|(id, size)| (id.object(), size)),
             dirs: DirsRef(&self.dirs),
+            primed: self.primed_sets(),
         };
         let bytes = encode_with(self.snapshot.as_ref(), self.started_ns, &self.key, &body);
         write_replacing(tmp_dir, path, &bytes)
@@ -473,14 +634,36 @@ impl StatCache {
 
     /// Replaces the records by the walk's: each directory it walked, either `Same` as its
     /// record here or a `Fresh` one (a directory it did not walk is gone, or now left out),
-    /// under a new body `key`, capture-rules fingerprint and root.
+    /// under a new body `key`, capture-rules fingerprint and root. The files restores wrote
+    /// become `carried`: those the walk took from them and which the racy rule would still not
+    /// trust under `snapshot` (which now holds their blobs), started at `started_ns`.
+    #[allow(clippy::too_many_arguments)]
     pub fn replace(
         &mut self,
         walked: impl IntoIterator<Item = Update>,
         key: [u8; 16],
         rules: [u8; 32],
         root: Option<(TreeId, u64)>,
+        snapshot: SnapshotId,
+        started_ns: i64,
+        carried: Vec<(Vec<u8>, StatRecord)>,
     ) {
+        let carried: HashMap<Vec<u8>, Primed> = carried
+            .into_iter()
+            .filter(|(_, stat)| stat.is_racy(started_ns))
+            .filter_map(|(path, stat)| {
+                let boot = self.primed.get(&path)?.boot.clone();
+                Some((
+                    path,
+                    Primed {
+                        stat,
+                        snapshot,
+                        boot,
+                    },
+                ))
+            })
+            .collect();
+        self.primed = carried;
         let mut old = std::mem::take(&mut self.dirs);
         let walked = walked.into_iter();
         let mut dirs = HashMap::with_capacity(walked.size_hint().0);
@@ -542,6 +725,106 @@ impl StatCache {
     /// Whether `cached` still describes the entry `fresh` was `lstat`ed from.
     pub fn trusts(&self, cached: &StatRecord, fresh: &StatRecord) -> bool {
         cached.matches(fresh) && !cached.is_racy(self.started_ns)
+    }
+
+    /// The record a restore made of the file at `path` (see [`Written`]), if `fresh` matches it.
+    pub fn primed(&self, path: &[u8], fresh: &StatRecord) -> Option<&StatRecord> {
+        self.primed
+            .get(path)
+            .map(|p| &p.stat)
+            .filter(|s| s.matches(fresh))
+    }
+
+    /// Whether it holds any record a restore made.
+    pub fn has_primed(&self) -> bool {
+        !self.primed.is_empty()
+    }
+
+    /// Number of records restores made.
+    pub fn primed_len(&self) -> usize {
+        self.primed.len()
+    }
+
+    /// The snapshots the records restores made depend on.
+    pub fn primed_snapshots(&self) -> Vec<SnapshotId> {
+        let mut ids: Vec<SnapshotId> = self.primed.values().map(|p| p.snapshot).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Keeps only the records restores made in this boot of the machine whose snapshot `keep`
+    /// accepts (one that exists, and with a remote one the remote holds).
+    pub fn retain_primed(&mut self, mut keep: impl FnMut(&SnapshotId) -> bool) {
+        let boot = boot_id();
+        let mut kept: HashMap<SnapshotId, bool> = HashMap::new();
+        self.primed.retain(|_, p| {
+            Some(&*p.boot) == boot && *kept.entry(p.snapshot).or_insert_with(|| keep(&p.snapshot))
+        });
+    }
+
+    /// Forgets every record a restore made (the next walk reads those files, as before
+    /// version 4; benchmarks compare the two).
+    pub fn clear_primed(&mut self) {
+        self.primed.clear();
+    }
+
+    /// Adds the records of the files a restore wrote from the blobs of `snapshot`, each only if
+    /// what the restore saw proves it ([`Written::proves`]), replacing any earlier record of the
+    /// same path; returns how many it added. Nothing is added where the system gives no boot id.
+    pub fn prime(
+        &mut self,
+        snapshot: SnapshotId,
+        written: impl IntoIterator<Item = Written>,
+    ) -> usize {
+        let Some(boot) = boot_id() else { return 0 };
+        let boot: std::sync::Arc<[u8]> = boot.into();
+        let mut n = 0;
+        for w in written {
+            if !w.proves() {
+                continue;
+            }
+            let stat = StatRecord {
+                blob: w.blob,
+                ..w.placed
+            };
+            let p = Primed {
+                stat,
+                snapshot,
+                boot: boot.clone(),
+            };
+            self.primed.insert(w.path, p);
+            n += 1;
+        }
+        n
+    }
+
+    /// Gives the records a new body key (before they are written as a new body).
+    pub fn rekey(&mut self) {
+        self.key = StatCacheFile::new_key(self.snapshot.as_ref(), self.started_ns);
+    }
+
+    /// The records restores made, grouped by snapshot and boot, as stored.
+    fn primed_sets(&self) -> Vec<PrimedSet> {
+        let mut sets: HashMap<(SnapshotId, &[u8]), Vec<PrimedFile>> = HashMap::new();
+        for (path, p) in &self.primed {
+            sets.entry((p.snapshot, &p.boot))
+                .or_default()
+                .push(PrimedFile {
+                    path: path.clone(),
+                    stat: p.stat,
+                });
+        }
+        sets.into_iter()
+            .map(|((snapshot, boot), mut files)| {
+                files.sort_by(|a, b| a.path.cmp(&b.path));
+                PrimedSet {
+                    snapshot: snapshot.object(),
+                    boot: boot.to_vec(),
+                    files,
+                }
+            })
+            .collect()
     }
 
     /// Number of directory records.

@@ -303,7 +303,7 @@ fn a_hold_makes_a_restore_busy_and_a_dry_run_says_so() {
         .restore(&snap.id, &RestoreOptions::default())
         .expect_err("busy");
     assert_eq!(err.kind(), ErrorKind::Busy);
-    assert!(err.to_string().contains("npm test"));
+    assert!(err.to_string().contains("npm test"), "{err}");
     assert_eq!(fx.read("a.txt"), b"two");
     drop(hold);
     fx.ws

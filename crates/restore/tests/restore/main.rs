@@ -5,3 +5,4 @@ mod behaviour;
 mod crash;
 mod fixtures;
 mod property;
+mod statcache;

@@ -471,3 +471,93 @@ fn a_snapshot_refusing_hard_links_decides_again_what_an_earlier_one_kept() {
     let again = ws.snap(&Options::default());
     assert!(ws.entry(&again, b"a").is_some(), "kept again by default");
 }
+
+/// What a restore saw of a file it wrote: staged at `mtime`, the clock read after at `clock`,
+/// then found in place unchanged (its `ctime` moved by the rename).
+fn written(mtime: i64, clock: i64) -> cairn_snapshot::statcache::Written {
+    let staged = StatRecord {
+        dev: 1,
+        ino: 2,
+        mode: 0o100644,
+        size: 5,
+        mtime_ns: mtime,
+        ctime_ns: mtime,
+        blob: ObjectId([0; 32]),
+    };
+    cairn_snapshot::statcache::Written {
+        path: b"a.txt".to_vec(),
+        blob: ObjectId::of(b"hello"),
+        staged,
+        clock_ns: clock,
+        placed: StatRecord {
+            ctime_ns: clock + 10,
+            ..staged
+        },
+    }
+}
+
+#[test]
+fn a_file_a_restore_wrote_is_recorded_only_when_its_times_prove_nothing_wrote_it_since() {
+    assert!(written(1_000, 2_000).proves());
+    // Staged in the clock's tick the probe read: a write after it was put in place could
+    // keep its mtime (the racy rule for these files).
+    assert!(!written(2_000, 2_000).proves());
+    assert!(!written(3_000, 2_000).proves());
+    // Written again, replaced, re-moded or resized between staging and the end of the restore.
+    for change in [
+        |p: &mut StatRecord| p.mtime_ns += 1,
+        |p: &mut StatRecord| p.ino += 1,
+        |p: &mut StatRecord| p.dev += 1,
+        |p: &mut StatRecord| p.mode = 0o100755,
+        |p: &mut StatRecord| p.size += 1,
+        |p: &mut StatRecord| p.mode = 0o120777,
+    ] {
+        let mut w = written(1_000, 2_000);
+        change(&mut w.placed);
+        assert!(!w.proves(), "{:?}", w.placed);
+    }
+    // Only proven records are kept.
+    let mut cache = StatCache::default();
+    let snap = cairn_store::SnapshotId::from(ObjectId([7; 32]));
+    let n = cache.prime(
+        snap,
+        [written(1_000, 2_000), {
+            let mut w = written(2_000, 2_000);
+            w.path = b"b.txt".to_vec();
+            w
+        }],
+    );
+    assert_eq!(
+        n,
+        usize::from(cairn_snapshot::statcache::boot_id().is_some())
+    );
+    let placed = written(1_000, 2_000).placed;
+    assert_eq!(
+        cache.primed(b"a.txt", &placed).map(|r| r.blob),
+        (n == 1).then(|| ObjectId::of(b"hello"))
+    );
+    assert!(cache.primed(b"b.txt", &placed).is_none());
+}
+
+#[test]
+fn a_version_3_cache_is_still_read() {
+    let ws = Ws::new();
+    populate(&ws, 30);
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    // The same cache as version 3 wrote it: the version field, and a body without the files
+    // restores wrote (postcard's last field, one zero byte when empty).
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let mut bytes = std::fs::read(&path).expect("read");
+    assert_eq!(bytes.pop(), Some(0));
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    std::fs::write(&path, &bytes).expect("write");
+    let cache = StatCache::load(&path);
+    assert_eq!(cache.len(), 30 + 7);
+    let snap = ws.snap(&Options::default());
+    assert_eq!(snap.stats.hashed, 0);
+    // A version it does not know is not.
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    std::fs::write(&path, &bytes).expect("write");
+    assert!(StatCache::load(&path).is_empty());
+}
