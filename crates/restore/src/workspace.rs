@@ -3,12 +3,11 @@
 
 use crate::error::{Error, Result};
 use cairn_snapshot::{Options as SnapshotOptions, Snapshot};
-use cairn_store::fsutil::{self, LockMode};
+use cairn_store::fsutil::{self, HeldLock, LockMode};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
 use cairn_store::{Store, StoreOptions};
 use serde::{Deserialize, Serialize};
-use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -232,12 +231,17 @@ impl Workspace {
     pub fn hold(&self, what: &str, pid: Option<u32>) -> Result<Hold> {
         let locks = &self.store.layout().locks;
         let restore_lock_path = restore_lock_path(locks, &self.id);
+        // Both locks are HeldLocks, ended with LOCK_UN: a descriptor merely closed keeps its
+        // lock while a child forked by another thread holds a copy, and a restore started
+        // just after the hold would be refused as if another were running.
         let restore_lock = fsutil::open_lock_file(&restore_lock_path)?;
-        if !fsutil::flock(&restore_lock, LockMode::Shared, false, &restore_lock_path)? {
+        let Some(restore_lock) =
+            HeldLock::take(restore_lock, LockMode::Shared, false, &restore_lock_path)?
+        else {
             return Err(Error::Busy {
                 detail: format!("a restore of {} is changing files", self.root.display()),
             });
-        }
+        };
         let info = HoldInfo {
             workspace_id: self.id.clone(),
             what: what.to_string(),
@@ -245,9 +249,15 @@ impl Workspace {
             holder_pid: std::process::id(),
         };
         let tmp = fsutil::temp_name(&self.store.layout().tmp, "hold");
-        let mut f = fsutil::create_new_file(&tmp)?;
-        fsutil::flock(&f, LockMode::Exclusive, true, &tmp)?;
-        f.write_all(&serde_json::to_vec(&info).expect("a hold serialises"))
+        let mut f = HeldLock::take(
+            fsutil::create_new_file(&tmp)?,
+            LockMode::Exclusive,
+            true,
+            &tmp,
+        )?
+        .expect("a lock waited for is taken");
+        f.file_mut()
+            .write_all(&serde_json::to_vec(&info).expect("a hold serialises"))
             .map_err(|e| Error::io("write hold", &tmp, e))?;
         let name = tmp
             .file_name()
@@ -284,7 +294,9 @@ impl Workspace {
             let mut buf = Vec::new();
             let _ = f.read_to_end(&mut buf);
             let info: Option<HoldInfo> = serde_json::from_slice(&buf).ok();
-            let held = !fsutil::flock(&f, LockMode::Exclusive, false, &path)?;
+            // The probe's lock, if taken, ends with LOCK_UN at the end of this turn.
+            let probe = HeldLock::take(f, LockMode::Exclusive, false, &path)?;
+            let held = probe.is_none();
             let process_alive = info
                 .as_ref()
                 .and_then(|i| i.pid)
@@ -340,7 +352,7 @@ pub struct HoldInfo {
 /// A hold; dropping it releases it (a hold naming a process lasts until that process exits).
 #[derive(Debug)]
 pub struct Hold {
-    file: Option<File>,
+    file: Option<HeldLock>,
     path: PathBuf,
     keep_file: bool,
 }

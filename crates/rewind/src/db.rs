@@ -5,6 +5,7 @@
 
 use crate::error::{DbResult, Error, Result};
 use crate::sql::{Conn, PgClient};
+use cairn_store::fsutil::{HeldLock, LockMode};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -484,7 +485,7 @@ pub(crate) struct FileHolder {
     id: String,
     dir: PathBuf,
     path: PathBuf,
-    file: Option<File>,
+    file: Option<HeldLock>,
 }
 
 fn fresh_holder_id() -> String {
@@ -623,7 +624,7 @@ impl FileHolder {
 #[derive(Debug)]
 pub(crate) struct OpLock {
     path: PathBuf,
-    file: Option<File>,
+    file: Option<HeldLock>,
 }
 
 impl Drop for OpLock {
@@ -634,16 +635,14 @@ impl Drop for OpLock {
 }
 
 /// Opens (creating) the lock file at `path` and takes its lock, which nobody else may hold.
-fn lock_fresh(path: &Path, action: &'static str) -> Result<File> {
+/// The lock ends with `LOCK_UN` when dropped (see `cairn_store::fsutil::HeldLock`).
+fn lock_fresh(path: &Path, action: &'static str) -> Result<HeldLock> {
     let file = cairn_store::fsutil::open_lock_file(path)?;
-    if !cairn_store::fsutil::flock(&file, cairn_store::fsutil::LockMode::Exclusive, false, path)? {
-        return Err(Error::Io {
-            action,
-            path: path.to_path_buf(),
-            source: std::io::Error::other("someone else holds this lock file"),
-        });
-    }
-    Ok(file)
+    HeldLock::take(file, LockMode::Exclusive, false, path)?.ok_or_else(|| Error::Io {
+        action,
+        path: path.to_path_buf(),
+        source: std::io::Error::other("someone else holds this lock file"),
+    })
 }
 
 /// Whether the lock file at `path` is held by someone. A file whose lock can be taken
@@ -654,13 +653,13 @@ fn locked(path: &Path) -> bool {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
         Err(_) => return true,
     };
-    match cairn_store::fsutil::flock(&file, cairn_store::fsutil::LockMode::Exclusive, false, path) {
-        Ok(true) => {
+    match HeldLock::take(file, LockMode::Exclusive, false, path) {
+        Ok(Some(_probe)) => {
             // Its owner is gone: remove the file while we hold its lock.
             let _ = std::fs::remove_file(path);
             false
         }
-        Ok(false) => true,
+        Ok(None) => true,
         Err(_) => true,
     }
 }

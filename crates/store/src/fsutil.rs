@@ -146,7 +146,9 @@ pub enum LockMode {
 }
 
 /// Takes an `flock` on `file`. With `wait == false`, returns `Ok(false)` when another holder
-/// has it.
+/// has it. A lock taken here ends only when every copy of the descriptor is closed (a child
+/// forked by another thread holds one until it execs): what must end when the holder says so
+/// is taken with [`HeldLock::take`].
 pub fn flock(file: &File, mode: LockMode, wait: bool, path: &Path) -> Result<bool> {
     use rustix::fs::FlockOperation as Op;
     let op = match (mode, wait) {
@@ -174,9 +176,20 @@ pub fn flock(file: &File, mode: LockMode, wait: bool, path: &Path) -> Result<boo
 pub struct HeldLock(File);
 
 impl HeldLock {
+    /// Takes `mode` on `file` (waiting for it with `wait`): `None` when, without waiting,
+    /// another holder has it. The lock ends with `LOCK_UN` when the value is dropped.
+    pub fn take(file: File, mode: LockMode, wait: bool, path: &Path) -> Result<Option<HeldLock>> {
+        Ok(flock(&file, mode, wait, path)?.then_some(HeldLock(file)))
+    }
+
     /// The open lock file.
     pub fn file(&self) -> &File {
         &self.0
+    }
+
+    /// The open lock file, to write what it records.
+    pub fn file_mut(&mut self) -> &mut File {
+        &mut self.0
     }
 }
 
@@ -189,8 +202,7 @@ impl Drop for HeldLock {
 /// Opens the lock file at `path` (see [`open_lock_file`]) and takes it exclusively without
 /// waiting: `None` when someone else holds it.
 pub fn try_lock_exclusive(path: &Path) -> Result<Option<HeldLock>> {
-    let file = open_lock_file(path)?;
-    Ok(flock(&file, LockMode::Exclusive, false, path)?.then_some(HeldLock(file)))
+    HeldLock::take(open_lock_file(path)?, LockMode::Exclusive, false, path)
 }
 
 /// Opens (creating owner-only if needed) a lock file without following a symlink.

@@ -8,10 +8,9 @@
 //! stale (its lock can be taken) and removed: no lock ever wedges the store.
 
 use crate::error::{Error, Result};
-use crate::fsutil::{self, LockMode};
+use crate::fsutil::{self, HeldLock, LockMode};
 use crate::id::SnapshotId;
 use serde::{Deserialize, Serialize};
-use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -48,7 +47,7 @@ pub struct OperationGuard {
     /// The operation's lease on the remote, when the store has one (released after the
     /// marker).
     pub(crate) lease: Option<crate::remote::Lease>,
-    file: Option<File>,
+    file: Option<HeldLock>,
     path: PathBuf,
     info: MarkerInfo,
 }
@@ -80,9 +79,15 @@ pub(crate) fn begin(
     pins: &[SnapshotId],
 ) -> Result<OperationGuard> {
     let gc_path = gc_lock_path(locks);
-    let gc = fsutil::open_lock_file(&gc_path)?;
-    // Waits while a collection sweeps; returns at once otherwise.
-    fsutil::flock(&gc, LockMode::Shared, true, &gc_path)?;
+    // Waits while a collection sweeps; returns at once otherwise. Every lock here is a
+    // HeldLock, ended with LOCK_UN when dropped: closing is not enough while a child forked
+    // by another thread holds a copy of the descriptor.
+    let gc = HeldLock::take(
+        fsutil::open_lock_file(&gc_path)?,
+        LockMode::Shared,
+        true,
+        &gc_path,
+    )?;
     let info = MarkerInfo {
         pid: std::process::id(),
         kind,
@@ -90,11 +95,16 @@ pub(crate) fn begin(
         pins: pins.to_vec(),
     };
     let tmp_path = fsutil::temp_name(tmp, "marker");
-    let mut f = fsutil::create_new_file(&tmp_path)?;
+    let file = fsutil::create_new_file(&tmp_path)?;
+    let mut held = None;
     let result = (|| {
-        fsutil::flock(&f, LockMode::Exclusive, true, &tmp_path)?;
+        let f = held.insert(
+            HeldLock::take(file, LockMode::Exclusive, true, &tmp_path)?
+                .expect("a lock waited for is taken"),
+        );
         let json = serde_json::to_vec(&info).expect("a marker always serialises");
-        f.write_all(&json)
+        f.file_mut()
+            .write_all(&json)
             .map_err(|e| Error::io("write marker", &tmp_path, e))?;
         let name = tmp_path
             .file_name()
@@ -109,7 +119,7 @@ pub(crate) fn begin(
     match result {
         Ok(path) => Ok(OperationGuard {
             lease: None,
-            file: Some(f),
+            file: held,
             path,
             info,
         }),
@@ -144,14 +154,14 @@ pub(crate) fn live_markers(locks: &Path) -> Result<Vec<MarkerInfo>> {
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
         };
-        if fsutil::flock(&f, LockMode::Exclusive, false, &path)? {
+        let mut buf = Vec::new();
+        let read = f.read_to_end(&mut buf);
+        if HeldLock::take(f, LockMode::Exclusive, false, &path)?.is_some() {
             // Its holder is gone (or is just now unlinking it): remove it while we hold it.
             let _ = std::fs::remove_file(&path);
             continue;
         }
-        let mut buf = Vec::new();
-        f.read_to_end(&mut buf)
-            .map_err(|e| Error::io("read marker", &path, e))?;
+        read.map_err(|e| Error::io("read marker", &path, e))?;
         match serde_json::from_slice::<MarkerInfo>(&buf) {
             Ok(info) => out.push(info),
             Err(_) => out.push(MarkerInfo {
@@ -168,14 +178,19 @@ pub(crate) fn live_markers(locks: &Path) -> Result<Vec<MarkerInfo>> {
 /// The collection lock, held exclusively while a collection marks and sweeps.
 #[derive(Debug)]
 pub(crate) struct GcLock {
-    _file: File,
+    _lock: HeldLock,
 }
 
 /// Takes `gc.lock` exclusively, waiting for another collection to finish and for operations
 /// that are registering their markers (they hold it shared for a moment only).
 pub(crate) fn gc_lock(locks: &Path) -> Result<GcLock> {
     let path = gc_lock_path(locks);
-    let f = fsutil::open_lock_file(&path)?;
-    fsutil::flock(&f, LockMode::Exclusive, true, &path)?;
-    Ok(GcLock { _file: f })
+    let lock = HeldLock::take(
+        fsutil::open_lock_file(&path)?,
+        LockMode::Exclusive,
+        true,
+        &path,
+    )?
+    .expect("a lock waited for is taken");
+    Ok(GcLock { _lock: lock })
 }

@@ -313,6 +313,66 @@ fn a_hold_makes_a_restore_busy_and_a_dry_run_says_so() {
 }
 
 #[test]
+#[allow(unsafe_code)]
+fn a_hold_released_while_other_threads_fork_children_does_not_refuse_the_next_restore() {
+    // In an agent's process another thread may fork a child at any moment: until it execs,
+    // the child holds copies of every descriptor, and with them their locks. A lock released
+    // by closing its descriptor stood until then, and a restore just after a hold was refused
+    // as BUSY (seen once in CI under load). Here a thread keeps a child in that state almost
+    // all the time; every lock must end when its holder releases it.
+    use std::os::unix::process::CommandExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fx = Fx::new();
+    fx.write("a.txt", b"one");
+    let one = fx.snap();
+    fx.write("a.txt", b"two");
+    let two = fx.snap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // A descriptor is copied only by a fork made while it is open: many short-lived forks
+    // from several threads hit the moments a hold has its locks open.
+    let forkers: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut cmd = std::process::Command::new("true");
+                    // SAFETY: the closure only sleeps (async-signal-safe: nanosleep).
+                    unsafe {
+                        cmd.pre_exec(|| {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                            Ok(())
+                        });
+                    }
+                    let _ = cmd.status();
+                }
+            })
+        })
+        .collect();
+    let mut result = Ok(());
+    for i in 0..100 {
+        let hold = fx.ws.hold("npm test", None).expect("hold");
+        drop(hold);
+        let (snap, want): (_, &[u8]) = if i % 2 == 0 {
+            (&one, b"one")
+        } else {
+            (&two, b"two")
+        };
+        match fx.ws.restore(&snap.id, &RestoreOptions::default()) {
+            Ok(_) => assert_eq!(fx.read("a.txt"), want),
+            Err(e) => {
+                result = Err(format!("round {i}: {e}"));
+                break;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for f in forkers {
+        f.join().expect("a forking thread ends");
+    }
+    result.expect("every restore after a released hold runs");
+}
+
+#[test]
 fn a_hold_naming_a_process_lasts_until_that_process_exits() {
     let fx = Fx::new();
     fx.write("a.txt", b"one");
