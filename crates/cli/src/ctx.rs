@@ -240,6 +240,13 @@ impl Ctx {
             ..WorkspaceOptions::default()
         };
         let ws = Workspace::open(&self.root, options)?;
+        // A thread database kept beneath the root (`--threads-db ./threads.db`) is Cairn's own:
+        // no snapshot or restore of this command captures or writes it (issue 34.5).
+        if let Ok(db) = self.threads_db() {
+            if !db.to_str().is_some_and(cairn_rewind::is_pg_url) {
+                ws.keep_out(&db);
+            }
+        }
         for r in ws.recovered() {
             let what = if r.completed {
                 "finished"

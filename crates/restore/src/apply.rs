@@ -981,6 +981,7 @@ fn safety_options(
 ) -> cairn_snapshot::Options {
     let mut sopts = cairn_snapshot::Options::from_capture(capture);
     sopts.memo = Some(ws.memo.clone());
+    sopts.own_files = ws.own_files();
     sopts.label = Some(format!("safety before restoring {}", target.short()));
     sopts
         .metadata

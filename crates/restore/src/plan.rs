@@ -858,6 +858,7 @@ fn plan_inner(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -
     let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);
     scan_opts.cancel = options.cancel.clone();
     scan_opts.memo = Some(ws.memo.clone());
+    scan_opts.own_files = ws.own_files();
     let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts)?;
     let current_tree = |id: &TreeId| -> Result<Tree> {
         match scan.trees.get(id) {

@@ -70,6 +70,8 @@ pub struct Workspace {
     pub(crate) recovered: Vec<crate::journal::Recovery>,
     /// The stat cache between this handle's snapshots and plans.
     pub(crate) memo: cairn_snapshot::CacheMemo,
+    /// Files Cairn keeps that may lie beneath the root ([`Workspace::keep_out`]).
+    pub(crate) own_files: parking_lot::Mutex<Vec<PathBuf>>,
 }
 
 /// The default id of a workspace rooted at `root` (canonical): `ws-` and 16 hex digits of its
@@ -124,6 +126,7 @@ impl Workspace {
             home,
             recovered: Vec::new(),
             memo: cairn_snapshot::CacheMemo::default(),
+            own_files: parking_lot::Mutex::new(Vec::new()),
         };
         if ws.options.recover {
             ws.recovered = crate::journal::recover_all(&ws)?;
@@ -178,8 +181,26 @@ impl Workspace {
             gitignore: self.options.gitignore,
             refuse_hard_links: self.options.refuse_hard_links,
             memo: Some(self.memo.clone()),
+            own_files: self.own_files(),
             ..SnapshotOptions::default()
         }
+    }
+
+    /// Names a file Cairn itself keeps that may lie beneath the root, such as a thread
+    /// database given with `--threads-db`: from now on every snapshot, plan and restore of
+    /// this handle leaves it and its companions (`-wal`, `-shm`, `-journal`, `-holders`) out, as
+    /// it does the store, so a rewind never finds it changed under it nor writes over it. A
+    /// file outside the root changes nothing.
+    pub fn keep_out(&self, file: &Path) {
+        let mut own = self.own_files.lock();
+        if !own.iter().any(|f| f == file) {
+            own.push(file.to_path_buf());
+        }
+    }
+
+    /// The files [`Workspace::keep_out`] named.
+    pub(crate) fn own_files(&self) -> Vec<PathBuf> {
+        self.own_files.lock().clone()
     }
 
     /// Takes a snapshot. A restore a crash left unfinished is finished first where it can be

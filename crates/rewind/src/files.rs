@@ -73,6 +73,11 @@ pub trait Files: Send + Sync {
         None
     }
 
+    /// Names a file Cairn itself keeps that may lie beneath the root (the thread database):
+    /// later checkpoints and plans leave it out, as they do the store. The default, for a
+    /// workspace whose walks cannot leave a file out, does nothing.
+    fn keep_out(&self, _file: &Path) {}
+
     /// Takes a snapshot of the files.
     fn checkpoint(&self, request: &CheckpointRequest) -> Result<SnapshotId, FilesError>;
 

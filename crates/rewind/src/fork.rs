@@ -197,7 +197,7 @@ impl Threads {
                     cairn_store::copy::copy_snapshot(src, &p.chosen.snapshot_id, dst)?;
                 }
             }
-            let plan = plan_restore(p.ws.as_ref(), &p.chosen);
+            let plan = plan_restore(&self.inner, p.ws.as_ref(), &p.chosen);
             let plan = match plan {
                 Ok(plan) if plan.busy => Err(busy_workspace(p.ws.as_ref(), Some(&p.root))),
                 other => other,
@@ -330,7 +330,7 @@ impl Threads {
                 opts.tool_settle,
                 opts.lease_wait,
             )?;
-            let plan = plan_restore(p.ws.as_ref(), &p.chosen)?;
+            let plan = plan_restore(&self.inner, p.ws.as_ref(), &p.chosen)?;
             if plan.busy {
                 return Err(busy_workspace(p.ws.as_ref(), Some(&p.root)));
             }
@@ -599,7 +599,7 @@ impl Threads {
                 copied = true;
             }
         }
-        let plan = plan_restore(p.ws.as_ref(), &p.chosen);
+        let plan = plan_restore(&self.inner, p.ws.as_ref(), &p.chosen);
         if copied {
             self.forget_copies(p, &[p.chosen.snapshot_id]);
         }

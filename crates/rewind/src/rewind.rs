@@ -445,7 +445,7 @@ impl Threads {
             _ => None,
         };
         let mut plan = match (&ws, &chosen) {
-            (Some(ws), Some(ch)) => Some(plan_restore(ws.as_ref(), ch)?),
+            (Some(ws), Some(ch)) => Some(plan_restore(&self.inner, ws.as_ref(), ch)?),
             _ => None,
         };
         let survey = self.inner.read(|c| self.survey(c, thread, target, None))?;
@@ -542,7 +542,7 @@ impl Threads {
                     opts.lease_wait,
                 )?;
                 if waited || !forced.interrupted.is_empty() {
-                    let fresh = plan_restore(ws.as_ref(), ch)?;
+                    let fresh = plan_restore(&self.inner, ws.as_ref(), ch)?;
                     if fresh.busy {
                         return Err(busy_workspace(ws.as_ref(), Some(root)));
                     }
@@ -1160,7 +1160,14 @@ fn cut_list(lin: &Lineage, point: Option<&EntryId>) -> Vec<EntryId> {
         .collect()
 }
 
-pub(crate) fn plan_restore(ws: &dyn Files, ch: &ChosenFiles) -> Result<FilePlan> {
+/// Plans a restore of the chosen files; the thread database is kept out of it first when it
+/// lies beneath the workspace (see [`crate::threads::Inner::keep_out_of`]).
+pub(crate) fn plan_restore(
+    db: &crate::threads::Inner,
+    ws: &dyn Files,
+    ch: &ChosenFiles,
+) -> Result<FilePlan> {
+    db.keep_out_of(ws);
     ws.plan(&ch.snapshot_id)
         .map_err(|e| Error::files(ws.id(), "plan the restore", e))
 }

@@ -99,6 +99,20 @@ pub(crate) struct Inner {
     ops: Mutex<HashSet<String>>,
 }
 
+impl Inner {
+    /// Tells `ws` that this SQLite database (with its `-wal`, `-shm`, `-journal`) is Cairn's
+    /// own, so that a database given with `--threads-db` inside the workspace is left out of
+    /// its checkpoints and never planned for restore (it changes under every rewind, which
+    /// would otherwise refuse as `CONFLICT`, and an old checkpoint holding it would write over
+    /// the live threads). A PostgreSQL database has no file.
+    pub(crate) fn keep_out_of(&self, ws: &dyn Files) {
+        // By its location, not its connection: this may run while the connection is held.
+        if !self.path.to_str().is_some_and(crate::db::is_pg_url) {
+            ws.keep_out(&self.path);
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         // Release this handle's advisory locks now, rather than when the server notices the
@@ -916,6 +930,7 @@ impl Threads {
         {
             let cp_id = CheckpointId::generate();
             let kind = CheckpointKind::of_entry(entry.kind);
+            self.inner.keep_out_of(ws);
             match take_snapshot(
                 ws,
                 &policy,
@@ -1083,6 +1098,7 @@ impl Threads {
         })?;
         let t = self.thread(thread)?;
         let cp_id = CheckpointId::generate();
+        self.inner.keep_out_of(ws.as_ref());
         let snap = take_snapshot(
             ws.as_ref(),
             &policy,

@@ -51,6 +51,10 @@ impl Files for Workspace {
 
     /// A snapshot with the workspace's capture settings, the policy's excludes added, labelled
     /// and described as the request says.
+    fn keep_out(&self, file: &Path) {
+        Workspace::keep_out(self, file)
+    }
+
     fn checkpoint(&self, request: &CheckpointRequest) -> Result<SnapshotId, FilesError> {
         let mut options = self.snapshot_options();
         options.label = Some(request.label.clone());

@@ -42,7 +42,7 @@ use cairn_store::{
 };
 use statcache::Update;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use walk::{Counters, Rules, Sink, Walker};
@@ -95,6 +95,12 @@ pub struct Options {
     /// not read and decode the whole file when the file still holds what the memo does (see
     /// [`CacheMemo`]). `None` reads the file every time. A `Workspace` sets its own.
     pub memo: Option<CacheMemo>,
+    /// Files Cairn itself keeps that may lie beneath the root (a thread database named with
+    /// `--threads-db`): each, with its companions (SQLite's `-wal`, `-shm`, `-journal`, and
+    /// the `-holders` directory of the thread database's handles), is left
+    /// out wherever the walk meets it, as the store is (excluded by default, so a plan never
+    /// writes or deletes it). A path outside the root is ignored.
+    pub own_files: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -111,6 +117,7 @@ impl Default for Options {
             threads: None,
             cancel: None,
             memo: None,
+            own_files: Vec::new(),
         }
     }
 }
@@ -183,6 +190,45 @@ struct WalkOutput {
     primed_used: Vec<(Vec<u8>, StatRecord)>,
 }
 
+/// The paths beneath `root` of `own` files and their SQLite companions, relative to the root.
+fn own_paths(root: &Path, own: &[PathBuf]) -> std::collections::HashSet<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = std::collections::HashSet::new();
+    if own.is_empty() {
+        return out;
+    }
+    let Ok(root) = std::fs::canonicalize(root) else {
+        return out;
+    };
+    for file in own {
+        let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
+            continue;
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let Ok(parent) = std::fs::canonicalize(parent) else {
+            continue;
+        };
+        let Ok(rel) = parent.strip_prefix(&root) else {
+            continue;
+        };
+        let mut path = rel.as_os_str().as_bytes().to_vec();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name.as_bytes());
+        for suffix in ["", "-wal", "-shm", "-journal", "-holders"] {
+            let mut p = path.clone();
+            p.extend_from_slice(suffix.as_bytes());
+            out.insert(p);
+        }
+    }
+    out
+}
+
 fn walk(
     store: &Store,
     root: &Path,
@@ -203,6 +249,7 @@ fn walk(
             std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
         })
         .collect();
+    let own_paths = own_paths(root, &options.own_files);
     let rules = Rules {
         excludes: Excludes::new(&options.excludes)?,
         gitignore: options.gitignore,
@@ -218,6 +265,7 @@ fn walk(
     let walker = Walker {
         root: root.to_path_buf(),
         store_dirs,
+        own_paths,
         rules: &rules,
         sink,
         cache,

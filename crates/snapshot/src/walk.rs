@@ -88,6 +88,9 @@ pub(crate) struct Walker<'a> {
     /// The store's directory and Cairn's data directory (device, inode): left out wherever
     /// the walk meets them.
     pub store_dirs: Vec<(u64, u64)>,
+    /// Paths (relative to the root) of files Cairn keeps beneath it, with their SQLite
+    /// companions (`Options::own_files`): left out as the store is.
+    pub own_paths: std::collections::HashSet<Vec<u8>>,
     pub rules: &'a Rules,
     pub sink: Sink<'a>,
     pub cache: &'a StatCache,
@@ -485,6 +488,7 @@ impl Walker<'_> {
             }
             let reason = if Excludes::is_default(name_b)
                 || (is_dir && self.store_dirs.contains(&(st.st_dev, st.st_ino)))
+                || (!self.own_paths.is_empty() && self.own_paths.contains(&join(rel, name_b)))
             {
                 Some(ExcludeReason::Default)
             } else if let Some(c) =

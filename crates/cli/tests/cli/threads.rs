@@ -730,3 +730,92 @@ fn a_fork_dry_run_into_an_existing_store_leaves_no_copied_pack_or_index_behind()
     );
     assert_eq!(listing("objects/large"), large);
 }
+
+#[test]
+fn a_thread_database_inside_the_workspace_is_kept_out_of_checkpoints_and_rewinds_with_files_work() {
+    // Issue 34.5: `--threads-db` inside the workspace changed under every rewind, which
+    // refused as CONFLICT; an old checkpoint holding it would have written over the threads.
+    let f = Fixture::new();
+    let db = f.path("threads.db");
+    let db = db.to_str().expect("a UTF-8 path");
+    let j = |args: &[&str]| f.json(&[&["--threads-db", db], args].concat());
+    let append = |kind: &str, text: &str| -> Value {
+        j(&["thread", "append", "chat", "--kind", kind, "--text", text])
+    };
+    j(&["thread", "new", "--id", "chat"]);
+    append("user", "turn one");
+    f.write("turn1.txt", "1\n");
+    let end1 = append("assistant", "did one");
+    let u2 = append("user", "turn two");
+    f.write("turn2.txt", "2\n");
+    append("assistant", "did two");
+    let snap = u2["checkpoint"]["snapshot_id"]
+        .as_str()
+        .expect("a checkpoint");
+    let shown = j(&["show", snap]).to_string();
+    assert!(shown.contains("turn1.txt"), "{shown}");
+    assert!(
+        !shown.contains("threads.db"),
+        "the database is in the checkpoint: {shown}"
+    );
+    let end1 = end1["entry"]["id"].as_str().expect("id");
+    let plan = j(&["rewind", "chat", end1, "--files", "--dry-run"]);
+    let restore = &plan["files"]["restore"];
+    assert_eq!(
+        restore["deleted"],
+        serde_json::json!(["turn2.txt"]),
+        "{plan}"
+    );
+    assert_eq!(restore["restored"], serde_json::json!([]), "{plan}");
+    let kept: Vec<_> = restore["kept"]
+        .as_array()
+        .expect("kept")
+        .iter()
+        .map(|k| {
+            (
+                k["path"].as_str().unwrap_or(""),
+                k["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(kept.contains(&("threads.db", "excluded")), "{plan}");
+    let v = j(&["rewind", "chat", end1, "--files", "--yes"]);
+    assert_eq!(v["dry_run"], false, "{v}");
+    assert!(!exists(&f.path("turn2.txt")));
+    assert!(exists(&f.path("threads.db")));
+    let log = j(&["thread", "log", "chat"]);
+    assert_eq!(log["entries"].as_array().map(Vec::len), Some(2), "{log}");
+}
+
+#[test]
+fn a_plain_restore_leaves_a_thread_database_inside_the_workspace_alone() {
+    let f = Fixture::new();
+    let db = f.path("threads.db");
+    let db = db.to_str().expect("a UTF-8 path");
+    let j = |args: &[&str]| f.json(&[&["--threads-db", db], args].concat());
+    j(&["thread", "new", "--id", "chat"]);
+    let snap = j(&["snapshot", "--label", "before"])["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    j(&[
+        "thread",
+        "append",
+        "chat",
+        "--kind",
+        "note",
+        "--text",
+        "after the snapshot",
+    ]);
+    let v = j(&["restore", &snap, "--yes"]);
+    assert_eq!(v["restored"], serde_json::json!([]), "{v}");
+    assert_eq!(v["deleted"], serde_json::json!([]), "{v}");
+    assert_eq!(v["kept"][0]["path"], "threads.db", "{v}");
+    assert_eq!(v["kept"][0]["reason"], "excluded", "{v}");
+    let log = j(&["thread", "log", "chat"]);
+    assert_eq!(
+        log["entries"].as_array().map(Vec::len),
+        Some(1),
+        "the note survives: {log}"
+    );
+}
