@@ -51,6 +51,11 @@ pub struct Cli {
     /// Print one JSON document on stdout instead of text for people.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Use the root even when it is `/` or on a pseudo file system (/proc, /sys, /dev, ...),
+    /// which every command otherwise refuses: a snapshot there walks the whole machine or the
+    /// kernel's own files.
+    #[arg(long, global = true)]
+    pub force_root: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -39,6 +39,8 @@ pub struct Ctx {
     /// Where [`Ctx::emit`] puts what a command reports instead of printing it (`cairn mcp`
     /// answers a tool call with it); `None` prints.
     pub capture: Option<Capture>,
+    /// Accept `/` or a pseudo file system as the root (`--force-root`).
+    pub force_root: bool,
 }
 
 /// What a command reported, kept by a capturing context ([`Ctx::capture`]).
@@ -125,7 +127,40 @@ impl Ctx {
             json,
             remote: None,
             capture: None,
+            force_root: false,
         }
+    }
+
+    /// Refuses a root that is `/` or lies on a pseudo file system (proc, sysfs, devtmpfs,
+    /// cgroup, ...) unless `--force-root`: a snapshot of it walks the whole machine, `/proc`
+    /// included, or files the kernel makes up, and a restore there could rewrite the system.
+    pub fn check_root(&self) -> Result<()> {
+        if self.force_root {
+            return Ok(());
+        }
+        let root = self.canonical_root();
+        if root == Path::new("/") {
+            return Err(CliError::new(
+                ErrorKind::InvalidArgument,
+                "refusing / as a workspace root: a snapshot would walk the whole machine, /proc \
+                 and every user's files included; name a project directory with -C DIR, or pass \
+                 --force-root if you mean it",
+            )
+            .with_path(root));
+        }
+        if let Some(fs) = pseudo_file_system(&root) {
+            return Err(CliError::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "refusing {} as a workspace root: it is on the {fs} pseudo file system, whose \
+                     files the kernel makes up; name a project directory with -C DIR, or pass \
+                     --force-root if you mean it",
+                    root.display()
+                ),
+            )
+            .with_path(root));
+        }
+        Ok(())
     }
 
     /// The context with the remote `--remote` names, else `$CAIRN_REMOTE` (empty: none).
@@ -230,6 +265,7 @@ impl Ctx {
 
     /// [`Ctx::open_workspace`], with or without finishing interrupted restores.
     pub fn open_workspace_with(&self, create: bool, recover: bool) -> Result<Workspace> {
+        self.check_root()?;
         if !create {
             self.require_store()?;
         }
@@ -351,4 +387,30 @@ impl Ctx {
             )),
         }
     }
+}
+
+/// The name of the pseudo file system `path` lies on, if it does (by `statfs`'s magic number;
+/// a devtmpfs reports tmpfs's, a real file system's, and is not refused).
+fn pseudo_file_system(path: &Path) -> Option<&'static str> {
+    let st = rustix::fs::statfs(path).ok()?;
+    // From linux/magic.h.
+    let name = match st.f_type as u64 {
+        0x9fa0 => "proc",
+        0x6265_6572 => "sysfs",
+        0x1cd1 => "devpts",
+        0x0027_e0eb => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpf",
+        0x6165_676c => "pstore",
+        0xf97c_ff8c => "selinuxfs",
+        0x4249_4e4d => "binfmt_misc",
+        0x6e73_6673 => "nsfs",
+        0x6265_6570 => "configfs",
+        0x9584_58f6 => "hugetlbfs",
+        _ => return None,
+    };
+    Some(name)
 }

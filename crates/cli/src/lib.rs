@@ -104,6 +104,7 @@ fn clap_error(e: clap::Error) -> i32 {
 
 fn dispatch(cli: Cli) -> Result<()> {
     let mut ctx = Ctx::new(cli.dir, cli.store, cli.json).with_remote(cli.remote);
+    ctx.force_root = cli.force_root;
     ctx.threads_db = cli.threads_db.or_else(|| {
         std::env::var(ctx::THREADS_DB_ENV)
             .ok()

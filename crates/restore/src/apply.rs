@@ -927,6 +927,7 @@ fn sync_together(files: Vec<(std::fs::File, std::path::PathBuf)>) -> Result<()> 
 
 /// The error of staging content for `path` that the store could not give.
 fn stage_error(path: std::path::PathBuf, e: cairn_store::Error) -> Error {
+    let e = e.at(&path);
     match e.kind() {
         ErrorKind::Corrupt => Error::io(
             "stage (the stored content does not match its id; run `cairn verify`)",

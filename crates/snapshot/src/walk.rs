@@ -403,7 +403,9 @@ impl Walker<'_> {
     fn put_file(&self, file: &mut std::fs::File, size: u64, rel: &[u8]) -> Result<(ObjectId, u64)> {
         match &self.sink {
             Sink::Store(w) => {
-                let out = w.put_blob_from(file, size)?;
+                let out = w
+                    .put_blob_from(file, size)
+                    .map_err(|e| e.at(self.abs(rel)))?;
                 Ok((out.id, out.size))
             }
             Sink::Hash(_) => {

@@ -89,10 +89,10 @@ fn copy_blob(src: &Store, id: &ObjectId, writer: &crate::store::ObjectWriter<'_>
     let tmp = crate::fsutil::temp_name(&writer.store().layout().tmp, "copy");
     let result = (|| {
         let mut f = crate::fsutil::create_new_file(&tmp)?;
-        src.copy_object_to(id, &mut f)?;
+        src.copy_object_to(id, &mut f).map_err(|e| e.at(&tmp))?;
         drop(f);
         let mut r = std::fs::File::open(&tmp).map_err(|e| Error::io("open", &tmp, e))?;
-        let out = writer.put_blob_from(&mut r, size)?;
+        let out = writer.put_blob_from(&mut r, size).map_err(|e| e.at(&tmp))?;
         if out.id != *id {
             return Err(Error::corrupt(
                 format!("object {}", id.short()),

@@ -138,6 +138,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Reading the caller's reader or writing the caller's writer failed: the store does not
+    /// know what it stands for, so the caller names its path with [`Error::at`] (every
+    /// caller in Cairn does; the message never stands in a placeholder).
+    #[error("{action} (the caller's stream): {source}")]
+    Stream {
+        /// `"read"` or `"write"`.
+        action: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Stored data does not decode or does not match its id.
     #[error("corrupt {what} at {path}: {detail}; run `cairn verify` to list what is affected")]
     Corrupt {
@@ -227,6 +238,19 @@ impl Error {
         }
     }
 
+    /// This error, with the reader or writer it failed on named as `path` (a [`Error::Stream`]
+    /// becomes [`Error::Io`] on it; any other error is returned as it is).
+    pub fn at(self, path: impl Into<PathBuf>) -> Self {
+        match self {
+            Error::Stream { action, source } => Error::Io {
+                action,
+                path: path.into(),
+                source,
+            },
+            e => e,
+        }
+    }
+
     /// A corruption error.
     pub fn corrupt(
         what: impl Into<String>,
@@ -257,7 +281,7 @@ impl Error {
 impl Classify for Error {
     fn kind(&self) -> ErrorKind {
         match self {
-            Error::Io { source, .. } => ErrorKind::of_io(source),
+            Error::Io { source, .. } | Error::Stream { source, .. } => ErrorKind::of_io(source),
             Error::Corrupt { .. } => ErrorKind::Corrupt,
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,

@@ -29,10 +29,35 @@ impl RelPath {
         }
     }
 
-    /// A lossy text form for people.
+    /// A text form for people: lossy where the name is not UTF-8, and with control
+    /// characters (C0, DEL, C1) written as escapes (`\x1b`, `\n`, `\u{9b}`), so that a file
+    /// name cannot drive the terminal that shows it nor fake a line of output. Machine forms
+    /// (JSON, the hex form) keep the bytes exactly.
     pub fn display(&self) -> std::borrow::Cow<'_, str> {
-        String::from_utf8_lossy(&self.0)
+        escape_controls(String::from_utf8_lossy(&self.0))
     }
+}
+
+/// `text` with its control characters (C0, DEL, C1) escaped, as [`RelPath::display`] shows
+/// them; borrowed when it has none.
+pub fn escape_controls(text: std::borrow::Cow<'_, str>) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Joins a relative directory path (empty for the root) and an entry name with `/`.

@@ -660,8 +660,10 @@ impl Store {
         self.with_verified_copy(id, |loc| match loc {
             Location::Pack(p, e) => {
                 let bytes = p.read(e)?;
-                out.write_all(&bytes)
-                    .map_err(|err| Error::io("write", PathBuf::from("<output>"), err))?;
+                out.write_all(&bytes).map_err(|err| Error::Stream {
+                    action: "write",
+                    source: err,
+                })?;
                 Ok(bytes.len() as u64)
             }
             Location::Large(path) => {
@@ -1137,8 +1139,10 @@ pub(crate) fn copy_large(path: &Path, id: &ObjectId, out: &mut dyn Write) -> Res
         if n > header.raw_len {
             return Err(bad("longer than recorded".into()));
         }
-        out.write_all(&buf[..k])
-            .map_err(|e| Error::io("write", PathBuf::from("<output>"), e))?;
+        out.write_all(&buf[..k]).map_err(|e| Error::Stream {
+            action: "write",
+            source: e,
+        })?;
     }
     if n != header.raw_len {
         return Err(bad(format!(
@@ -1337,7 +1341,10 @@ impl ObjectWriter<'_> {
             reader
                 .take(inline_max + 1)
                 .read_to_end(&mut head)
-                .map_err(|e| Error::io("read", PathBuf::from("<input>"), e))?;
+                .map_err(|e| Error::Stream {
+                    action: "read",
+                    source: e,
+                })?;
             if head.len() as u64 <= inline_max {
                 return self.put(ObjectKind::Blob, &head);
             }
@@ -1362,7 +1369,10 @@ impl ObjectWriter<'_> {
             reader
                 .take(want as u64)
                 .read_to_end(&mut first)
-                .map_err(|e| Error::io("read", PathBuf::from("<input>"), e))?;
+                .map_err(|e| Error::Stream {
+                    action: "read",
+                    source: e,
+                })?;
         }
         let codec = match self.compress(&first) {
             (Codec::Zstd, _) => Codec::Zstd,
@@ -1395,7 +1405,12 @@ impl ObjectWriter<'_> {
                     Ok(0) => break,
                     Ok(k) => k,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(Error::io("read", PathBuf::from("<input>"), e)),
+                    Err(e) => {
+                        return Err(Error::Stream {
+                            action: "read",
+                            source: e,
+                        })
+                    }
                 };
                 hasher.update(&buf[..k]);
                 n += k as u64;

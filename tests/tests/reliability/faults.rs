@@ -211,6 +211,12 @@ fn a_full_disk_under_the_workspace_fails_a_restore_before_any_change_or_recovers
             }
             Err(e) => {
                 assert_eq!(e.kind(), ErrorKind::Io, "{what}: {e}");
+                // The error names the file it could not write (issue 34.6: it said <output>).
+                let msg = e.to_string();
+                assert!(
+                    !msg.contains("<output>") && msg.contains(&*root.to_string_lossy()),
+                    "{what}: the error names no path of the workspace: {msg}"
+                );
                 assert_eq!(staged_leftovers(&root), Vec::<String>::new(), "{what}");
                 if pending_journals(&ws) == 0 {
                     before_change += 1;

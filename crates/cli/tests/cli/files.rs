@@ -495,3 +495,71 @@ fn a_file_of_another_owner_never_wedges_a_restore_run_as_an_unprivileged_user() 
         assert_eq!(code, Some(0), "{args:?} works after the restore: {err}");
     }
 }
+
+#[test]
+fn control_bytes_in_file_names_are_escaped_in_text_output_and_kept_exactly_in_json() {
+    // Issue 34.7: a name holding ESC sequences drove the terminal that listed it.
+    let f = Fixture::new();
+    let evil = "evil\u{1b}[31mred";
+    f.write(evil, "x\n");
+    f.write("two\nlines", "y\n");
+    f.snapshot("a");
+    f.write(evil, "changed\n");
+    for args in [
+        &["diff", "a"][..],
+        &["show", "a"],
+        &["restore", "a", "--dry-run"],
+    ] {
+        let out = f.cairn(args).output().expect("run cairn");
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8(out.stdout).expect("UTF-8");
+        assert!(
+            !text.contains('\u{1b}'),
+            "{args:?} printed a raw ESC: {text:?}"
+        );
+        assert!(text.contains("evil\\x1b[31mred"), "{args:?}: {text}");
+        if args[0] == "show" {
+            assert!(text.contains("two\\nlines"), "{text}");
+        }
+    }
+    let v = f.json(&["diff", "a"]);
+    assert!(v.to_string().contains("evil\\u001b[31mred"), "{v}");
+}
+
+#[test]
+fn a_root_that_is_slash_or_a_pseudo_file_system_is_refused_unless_force_root() {
+    // Issue 34.7: `cairn -C /` walked the whole machine, /proc included.
+    let f = Fixture::new();
+    for dir in ["/", "/proc/self", "/sys/kernel"] {
+        if !std::path::Path::new(dir).exists() {
+            continue;
+        }
+        let v = json_error(
+            &mut f.cairn_in(std::path::Path::new(dir), &["--json", "snapshot"]),
+            11,
+        );
+        assert_eq!(v["error"]["kind"], "INVALID_ARGUMENT", "{dir}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            msg.contains("--force-root") && msg.contains("-C DIR"),
+            "{dir}: {msg}"
+        );
+        f.cairn_in(std::path::Path::new(dir), &["restore", "x", "--dry-run"])
+            .assert()
+            .code(11)
+            .stderr(predicate::str::contains("refusing"));
+    }
+    // --force-root lets it through to the command itself: a dry run of an unknown snapshot
+    // then fails for that reason, not for the root.
+    let out = f
+        .cairn_in(
+            std::path::Path::new("/proc/self"),
+            &["--force-root", "--json", "diff", "nope"],
+        )
+        .output()
+        .expect("run cairn");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("refusing"),
+        "{out:?}"
+    );
+}

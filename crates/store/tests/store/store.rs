@@ -514,3 +514,65 @@ fn a_pack_of_one_blob_and_its_index_have_the_documented_bytes() {
     let idx_path = store.layout().packs.join(format!("{pack_id}.idx"));
     assert_eq!(std::fs::read(&idx_path).expect("reads"), idx);
 }
+
+/// A reader or writer that fails every call with `errno`.
+struct Failing(i32);
+
+impl std::io::Read for Failing {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        Err(std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+impl std::io::Write for Failing {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(std::io::Error::from_raw_os_error(self.0))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_reader_or_writer_is_named_by_the_caller_never_by_a_placeholder() {
+    // Issue 34.6: a full disk while staging said "write <output>", a file answering EAGAIN
+    // "read <input>". The store reports the caller's stream as such; `at` names it.
+    use cairn_store::Classify;
+    let dir = temp();
+    let store = Store::open(dir.path().join("store"), with_inline_max(4096)).expect("opens");
+    let op = store
+        .begin_operation(OperationKind::Write, &[])
+        .expect("begins");
+    let w = store.writer(&op);
+    let small = w.put_blob_from(&mut &b"small"[..], 5).expect("stored");
+    let big = noise(4, 9000);
+    let large = w.put_blob_from(&mut &big[..], 9000).expect("stored");
+    w.commit().expect("commits");
+    let named = std::path::Path::new("/work/project/src/main.rs");
+    for hint in [10, 100_000] {
+        let w = store.writer(&op);
+        let e = w
+            .put_blob_from(&mut Failing(libc_eagain()), hint)
+            .expect_err("the reader fails");
+        assert!(!e.to_string().contains("<input>"), "{e}");
+        assert!(matches!(e.kind(), ErrorKind::Io | ErrorKind::Busy), "{e}");
+        let e = e.at(named);
+        assert!(e.to_string().contains("/work/project/src/main.rs"), "{e}");
+    }
+    for id in [small.id, large.id] {
+        let e = store
+            .copy_object_to(&id, &mut Failing(28))
+            .expect_err("the writer fails");
+        assert!(!e.to_string().contains("<output>"), "{e}");
+        let e = e.at(named);
+        assert!(
+            e.to_string().contains("/work/project/src/main.rs") && e.to_string().contains("space"),
+            "{e}"
+        );
+    }
+}
+
+/// EAGAIN's number on Linux.
+fn libc_eagain() -> i32 {
+    11
+}
