@@ -44,29 +44,61 @@ pub enum cairn_status {
     CAIRN_ERR_ABORTED_BY_CALLBACK = 16,
 }
 
-impl From<ErrorKind> for cairn_status {
-    fn from(k: ErrorKind) -> Self {
-        use cairn_status::*;
-        match k {
-            ErrorKind::Ok => CAIRN_OK,
-            ErrorKind::InvalidArgument => CAIRN_ERR_INVALID_ARGUMENT,
-            ErrorKind::NotFound => CAIRN_ERR_NOT_FOUND,
-            ErrorKind::Validation => CAIRN_ERR_VALIDATION,
-            ErrorKind::Busy => CAIRN_ERR_BUSY,
-            ErrorKind::WorkspaceBusy => CAIRN_ERR_WORKSPACE_BUSY,
-            ErrorKind::ThreadBusy => CAIRN_ERR_THREAD_BUSY,
-            ErrorKind::Denied => CAIRN_ERR_DENIED,
-            ErrorKind::Io => CAIRN_ERR_IO,
-            ErrorKind::Corrupt => CAIRN_ERR_CORRUPT,
-            ErrorKind::Conflict => CAIRN_ERR_CONFLICT,
-            ErrorKind::Cancelled => CAIRN_ERR_CANCELLED,
-            ErrorKind::RunInterrupted => CAIRN_ERR_RUN_INTERRUPTED,
-            ErrorKind::Unsupported => CAIRN_ERR_UNSUPPORTED,
-            ErrorKind::NullArgument => CAIRN_ERR_NULL_ARGUMENT,
-            ErrorKind::Panic => CAIRN_ERR_PANIC,
-            ErrorKind::AbortedByCallback => CAIRN_ERR_ABORTED_BY_CALLBACK,
+/// The status table, written once (issue 30): each status with the error kind it stands for,
+/// its stable name and its description. `From<ErrorKind>`, `cairn_status_name` and
+/// `cairn_status_str` are made from it; the enum above stays written out for cbindgen, and
+/// `the_status_table_covers_every_kind_once_with_its_name` checks that the two agree.
+macro_rules! status_table {
+    ($($status:ident = $kind:ident, $name:literal, $text:literal;)*) => {
+        impl From<ErrorKind> for cairn_status {
+            fn from(k: ErrorKind) -> Self {
+                match k {
+                    $(ErrorKind::$kind => cairn_status::$status,)*
+                }
+            }
         }
-    }
+
+        /// The stable name of a status value, `"UNKNOWN"` for one this library does not know.
+        fn status_name(status: u32) -> &'static std::ffi::CStr {
+            $(if status == cairn_status::$status as u32 {
+                return $name;
+            })*
+            c"UNKNOWN"
+        }
+
+        /// The description of a status value, `"unknown status"` for one this library does
+        /// not know.
+        fn status_text(status: u32) -> &'static std::ffi::CStr {
+            $(if status == cairn_status::$status as u32 {
+                return $text;
+            })*
+            c"unknown status"
+        }
+
+        /// Every status of the table.
+        #[cfg(test)]
+        const ALL_STATUSES: &[cairn_status] = &[$(cairn_status::$status),*];
+    };
+}
+
+status_table! {
+    CAIRN_OK = Ok, c"OK", c"ok";
+    CAIRN_ERR_INVALID_ARGUMENT = InvalidArgument, c"INVALID_ARGUMENT", c"invalid argument";
+    CAIRN_ERR_NOT_FOUND = NotFound, c"NOT_FOUND", c"not found";
+    CAIRN_ERR_VALIDATION = Validation, c"VALIDATION", c"validation failed";
+    CAIRN_ERR_BUSY = Busy, c"BUSY", c"busy";
+    CAIRN_ERR_WORKSPACE_BUSY = WorkspaceBusy, c"WORKSPACE_BUSY", c"workspace busy";
+    CAIRN_ERR_THREAD_BUSY = ThreadBusy, c"THREAD_BUSY", c"thread busy";
+    CAIRN_ERR_DENIED = Denied, c"DENIED", c"denied";
+    CAIRN_ERR_IO = Io, c"IO", c"input/output error";
+    CAIRN_ERR_CORRUPT = Corrupt, c"CORRUPT", c"corrupt data";
+    CAIRN_ERR_CONFLICT = Conflict, c"CONFLICT", c"conflict";
+    CAIRN_ERR_CANCELLED = Cancelled, c"CANCELLED", c"cancelled";
+    CAIRN_ERR_RUN_INTERRUPTED = RunInterrupted, c"RUN_INTERRUPTED", c"run interrupted";
+    CAIRN_ERR_UNSUPPORTED = Unsupported, c"UNSUPPORTED", c"unsupported";
+    CAIRN_ERR_NULL_ARGUMENT = NullArgument, c"NULL_ARGUMENT", c"null argument";
+    CAIRN_ERR_PANIC = Panic, c"PANIC", c"panic";
+    CAIRN_ERR_ABORTED_BY_CALLBACK = AbortedByCallback, c"ABORTED_BY_CALLBACK", c"aborted by callback";
 }
 
 /// A borrowed view of bytes owned by the library; valid as long as the object it came from.
@@ -179,6 +211,38 @@ impl<E: Classify + std::fmt::Display> From<E> for FfiError {
 pub(crate) type FfiResult<T> = Result<T, FfiError>;
 
 /// Runs `body` inside the panic boundary; writes the error to `err_out` (if not NULL).
+/// What a caught panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// Frees a handle this library boxed, inside the panic boundary: dropping one can reach code
+/// that may panic (a thread database's PostgreSQL connection closing, a hold's file), and a
+/// panic must never unwind into C. A free returns nothing, so a caught panic is said on stderr
+/// (the handle's memory is released all the same, or leaked where the drop stopped).
+///
+/// # Safety
+/// `ptr` must be NULL or come from `Box::into_raw` in this library, not freed before.
+pub(crate) unsafe fn free_boxed<T>(ptr: *mut T, what: &str) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: per this function's contract.
+    let owned = unsafe { Box::from_raw(ptr) };
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || drop(owned))) {
+        eprintln!(
+            "cairn: a panic was caught while freeing {what} ({}); this is a bug in Cairn, please report it",
+            panic_text(&*panic)
+        );
+        // Its payload is not dropped: that could panic again, outside any boundary.
+        std::mem::forget(panic);
+    }
+}
+
 pub(crate) fn boundary(
     err_out: *mut *mut cairn_error,
     body: impl FnOnce() -> FfiResult<()>,
@@ -186,11 +250,7 @@ pub(crate) fn boundary(
     let result = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
+            let what = panic_text(&*panic);
             Err(FfiError::new(
                 cairn_status::CAIRN_ERR_PANIC,
                 format!("internal error ({what}); this is a bug in Cairn, please report it"),
@@ -314,10 +374,8 @@ pub unsafe extern "C" fn cairn_error_path(err: *const cairn_error) -> cairn_byte
 /// `err` must be NULL or an error from this library not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_error_free(err: *mut cairn_error) {
-    if !err.is_null() {
-        // SAFETY: created by Box::into_raw in `boundary`, not freed before.
-        drop(unsafe { Box::from_raw(err) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(err, "an error") }
 }
 
 /// The buffer's bytes, valid until `cairn_buf_free`.
@@ -339,63 +397,21 @@ pub unsafe extern "C" fn cairn_buf_bytes(buf: *const cairn_buf) -> cairn_bytes {
 /// `buf` must be NULL or a buffer from this library not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_buf_free(buf: *mut cairn_buf) {
-    if !buf.is_null() {
-        // SAFETY: created by Box::into_raw in `put_buf`, not freed before.
-        drop(unsafe { Box::from_raw(buf) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(buf, "a buffer") }
 }
 
 /// A static, NUL-terminated description of a status ("not found", ...).
 #[no_mangle]
 pub extern "C" fn cairn_status_str(status: u32) -> *const std::ffi::c_char {
-    let s: &'static std::ffi::CStr = match status {
-        0 => c"ok",
-        1 => c"invalid argument",
-        2 => c"not found",
-        3 => c"validation failed",
-        4 => c"busy",
-        5 => c"workspace busy",
-        6 => c"thread busy",
-        7 => c"denied",
-        8 => c"input/output error",
-        9 => c"corrupt data",
-        10 => c"conflict",
-        11 => c"cancelled",
-        12 => c"run interrupted",
-        13 => c"unsupported",
-        14 => c"null argument",
-        15 => c"panic",
-        16 => c"aborted by callback",
-        _ => c"unknown status",
-    };
-    s.as_ptr()
+    status_text(status).as_ptr()
 }
 
 /// The stable name of a status (`"NOT_FOUND"`), NUL-terminated and static; `"UNKNOWN"` for a
 /// value this library does not know.
 #[no_mangle]
 pub extern "C" fn cairn_status_name(status: u32) -> *const std::ffi::c_char {
-    let s: &'static std::ffi::CStr = match status {
-        0 => c"OK",
-        1 => c"INVALID_ARGUMENT",
-        2 => c"NOT_FOUND",
-        3 => c"VALIDATION",
-        4 => c"BUSY",
-        5 => c"WORKSPACE_BUSY",
-        6 => c"THREAD_BUSY",
-        7 => c"DENIED",
-        8 => c"IO",
-        9 => c"CORRUPT",
-        10 => c"CONFLICT",
-        11 => c"CANCELLED",
-        12 => c"RUN_INTERRUPTED",
-        13 => c"UNSUPPORTED",
-        14 => c"NULL_ARGUMENT",
-        15 => c"PANIC",
-        16 => c"ABORTED_BY_CALLBACK",
-        _ => c"UNKNOWN",
-    };
-    s.as_ptr()
+    status_name(status).as_ptr()
 }
 
 /// The library's version, NUL-terminated and static ("0.1.0").
@@ -452,10 +468,8 @@ pub unsafe extern "C" fn cairn_cancel_cancel(cancel: *const cairn_cancel) -> cai
 /// `cancel` must be NULL or a live token not used by a running call.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_cancel_free(cancel: *mut cairn_cancel) {
-    if !cancel.is_null() {
-        // SAFETY: created by Box::into_raw in cairn_cancel_new.
-        drop(unsafe { Box::from_raw(cancel) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(cancel, "a cancel token") }
 }
 
 /// Test hook: panics inside the boundary, to show a panic becomes `CAIRN_ERR_PANIC`.
@@ -465,4 +479,50 @@ pub unsafe extern "C" fn cairn_cancel_free(cancel: *mut cairn_cancel) {
 #[no_mangle]
 pub unsafe extern "C" fn cairn_debug_panic(err_out: *mut *mut cairn_error) -> cairn_status {
     boundary(err_out, || panic!("cairn_debug_panic was called"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handle whose drop panics: what a free must survive.
+    struct PanicsOnDrop;
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("dropping the handle failed");
+        }
+    }
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_panic_while_a_handle_is_freed_is_caught_and_never_unwinds_into_c() {
+        let handle = Box::into_raw(Box::new(PanicsOnDrop));
+        let unwound = std::panic::catch_unwind(|| {
+            // SAFETY: boxed just above, freed once.
+            unsafe { free_boxed(handle, "a test handle") }
+        });
+        assert!(unwound.is_ok(), "the panic left the free function");
+        // NULL is a no-op.
+        // SAFETY: NULL is allowed.
+        unsafe { free_boxed(std::ptr::null_mut::<PanicsOnDrop>(), "nothing") };
+    }
+
+    #[test]
+    fn the_status_table_covers_every_kind_once_with_its_name() {
+        assert_eq!(ALL_STATUSES.len(), ErrorKind::ALL.len());
+        let mut seen = std::collections::HashSet::new();
+        for kind in ErrorKind::ALL {
+            let status = cairn_status::from(kind) as u32;
+            assert!(seen.insert(status), "{kind:?} shares status {status}");
+            assert_eq!(status_name(status).to_str(), Ok(kind.name()), "{kind:?}");
+            assert_ne!(
+                status_text(status).to_bytes(),
+                b"unknown status",
+                "{kind:?}"
+            );
+        }
+        assert_eq!(status_name(999).to_bytes(), b"UNKNOWN");
+        assert_eq!(status_text(999).to_bytes(), b"unknown status");
+    }
 }

@@ -6,7 +6,10 @@
 //! being 0, and writes its outputs only on success; no thread-local "last error". Strings and
 //! paths cross as `(const uint8_t *ptr, size_t len)`; structured options and results cross as
 //! JSON documents (options in, owned `cairn_buf` out, freed with `cairn_buf_free`). Every
-//! exported body runs inside one panic boundary: a panic becomes `CAIRN_ERR_PANIC`.
+//! exported body that can panic runs inside one panic boundary: a panic becomes
+//! `CAIRN_ERR_PANIC`; the `_free` functions drop their handle inside it too
+//! (`boundary::free_boxed`: a caught panic is said on stderr). The status list is written in
+//! the enum (for cbindgen) and once more in one table (`status_table!`), which a test checks.
 
 #![allow(unsafe_code)]
 #![allow(non_camel_case_types)]

@@ -158,10 +158,8 @@ pub unsafe extern "C" fn cairn_threads_open(
 /// `t` NULL or a live handle not in use.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_threads_free(t: *mut cairn_threads) {
-    if !t.is_null() {
-        // SAFETY: created by Box::into_raw in cairn_threads_open.
-        drop(unsafe { Box::from_raw(t) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(t, "a thread database handle") }
 }
 
 impl cairn_threads {
@@ -606,10 +604,8 @@ pub unsafe extern "C" fn cairn_run_id(run: *const cairn_run) -> cairn_bytes {
 /// `run` NULL or live.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_run_free(run: *mut cairn_run) {
-    if !run.is_null() {
-        // SAFETY: created by Box::into_raw in cairn_threads_begin_run.
-        drop(unsafe { Box::from_raw(run) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(run, "a run") }
 }
 
 /// Renews the run's lease. A run a forced rewind interrupted gets

@@ -106,10 +106,8 @@ pub unsafe extern "C" fn cairn_workspace_open(
 /// `ws` must be NULL or a live handle not in use.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_workspace_free(ws: *mut cairn_workspace) {
-    if !ws.is_null() {
-        // SAFETY: created by Box::into_raw in cairn_workspace_open.
-        drop(unsafe { Box::from_raw(ws) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(ws, "a workspace") }
 }
 
 /// `{"id", "root", "store", "store_home", "recovered": [...]}` of a workspace. `store_home`
@@ -670,8 +668,6 @@ pub unsafe extern "C" fn cairn_workspace_hold(
 /// `hold` must be NULL or a live hold.
 #[no_mangle]
 pub unsafe extern "C" fn cairn_hold_free(hold: *mut cairn_hold) {
-    if !hold.is_null() {
-        // SAFETY: created by Box::into_raw in cairn_workspace_hold.
-        drop(unsafe { Box::from_raw(hold) });
-    }
+    // SAFETY: per the contract above; the drop runs inside the panic boundary.
+    unsafe { crate::boundary::free_boxed(hold, "a hold") }
 }
