@@ -39,7 +39,7 @@ impl RetainJson {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct OpenJson {
     pub store: Option<String>,
@@ -56,8 +56,8 @@ pub(crate) struct OpenJson {
 }
 
 /// How a remote store is reached (`cairn_remote::RemoteOptions`); unset fields fall back to
-/// the `AWS_*` variables and the defaults.
-#[derive(Debug, Default, Deserialize)]
+/// the `AWS_*` variables and the defaults. Not `Debug`: it holds the secret key.
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RemoteOptionsJson {
     pub endpoint: Option<String>,

@@ -1004,9 +1004,10 @@ struct ForkJson {
 /// `source` may be NULL (the default workspace). `"source_workspace_id"` (with `source` NULL)
 /// names a workspace of another machine whose checkpoints the fork's files come from, read
 /// through `workspace`'s store: the cache of the remote that machine snapshots into (see
-/// `cairn_workspace_open`'s `"remote"`), the thread database being shared too. A `workspace` that holds the source workspace, its store or the thread
-/// database is refused with `CAIRN_DENIED`, as is one that is not empty and no workspace of
-/// the thread's family unless `"replace": true`. Writes the fork report as JSON.
+/// `cairn_workspace_open`'s `"remote"`), the thread database being shared too. A
+/// `workspace` that holds the source workspace, its store or the thread database is refused
+/// with `CAIRN_DENIED`, as is one that is not empty and no workspace of the thread's family
+/// unless `"replace": true`. Writes the fork report as JSON.
 ///
 /// # Safety
 /// `t` live; inputs valid; `workspace`, `source` NULL or live; `out` writable; `err_out` NULL
