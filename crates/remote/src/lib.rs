@@ -142,9 +142,18 @@ pub fn redacted(url: &str) -> String {
 }
 
 fn invalid(url: &str, detail: impl std::fmt::Display) -> Error {
+    let shown = redacted(url);
+    // The detail may quote the URL, credentials and all.
+    let mut detail = detail.to_string().replace(url, &shown);
+    if let Ok(u) = url::Url::parse(url) {
+        for secret in [u.password().unwrap_or(""), u.query().unwrap_or("")] {
+            if !secret.is_empty() {
+                detail = detail.replace(secret, "***");
+            }
+        }
+    }
     Error::InvalidArgument(format!(
-        "'{}' is not a store URL Cairn can use: {detail} (use s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, file:///path or memory:///)",
-        redacted(url)
+        "'{shown}' is not a store URL Cairn can use: {detail} (use s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, file:///path or memory:///)"
     ))
 }
 
