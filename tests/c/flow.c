@@ -225,8 +225,14 @@ int main(void) {
         free(rinfo);
         CHECK(cairn_workspace_restore(rb, S("remote"), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
         cairn_buf_free(buf);
-        const char *restored = read_file(remote_root, "src/main.c");
-        CHECK(restored != NULL && strstr(restored, "return 0") != NULL);
+        const char *files[] = {"src/main.c", "README", "new.txt"};
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+            const char *live = read_file(root, files[i]);
+            char *want = live ? strdup(live) : NULL;
+            const char *got = read_file(remote_root, files[i]);
+            CHECK((want == NULL) == (got == NULL) && (want == NULL || strcmp(want, got) == 0));
+            free(want);
+        }
         CHECK(cairn_workspace_gc(rb, S("{\"dry_run\":true}"), &buf, &err) == CAIRN_OK);
         char *rgc = take_json(buf);
         CHECK(strstr(rgc, "\"remote\":{") != NULL);
