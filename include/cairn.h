@@ -618,10 +618,14 @@ cairn_status cairn_threads_restore_before(const struct cairn_threads *t,
  fork's `workspace` gets the files as they were there (checkpoints copied from `source`'s
  store first when it is another workspace). Options, may be empty: `{"files": bool,
  "new_thread_id": str, "dry_run": bool, "force": bool, "replace": bool, "tool_settle_ms": n,
- "lease_wait_ms": n, "metadata": {...}}`. `workspace` and `source` may be NULL (the default
- workspace). A `workspace` that holds the source workspace, its store or the thread
- database is refused with `CAIRN_DENIED`, as is one that is not empty and no workspace of
- the thread's family unless `"replace": true`. Writes the fork report as JSON.
+ "lease_wait_ms": n, "metadata": {...}, "source_workspace_id": str}`. `workspace` and
+ `source` may be NULL (the default workspace). `"source_workspace_id"` (with `source` NULL)
+ names a workspace of another machine whose checkpoints the fork's files come from, read
+ through `workspace`'s store: the cache of the remote that machine snapshots into (see
+ `cairn_workspace_open`'s `"remote"`), the thread database being shared too. A
+ `workspace` that holds the source workspace, its store or the thread database is refused
+ with `CAIRN_DENIED`, as is one that is not empty and no workspace of the thread's family
+ unless `"replace": true`. Writes the fork report as JSON.
 
  # Safety
  `t` live; inputs valid; `workspace`, `source` NULL or live; `out` writable; `err_out` NULL
@@ -656,11 +660,22 @@ cairn_status cairn_threads_events(const struct cairn_threads *t,
  Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:
  `{"store": path, "id": str, "excludes": [glob], "max_file_bytes": n, "gitignore": bool,
  "refuse_hard_links": bool, "retain": {"count": n, "max_age_ms": n, "max_total_bytes": n},
- "gc_grace_ms": n, "recover": bool}`. Pending restores a crash interrupted are completed
- (see `cairn_workspace_info`). Without `"store"` the store is `$CAIRN_STORE`, else a
- `<root>/.cairn` an earlier version made, else the workspace's store in the user's data
- directory (`$CAIRN_HOME`, else `$XDG_DATA_HOME/cairn`, else `~/.local/share/cairn`),
- outside the workspace. A root inside a Cairn store is refused with `CAIRN_ERR_DENIED`.
+ "gc_grace_ms": n, "recover": bool, "remote": url, "remote_options": {...}}`. Pending
+ restores a crash interrupted are completed (see `cairn_workspace_info`). Without `"store"`
+ the store is `$CAIRN_STORE`, else a `<root>/.cairn` an earlier version made, else the
+ workspace's store in the user's data directory (`$CAIRN_HOME`, else `$XDG_DATA_HOME/cairn`,
+ else `~/.local/share/cairn`), outside the workspace. A root inside a Cairn store is refused
+ with `CAIRN_ERR_DENIED`.
+
+ `"remote"` names a remote object store that holds the snapshots (`s3://bucket/prefix`,
+ `gs://bucket/prefix`, `az://container/prefix`, `file:///path`); the store directory is then
+ this machine's cache of it. `"remote_options"`: `{"endpoint": url, "region": str,
+ "access_key_id": str, "secret_access_key": str, "allow_http": bool, "connect_timeout_ms": n,
+ "request_timeout_ms": n, "max_retries": n, "retry_timeout_ms": n, "lease_ttl_ms": n,
+ "extra": {key: value}}`; unset fields come from `AWS_ENDPOINT`, `AWS_REGION`,
+ `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, ... An unreachable endpoint fails with
+ `CAIRN_ERR_IO`, refused credentials with `CAIRN_ERR_DENIED`, within seconds; messages name
+ the URL, never a key.
 
  # Safety
  Pointers must be valid for their lengths; `out` writable; `err_out` NULL or writable.
@@ -681,10 +696,11 @@ cairn_status cairn_workspace_open(const uint8_t *root,
 void cairn_workspace_free(struct cairn_workspace *ws);
 
 /*
- `{"id", "root", "store", "store_home", "recovered": [...]}` of a workspace. `store_home`
- says why the store is where it is: `"given"` (the `store` option), `"env"`
+ `{"id", "root", "store", "store_home", "recovered": [...], "remote"}` of a workspace.
+ `store_home` says why the store is where it is: `"given"` (the `store` option), `"env"`
  (`$CAIRN_STORE`), `"data"` (the default: the user's data directory, outside the workspace)
- or `"legacy"` (a `<root>/.cairn` an earlier version made).
+ or `"legacy"` (a `<root>/.cairn` an earlier version made). `remote` is the remote store the
+ store caches (`s3://bucket/prefix`, never with credentials), or null.
 
  # Safety
  `ws` a live handle; `out` writable; `err_out` NULL or writable.
@@ -777,8 +793,13 @@ cairn_status cairn_workspace_prune(const struct cairn_workspace *ws,
                                    struct cairn_error **err_out);
 
 /*
- Collects garbage (`{"grace_ms": n, "dry_run": bool}`, may be empty); writes the report (or,
- for a dry run, the plan) as JSON.
+ Collects garbage (`{"grace_ms": n, "clock_skew_ms": n, "dry_run": bool}`, may be empty);
+ writes the report (or, for a dry run, the plan) as JSON. On a workspace whose store caches
+ a remote, the remote's collector runs instead (unreachable objects are marked in one run and
+ deleted in a later one at least `grace_ms` after, default an hour; `clock_skew_ms` is how far
+ the machines' clocks may differ, default a minute): the report is then
+ `{"bytes_freed": n, "remote": {"snapshots", "reachable_objects", "candidates",
+ "packs_deleted", "large_deleted", "bytes_freed", ...}}`, a dry run deleting nothing.
 
  # Safety
  `ws` a live handle; `options_json` valid; `out` writable; `err_out` NULL or writable.
@@ -788,6 +809,20 @@ cairn_status cairn_workspace_gc(const struct cairn_workspace *ws,
                                 size_t options_len,
                                 struct cairn_buf **out,
                                 struct cairn_error **err_out);
+
+/*
+ Shrinks the cache of a remote store to at most `max_bytes` of packs and large objects the
+ remote holds, least recently used first (they are downloaded again when next read); files
+ the remote does not hold yet are never removed. Writes `{"removed_files", "removed_bytes",
+ "cached_bytes"}`. `CAIRN_ERR_UNSUPPORTED` when the store caches no remote.
+
+ # Safety
+ `ws` a live handle; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_workspace_trim_cache(const struct cairn_workspace *ws,
+                                        uint64_t max_bytes,
+                                        struct cairn_buf **out,
+                                        struct cairn_error **err_out);
 
 /*
  Verifies the store: every object re-hashed, every tree and manifest decoded; writes the

@@ -130,6 +130,7 @@ func callEveryMethod(ctx context.Context, ws, other *Workspace, id string, plan 
 	_, errs["Prune"] = ws.Prune(ctx, Retention{})
 	_, errs["GC"] = ws.GC(ctx, nil)
 	_, errs["Verify"] = ws.Verify(ctx)
+	_, errs["TrimCache"] = ws.TrimCache(ctx, 0)
 	_, errs["Copy"] = ws.Copy(ctx, id, other)
 	_, errs["Plan"] = ws.Plan(ctx, id, nil)
 	_, errs["Apply"] = ws.Apply(ctx, plan, nil)

@@ -75,6 +75,85 @@ type OpenOptions struct {
 	GCGrace *time.Duration
 	// Recover: complete restores a crash interrupted when opening. Default true.
 	Recover *bool
+	// Remote names a remote object store that holds the snapshots (s3://bucket/prefix,
+	// gs://bucket/prefix, az://container/prefix, file:///path); Store is then this
+	// machine's cache of it. "" means none: Store is the only copy.
+	Remote string
+	// RemoteOptions say how Remote is reached; nil fields come from the AWS_* variables.
+	RemoteOptions *RemoteOptions
+}
+
+// RemoteOptions say how a remote store is reached. A nil or empty field takes its default:
+// for S3 the AWS_* variables (AWS_ENDPOINT, AWS_REGION, AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY), else AWS itself. An unreachable endpoint fails with ErrIO and
+// refused keys with ErrDenied, within seconds; messages name the URL, never a key.
+type RemoteOptions struct {
+	Endpoint        string // the S3 endpoint (http://127.0.0.1:3900 for a local Garage)
+	Region          string // default us-east-1
+	AccessKeyID     string
+	SecretAccessKey string
+	// AllowHTTP: plain HTTP. Default: when Endpoint starts with http://.
+	AllowHTTP *bool
+	// ConnectTimeout (default 3 s), RequestTimeout (default 300 s), RetryTimeout (no retry
+	// starts later than this after the first try, default 5 s), LeaseTTL (the lease time of
+	// the store's operations on the remote, default 60 s).
+	ConnectTimeout, RequestTimeout, RetryTimeout, LeaseTTL *time.Duration
+	MaxRetries                                             *int // default 3
+	// Extra are further object_store configuration keys (for gs:// and az:// too).
+	Extra map[string]string
+}
+
+// String never shows the secret.
+func (r RemoteOptions) String() string {
+	secret := ""
+	if r.SecretAccessKey != "" {
+		secret = "(set)"
+	}
+	return "RemoteOptions{Endpoint: " + r.Endpoint + ", Region: " + r.Region + ", AccessKeyID: " + r.AccessKeyID + ", SecretAccessKey: " + secret + "}"
+}
+
+// GoString never shows the secret either (%#v).
+func (r RemoteOptions) GoString() string { return r.String() }
+
+type remoteJSON struct {
+	Endpoint         string            `json:"endpoint,omitempty"`
+	Region           string            `json:"region,omitempty"`
+	AccessKeyID      string            `json:"access_key_id,omitempty"`
+	SecretAccessKey  string            `json:"secret_access_key,omitempty"`
+	AllowHTTP        *bool             `json:"allow_http,omitempty"`
+	ConnectTimeoutMS *uint64           `json:"connect_timeout_ms,omitempty"`
+	RequestTimeoutMS *uint64           `json:"request_timeout_ms,omitempty"`
+	RetryTimeoutMS   *uint64           `json:"retry_timeout_ms,omitempty"`
+	LeaseTTLMS       *uint64           `json:"lease_ttl_ms,omitempty"`
+	MaxRetries       *int              `json:"max_retries,omitempty"`
+	Extra            map[string]string `json:"extra,omitempty"`
+}
+
+func (r *RemoteOptions) toJSON() (*remoteJSON, error) {
+	if r == nil {
+		return nil, nil
+	}
+	if r.MaxRetries != nil && *r.MaxRetries < 0 {
+		return nil, invalid("RemoteOptions.MaxRetries must not be negative")
+	}
+	j := &remoteJSON{Endpoint: r.Endpoint, Region: r.Region, AccessKeyID: r.AccessKeyID,
+		SecretAccessKey: r.SecretAccessKey, AllowHTTP: r.AllowHTTP, MaxRetries: r.MaxRetries, Extra: r.Extra}
+	var err error
+	for _, d := range []struct {
+		v    *time.Duration
+		to   **uint64
+		name string
+	}{
+		{r.ConnectTimeout, &j.ConnectTimeoutMS, "RemoteOptions.ConnectTimeout"},
+		{r.RequestTimeout, &j.RequestTimeoutMS, "RemoteOptions.RequestTimeout"},
+		{r.RetryTimeout, &j.RetryTimeoutMS, "RemoteOptions.RetryTimeout"},
+		{r.LeaseTTL, &j.LeaseTTLMS, "RemoteOptions.LeaseTTL"},
+	} {
+		if *d.to, err = millis(d.v, d.name); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
 }
 
 func (o *OpenOptions) encode() ([]byte, error) {
@@ -92,6 +171,10 @@ func (o *OpenOptions) encode() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	remote, err := o.RemoteOptions.toJSON()
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(struct {
 		Store           string         `json:"store,omitempty"`
 		ID              string         `json:"id,omitempty"`
@@ -102,7 +185,9 @@ func (o *OpenOptions) encode() ([]byte, error) {
 		Retain          *retentionJSON `json:"retain,omitempty"`
 		GCGraceMS       *uint64        `json:"gc_grace_ms,omitempty"`
 		Recover         *bool          `json:"recover,omitempty"`
-	}{o.Store, o.ID, o.Excludes, o.MaxFileBytes, o.Gitignore, o.RefuseHardLinks, retain, grace, o.Recover})
+		Remote          string         `json:"remote,omitempty"`
+		RemoteOptions   *remoteJSON    `json:"remote_options,omitempty"`
+	}{o.Store, o.ID, o.Excludes, o.MaxFileBytes, o.Gitignore, o.RefuseHardLinks, retain, grace, o.Recover, o.Remote, remote})
 }
 
 // SnapshotOptions configure Workspace.Snapshot. Capture settings left nil are the

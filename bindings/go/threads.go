@@ -691,6 +691,11 @@ type ForkOptions struct {
 	// Workspace receives the files (nil: the default one); Source is where the checkpoints
 	// are (nil: the default one), copied into Workspace's store when it is another.
 	Workspace, Source *Workspace
+	// SourceWorkspaceID (instead of Source) names a workspace of another machine whose
+	// checkpoints the files come from, read through Workspace's store: the cache of the
+	// remote that machine snapshots into (OpenOptions.Remote), the thread database
+	// (postgres://) being shared too.
+	SourceWorkspaceID string
 }
 
 // ForkReport says what a fork did.
@@ -727,7 +732,8 @@ func (t *Threads) Fork(ctx context.Context, thread, entry string, opts *ForkOpti
 			ToolSettleMS *uint64        `json:"tool_settle_ms,omitempty"`
 			LeaseWaitMS  *uint64        `json:"lease_wait_ms,omitempty"`
 			Metadata     map[string]any `json:"metadata,omitempty"`
-		}{opts.Files, opts.NewThreadID, opts.DryRun, opts.Force, opts.Replace, settle, wait, opts.Metadata}); err != nil {
+			SourceWSID   string         `json:"source_workspace_id,omitempty"`
+		}{opts.Files, opts.NewThreadID, opts.DryRun, opts.Force, opts.Replace, settle, wait, opts.Metadata, opts.SourceWorkspaceID}); err != nil {
 			return nil, err
 		}
 		ws, src = opts.Workspace, opts.Source

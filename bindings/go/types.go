@@ -429,6 +429,9 @@ type Info struct {
 	// or "legacy" (a <root>/.cairn an earlier version made).
 	StoreHome string     `json:"store_home"`
 	Recovered []Recovery `json:"recovered"` // what opening completed, if anything
+	// Remote is the remote store the store caches (s3://bucket/prefix, never with
+	// credentials); "" when the store is the only copy.
+	Remote string `json:"remote"`
 }
 
 func (i *Info) UnmarshalJSON(b []byte) error {
@@ -484,6 +487,30 @@ type GCReport struct {
 	ObjectsDeleted uint64   `json:"objects_deleted"`
 	BytesFreed     uint64   `json:"bytes_freed"`
 	KeptForDamage  []string `json:"kept_for_damage"`
+	// Remote is what the remote's collector did, for a workspace whose store caches a
+	// remote (the other fields but BytesFreed and DryRun are then empty).
+	Remote *RemoteGCReport `json:"remote"`
+}
+
+// RemoteGCReport says what a collection of a remote store did: unreachable objects are
+// marked as candidates in one run and deleted in a later one, once the grace has passed.
+type RemoteGCReport struct {
+	Snapshots        int    `json:"snapshots"` // manifests marked
+	ReachableObjects int    `json:"reachable_objects"`
+	LiveLeases       int    `json:"live_leases"`
+	Candidates       int    `json:"candidates"` // unreachable packs and large objects marked
+	KeptForGrace     int    `json:"kept_for_grace"`
+	KeptForLeases    int    `json:"kept_for_leases"`
+	PacksDeleted     int    `json:"packs_deleted"`
+	LargeDeleted     int    `json:"large_deleted"`
+	BytesFreed       uint64 `json:"bytes_freed"`
+}
+
+// CacheTrim says what Workspace.TrimCache did.
+type CacheTrim struct {
+	RemovedFiles uint64 `json:"removed_files"` // packs and large objects removed (the remote keeps them)
+	RemovedBytes uint64 `json:"removed_bytes"`
+	CachedBytes  uint64 `json:"cached_bytes"` // remote-held bytes still cached
 }
 
 // PruneReport says what a prune or a delete did.

@@ -196,14 +196,40 @@ func (w *Workspace) GC(ctx context.Context, opts *GCOptions) (*GCReport, error) 
 	gc := func(ws *C.cairn_workspace, _ *C.cairn_cancel, out **C.cairn_buf, cerr **C.cairn_error) C.cairn_status {
 		return C.cairn_workspace_gc(ws, dp, dl, out, cerr)
 	}
-	if opts != nil && opts.DryRun {
-		plan, err := result[GCPlan](ctx, w, false, "collection plan", gc)
+	report, err := w.call(ctx, false, gc)
+	if err != nil {
+		return nil, err
+	}
+	dry := opts != nil && opts.DryRun
+	var remote struct {
+		Remote *RemoteGCReport `json:"remote"`
+	}
+	if err := json.Unmarshal(report, &remote); err == nil && remote.Remote != nil {
+		r, err := decode[*GCReport](report, "remote collection report")
+		if err != nil {
+			return nil, err
+		}
+		r.DryRun = dry
+		return r, nil
+	}
+	if dry {
+		plan, err := decode[GCPlan](report, "collection plan")
 		if err != nil {
 			return nil, err
 		}
 		return &GCReport{DryRun: true, Plan: plan}, nil
 	}
-	return result[*GCReport](ctx, w, false, "collection report", gc)
+	return decode[*GCReport](report, "collection report")
+}
+
+// TrimCache shrinks this machine's cache of the remote to at most maxBytes of packs and
+// large objects, least recently used first (they are downloaded again when next read).
+// Files the remote does not hold yet are never removed. ErrUnsupported when the workspace
+// has no remote. ctx is checked before the call.
+func (w *Workspace) TrimCache(ctx context.Context, maxBytes uint64) (*CacheTrim, error) {
+	return result[*CacheTrim](ctx, w, false, "cache trim", func(ws *C.cairn_workspace, _ *C.cairn_cancel, out **C.cairn_buf, cerr **C.cairn_error) C.cairn_status {
+		return C.cairn_workspace_trim_cache(ws, C.uint64_t(maxBytes), out, cerr)
+	})
 }
 
 // Verify checks the whole store: every object re-hashed, every tree and manifest decoded.

@@ -201,6 +201,54 @@ int main(void) {
     cairn_buf_free(buf);
     CHECK(strstr(read_file(other_root, "src/main.c"), "return 0") != NULL);
     cairn_workspace_free(other);
+
+    /* A remote store (file://): one workspace snapshots into it through its cache, another with
+     * its own cache restores from it; gc runs the remote's collector; trim_cache empties a cache. */
+    {
+        char remote_dir[4200], cache_a[4200], cache_b[4200], remote_root[4200], ropts[13000];
+        snprintf(remote_dir, sizeof remote_dir, "%s/remote", dir);
+        snprintf(cache_a, sizeof cache_a, "%s/cache-a", dir);
+        snprintf(cache_b, sizeof cache_b, "%s/cache-b", dir);
+        snprintf(remote_root, sizeof remote_root, "%s/remote-b", dir);
+        mkdir(remote_dir, 0755);
+        mkdir(remote_root, 0755);
+        cairn_workspace *ra = NULL, *rb = NULL;
+        snprintf(ropts, sizeof ropts, "{\"store\":\"%s\",\"remote\":\"file://%s\"}", cache_a, remote_dir);
+        CHECK(cairn_workspace_open(S(root), S(ropts), &ra, &err) == CAIRN_OK);
+        CHECK(cairn_workspace_snapshot(ra, S("{\"label\":\"remote\"}"), NULL, NULL, NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        snprintf(ropts, sizeof ropts, "{\"store\":\"%s\",\"remote\":\"file://%s\"}", cache_b, remote_dir);
+        CHECK(cairn_workspace_open(S(remote_root), S(ropts), &rb, &err) == CAIRN_OK);
+        CHECK(cairn_workspace_info(rb, &buf, &err) == CAIRN_OK);
+        char *rinfo = take_json(buf);
+        CHECK(strstr(rinfo, "\"remote\":\"file://") != NULL);
+        free(rinfo);
+        CHECK(cairn_workspace_restore(rb, S("remote"), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        const char *files[] = {"src/main.c", "README", "new.txt"};
+        for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+            const char *live = read_file(root, files[i]);
+            char *want = live ? strdup(live) : NULL;
+            const char *got = read_file(remote_root, files[i]);
+            CHECK((want == NULL) == (got == NULL) && (want == NULL || strcmp(want, got) == 0));
+            free(want);
+        }
+        CHECK(cairn_workspace_gc(rb, S("{\"dry_run\":true}"), &buf, &err) == CAIRN_OK);
+        char *rgc = take_json(buf);
+        CHECK(strstr(rgc, "\"remote\":{") != NULL);
+        free(rgc);
+        CHECK(cairn_workspace_trim_cache(rb, 0, &buf, &err) == CAIRN_OK);
+        char *trim = take_json(buf);
+        CHECK(strstr(trim, "\"cached_bytes\":0") != NULL);
+        free(trim);
+        cairn_workspace_free(rb);
+        cairn_workspace_free(ra);
+        /* Without a remote: trim_cache is UNSUPPORTED, remote_options alone INVALID_ARGUMENT. */
+        expect_error(cairn_workspace_trim_cache(ws, 0, &buf, &err), CAIRN_ERR_UNSUPPORTED, &err);
+        snprintf(ropts, sizeof ropts, "{\"store\":\"%s\",\"remote_options\":{\"region\":\"x\"}}", cache_b);
+        expect_error(cairn_workspace_open(S(remote_root), S(ropts), &rb, &err), CAIRN_ERR_INVALID_ARGUMENT, &err);
+    }
+
     CHECK(cairn_workspace_gc(ws, S("{\"dry_run\":true}"), &buf, &err) == CAIRN_OK);
     cairn_buf_free(buf);
     CHECK(cairn_workspace_gc(ws, S("{\"grace_ms\":0}"), &buf, &err) == CAIRN_OK);

@@ -74,6 +74,8 @@ export const PROTOTYPES = {
     'cairn_status cairn_workspace_prune(const cairn_workspace *ws, const uint8_t *retain_json, size_t retain_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_gc:
     'cairn_status cairn_workspace_gc(const cairn_workspace *ws, const uint8_t *options_json, size_t options_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_trim_cache:
+    'cairn_status cairn_workspace_trim_cache(const cairn_workspace *ws, uint64_t max_bytes, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_verify:
     'cairn_status cairn_workspace_verify(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_copy:

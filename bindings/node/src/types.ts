@@ -57,6 +57,43 @@ export interface WorkspaceOptions {
   gcGraceMs?: number;
   /** Complete restores a crash interrupted (default true). */
   recover?: boolean;
+  /**
+   * A remote object store that holds the snapshots (`s3://bucket/prefix`, `gs://bucket/prefix`,
+   * `az://container/prefix`, `file:///path`); `store` is then this machine's cache of it.
+   * Machines sharing the remote see each other's snapshots.
+   */
+  remote?: string;
+  /** How `remote` is reached; unset fields come from the `AWS_*` variables. */
+  remoteOptions?: RemoteOptions;
+}
+
+/**
+ * How a remote store is reached. Unset fields take their defaults: for S3 the `AWS_*`
+ * variables (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`), else
+ * AWS itself. An unreachable endpoint fails with `'IO'`, refused keys with `'DENIED'`, within
+ * seconds; messages name the URL, never a key.
+ */
+export interface RemoteOptions {
+  /** The S3 endpoint (`http://127.0.0.1:3900` for a local Garage or MinIO). */
+  endpoint?: string;
+  /** The S3 region (default `us-east-1`). */
+  region?: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  /** Allow plain HTTP (default: when the endpoint starts with `http://`). */
+  allowHttp?: boolean;
+  /** How long to wait for a connection (default 3000). */
+  connectTimeoutMs?: number;
+  /** How long one request may take (default 300000). */
+  requestTimeoutMs?: number;
+  /** Retries of a failed request (default 3). */
+  maxRetries?: number;
+  /** No retry starts later than this after the first try (default 5000). */
+  retryTimeoutMs?: number;
+  /** The lease time of the store's operations on the remote (default 60000). */
+  leaseTtlMs?: number;
+  /** Further `object_store` configuration keys (for `gs://` and `az://` too). */
+  extra?: Record<string, string>;
 }
 
 /** Progress of a snapshot. */
@@ -197,6 +234,8 @@ export interface WorkspaceInfo {
   storeHome: 'data' | 'given' | 'env' | 'legacy';
   /** Restores a crash interrupted, completed when the workspace was opened. */
   recovered: Recovery[];
+  /** The remote store the store caches (`s3://bucket/prefix`, never with credentials), or null. */
+  remote: string | null;
 }
 
 /** What completing a pending restore did. */
@@ -334,6 +373,8 @@ export interface GcPlan {
   tempFiles: string[];
   youngUnreachable: number;
   foreign: string[];
+  /** On a workspace with a remote: what the remote's collector would do (the rest is then absent). */
+  remote?: RemoteGcReport;
 }
 
 /** What a collection did. */
@@ -346,6 +387,37 @@ export interface GcReport {
   objectsDeleted: number;
   bytesFreed: number;
   keptForDamage: string[];
+  /** On a workspace with a remote: what the remote's collector did (the rest but `bytesFreed` is then absent). */
+  remote?: RemoteGcReport;
+}
+
+/**
+ * What a collection of a remote store did: unreachable objects are marked as candidates in one
+ * run and deleted in a later one, once the grace period has passed.
+ */
+export interface RemoteGcReport {
+  /** Manifests marked. */
+  snapshots: number;
+  snapshotsDuringRun: number;
+  reachableObjects: number;
+  unreadable: UnreadableSnapshot[];
+  liveLeases: number;
+  /** Unreachable packs and large objects listed as candidates after the run. */
+  candidates: number;
+  keptForLeases: number;
+  keptForGrace: number;
+  packsDeleted: number;
+  largeDeleted: number;
+  bytesFreed: number;
+}
+
+/** What `trimCache()` did. */
+export interface CacheTrim {
+  /** Packs and large objects removed from the cache (the remote keeps them). */
+  removedFiles: number;
+  removedBytes: number;
+  /** Bytes of remote-held packs and large objects still cached. */
+  cachedBytes: number;
 }
 
 /** What a prune or a delete did. */
@@ -685,6 +757,13 @@ export interface ForkOptions extends Cancellable {
   leaseWaitMs?: number;
   /** The new thread's metadata. */
   metadata?: Record<string, unknown>;
+  /**
+   * Instead of `source`: the id of a workspace of another machine whose checkpoints the files
+   * come from, read through `workspace`'s store (the cache of the remote that machine
+   * snapshots into, see `WorkspaceOptions.remote`), the thread database (`postgres://`) being
+   * shared too.
+   */
+  sourceWorkspaceId?: string;
 }
 
 /** What a fork did. */

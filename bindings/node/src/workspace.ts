@@ -12,6 +12,7 @@ import { decodeProgress, load, STATUS, type Out, type Pointer } from './ffi.js';
 import { NativeHandle } from './handle.js';
 import { pathToBuffer } from './paths.js';
 import type {
+  CacheTrim,
   CallOptions,
   Change,
   CopyReport,
@@ -195,7 +196,9 @@ export class Workspace extends NativeHandle {
 
   /**
    * Collects garbage; with `dryRun`, returns the plan and deletes nothing. `signal`/`cancel`
-   * are checked before it starts.
+   * are checked before it starts. On a workspace with a `remote`, the remote's collector runs
+   * (its report in `remote`): it marks unreachable objects in one run and deletes them in a
+   * later one, `graceMs` (default an hour) after.
    */
   gc(options: GcOptions & { dryRun: true }): Promise<GcPlan>;
   gc(options?: GcOptions & { dryRun?: false }): Promise<GcReport>;
@@ -204,6 +207,19 @@ export class Workspace extends NativeHandle {
     checkNotCancelled(options);
     const o = nativeOptions(options);
     return fromNative(await runAsync([this], 'cairn_workspace_gc', ([ws]) => [ws, o, o.length]));
+  }
+
+  /**
+   * Shrinks this machine's cache of the remote to at most `maxBytes` of packs and large
+   * objects, least recently used first (they are downloaded again when next read). Files the
+   * remote does not hold yet are never removed. `'UNSUPPORTED'` when the workspace has no
+   * remote. `signal`/`cancel` are checked before it starts.
+   */
+  async trimCache(maxBytes: number | bigint, options?: CallOptions): Promise<CacheTrim> {
+    checkNotCancelled(options);
+    const n = BigInt(maxBytes);
+    if (n < 0n) throw new RangeError('maxBytes must not be negative');
+    return fromNative(await runAsync([this], 'cairn_workspace_trim_cache', ([ws]) => [ws, n]));
   }
 
   /** Re-hashes every object and decodes every tree and manifest. `signal`/`cancel` are checked before it starts. */

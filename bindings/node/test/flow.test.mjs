@@ -12,7 +12,7 @@ test('the whole flow: snapshot, change, diff, plan, apply, undo, upkeep', async 
   assert.equal(ws.root, fs.realpathSync(root));
   assert.equal(ws.store, store);
   assert.match(ws.id, /^ws-[0-9a-f]{16}$/);
-  assert.deepEqual(ws.info(), { id: ws.id, root: ws.root, store, storeHome: 'given', recovered: [] });
+  assert.deepEqual(ws.info(), { id: ws.id, root: ws.root, store, storeHome: 'given', recovered: [], remote: null });
 
   const first = await ws.snapshot({ label: 'first', metadata: { turn: 1, tool_call: 'edit' } });
   assert.match(first.id, /^[0-9a-f]{64}$/);

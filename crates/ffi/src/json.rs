@@ -39,7 +39,7 @@ impl RetainJson {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct OpenJson {
     pub store: Option<String>,
@@ -51,6 +51,61 @@ pub(crate) struct OpenJson {
     pub retain: Option<RetainJson>,
     pub gc_grace_ms: Option<u64>,
     pub recover: Option<bool>,
+    pub remote: Option<String>,
+    pub remote_options: Option<RemoteOptionsJson>,
+}
+
+/// How a remote store is reached (`cairn_remote::RemoteOptions`); unset fields fall back to
+/// the `AWS_*` variables and the defaults. Not `Debug`: it holds the secret key.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RemoteOptionsJson {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub allow_http: Option<bool>,
+    pub connect_timeout_ms: Option<u64>,
+    pub request_timeout_ms: Option<u64>,
+    pub max_retries: Option<usize>,
+    pub retry_timeout_ms: Option<u64>,
+    pub lease_ttl_ms: Option<u64>,
+    pub extra: std::collections::BTreeMap<String, String>,
+}
+
+impl RemoteOptionsJson {
+    pub(crate) fn to_options(&self) -> cairn_remote::RemoteOptions {
+        let ms = std::time::Duration::from_millis;
+        let mut o = cairn_remote::RemoteOptions {
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            access_key_id: self.access_key_id.clone(),
+            secret_access_key: self.secret_access_key.clone(),
+            allow_http: self.allow_http,
+            extra: self
+                .extra
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            ..cairn_remote::RemoteOptions::default()
+        };
+        if let Some(v) = self.connect_timeout_ms {
+            o.connect_timeout = ms(v);
+        }
+        if let Some(v) = self.request_timeout_ms {
+            o.request_timeout = ms(v);
+        }
+        if let Some(v) = self.max_retries {
+            o.max_retries = v;
+        }
+        if let Some(v) = self.retry_timeout_ms {
+            o.retry_timeout = ms(v);
+        }
+        if let Some(v) = self.lease_ttl_ms {
+            o.lease_ttl = ms(v);
+        }
+        o
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +134,7 @@ pub(crate) struct RestoreJson {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct GcJson {
     pub grace_ms: Option<u64>,
+    pub clock_skew_ms: Option<u64>,
     pub dry_run: bool,
 }
 

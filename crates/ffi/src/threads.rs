@@ -882,10 +882,107 @@ pub unsafe extern "C" fn cairn_threads_restore_before(
     }
 }
 
+/// A workspace of another machine as this one sees it, for a fork's `"source_workspace_id"`:
+/// its id and the root its checkpoints recorded (which need not exist here), with the store it
+/// shares with the fork's workspace (the cache of their remote). It serves the checkpoints; it
+/// cannot snapshot or restore the files, which are on the other machine.
+struct Elsewhere {
+    id: String,
+    root: std::path::PathBuf,
+    store: cairn_store::Store,
+}
+
+impl Elsewhere {
+    fn refuse(&self) -> cairn_rewind::FilesError {
+        cairn_rewind::FilesError::new(cairn_store::Error::Unsupported {
+            what: format!("changing the files of workspace {}", self.id),
+            detail: "they are on another machine; only its checkpoints are read here".into(),
+        })
+    }
+}
+
+impl Files for Elsewhere {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+    fn store(&self) -> Option<&cairn_store::Store> {
+        Some(&self.store)
+    }
+    fn checkpoint(
+        &self,
+        _: &cairn_rewind::CheckpointRequest,
+    ) -> Result<cairn_store::SnapshotId, cairn_rewind::FilesError> {
+        Err(self.refuse())
+    }
+    fn keeps(&self, snapshot: &cairn_store::SnapshotId) -> Result<bool, cairn_rewind::FilesError> {
+        Ok(self.store.has_snapshot(snapshot))
+    }
+    fn plan(
+        &self,
+        _: &cairn_store::SnapshotId,
+    ) -> Result<cairn_rewind::FilePlan, cairn_rewind::FilesError> {
+        Err(self.refuse())
+    }
+    fn apply(
+        &self,
+        _: &cairn_rewind::FilePlan,
+        _: &str,
+    ) -> Result<cairn_rewind::FileOutcome, cairn_rewind::FilesError> {
+        Err(self.refuse())
+    }
+    fn finished(
+        &self,
+        _: &str,
+        _: &cairn_store::SnapshotId,
+    ) -> Result<Option<cairn_rewind::FileOutcome>, cairn_rewind::FilesError> {
+        Err(self.refuse())
+    }
+}
+
+/// The source of a fork whose checkpoints workspace `id` took on another machine: the root
+/// they recorded, and the store of `target` (which must reach them: a cache of the remote the
+/// other machine wrote them into).
+fn elsewhere(
+    t: &cairn_threads,
+    thread: &ThreadId,
+    id: &str,
+    target: Option<&Arc<dyn Files>>,
+) -> FfiResult<Arc<dyn Files>> {
+    let target = target.ok_or_else(|| {
+        FfiError::invalid("source_workspace_id needs the fork's workspace: pass one, or open the thread database with one")
+    })?;
+    let store = target.store().cloned().ok_or_else(|| {
+        FfiError::invalid("the fork's workspace has no store to read the source's checkpoints from")
+    })?;
+    let root = t
+        .threads
+        .list_checkpoints(thread)?
+        .into_iter()
+        .find(|c| c.workspace_id == id)
+        .map(|c| c.root)
+        .ok_or_else(|| {
+            FfiError::new(
+                cairn_status::CAIRN_ERR_VALIDATION,
+                format!(
+                    "thread {thread} has no checkpoint taken in workspace {id}; name the workspace its checkpoints were taken in (cairn_threads_list_checkpoints shows them)"
+                ),
+            )
+        })?;
+    Ok(Arc::new(Elsewhere {
+        id: id.to_string(),
+        root,
+        store,
+    }))
+}
+
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct ForkJson {
     files: bool,
+    source_workspace_id: Option<String>,
     new_thread_id: Option<String>,
     dry_run: bool,
     force: bool,
@@ -899,10 +996,14 @@ struct ForkJson {
 /// fork's `workspace` gets the files as they were there (checkpoints copied from `source`'s
 /// store first when it is another workspace). Options, may be empty: `{"files": bool,
 /// "new_thread_id": str, "dry_run": bool, "force": bool, "replace": bool, "tool_settle_ms": n,
-/// "lease_wait_ms": n, "metadata": {...}}`. `workspace` and `source` may be NULL (the default
-/// workspace). A `workspace` that holds the source workspace, its store or the thread
-/// database is refused with `CAIRN_DENIED`, as is one that is not empty and no workspace of
-/// the thread's family unless `"replace": true`. Writes the fork report as JSON.
+/// "lease_wait_ms": n, "metadata": {...}, "source_workspace_id": str}`. `workspace` and
+/// `source` may be NULL (the default workspace). `"source_workspace_id"` (with `source` NULL)
+/// names a workspace of another machine whose checkpoints the fork's files come from, read
+/// through `workspace`'s store: the cache of the remote that machine snapshots into (see
+/// `cairn_workspace_open`'s `"remote"`), the thread database being shared too. A
+/// `workspace` that holds the source workspace, its store or the thread database is refused
+/// with `CAIRN_DENIED`, as is one that is not empty and no workspace of the thread's family
+/// unless `"replace": true`. Writes the fork report as JSON.
 ///
 /// # Safety
 /// `t` live; inputs valid; `workspace`, `source` NULL or live; `out` writable; `err_out` NULL
@@ -934,10 +1035,20 @@ pub unsafe extern "C" fn cairn_threads_fork(
             unsafe { bytes(options_json, options_len, "options") }?,
             "fork options",
         )?;
+        let target = t.workspace_or(workspace);
+        let source = match (&o.source_workspace_id, source.is_null()) {
+            (Some(other), true) => Some(elsewhere(t, &id, other, target.as_ref())?),
+            (Some(_), false) => {
+                return Err(FfiError::invalid(
+                    "give either source or source_workspace_id, not both",
+                ))
+            }
+            (None, _) => t.workspace_or(source),
+        };
         let mut opts = ForkOptions {
             files: o.files,
-            workspace: t.workspace_or(workspace),
-            source: t.workspace_or(source),
+            workspace: target,
+            source,
             new_thread_id: o.new_thread_id.map(ThreadId::new),
             dry_run: o.dry_run,
             force: o.force,

@@ -38,11 +38,22 @@ fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<Resto
 /// Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:
 /// `{"store": path, "id": str, "excludes": [glob], "max_file_bytes": n, "gitignore": bool,
 /// "refuse_hard_links": bool, "retain": {"count": n, "max_age_ms": n, "max_total_bytes": n},
-/// "gc_grace_ms": n, "recover": bool}`. Pending restores a crash interrupted are completed
-/// (see `cairn_workspace_info`). Without `"store"` the store is `$CAIRN_STORE`, else a
-/// `<root>/.cairn` an earlier version made, else the workspace's store in the user's data
-/// directory (`$CAIRN_HOME`, else `$XDG_DATA_HOME/cairn`, else `~/.local/share/cairn`),
-/// outside the workspace. A root inside a Cairn store is refused with `CAIRN_ERR_DENIED`.
+/// "gc_grace_ms": n, "recover": bool, "remote": url, "remote_options": {...}}`. Pending
+/// restores a crash interrupted are completed (see `cairn_workspace_info`). Without `"store"`
+/// the store is `$CAIRN_STORE`, else a `<root>/.cairn` an earlier version made, else the
+/// workspace's store in the user's data directory (`$CAIRN_HOME`, else `$XDG_DATA_HOME/cairn`,
+/// else `~/.local/share/cairn`), outside the workspace. A root inside a Cairn store is refused
+/// with `CAIRN_ERR_DENIED`.
+///
+/// `"remote"` names a remote object store that holds the snapshots (`s3://bucket/prefix`,
+/// `gs://bucket/prefix`, `az://container/prefix`, `file:///path`); the store directory is then
+/// this machine's cache of it. `"remote_options"`: `{"endpoint": url, "region": str,
+/// "access_key_id": str, "secret_access_key": str, "allow_http": bool, "connect_timeout_ms": n,
+/// "request_timeout_ms": n, "max_retries": n, "retry_timeout_ms": n, "lease_ttl_ms": n,
+/// "extra": {key: value}}`; unset fields come from `AWS_ENDPOINT`, `AWS_REGION`,
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, ... An unreachable endpoint fails with
+/// `CAIRN_ERR_IO`, refused credentials with `CAIRN_ERR_DENIED`, within seconds; messages name
+/// the URL, never a key.
 ///
 /// # Safety
 /// Pointers must be valid for their lengths; `out` writable; `err_out` NULL or writable.
@@ -89,6 +100,18 @@ pub unsafe extern "C" fn cairn_workspace_open(
         if let Some(v) = o.recover {
             options.recover = v;
         }
+        match (&o.remote, &o.remote_options) {
+            (Some(url), remote) => {
+                let remote = remote.as_ref().map(|r| r.to_options()).unwrap_or_default();
+                options.store_options = cairn_remote::store_options(url, &remote)?;
+            }
+            (None, Some(_)) => {
+                return Err(FfiError::invalid(
+                    "remote_options were given without a remote: add \"remote\": \"s3://bucket/prefix\" (or gs://, az://, file://)",
+                ))
+            }
+            (None, None) => {}
+        }
         let ws = Workspace::open(PathBuf::from(OsStr::from_bytes(root)), options)?;
         // SAFETY: checked non-null.
         unsafe {
@@ -110,10 +133,11 @@ pub unsafe extern "C" fn cairn_workspace_free(ws: *mut cairn_workspace) {
     unsafe { crate::boundary::free_boxed(ws, "a workspace") }
 }
 
-/// `{"id", "root", "store", "store_home", "recovered": [...]}` of a workspace. `store_home`
-/// says why the store is where it is: `"given"` (the `store` option), `"env"`
+/// `{"id", "root", "store", "store_home", "recovered": [...], "remote"}` of a workspace.
+/// `store_home` says why the store is where it is: `"given"` (the `store` option), `"env"`
 /// (`$CAIRN_STORE`), `"data"` (the default: the user's data directory, outside the workspace)
-/// or `"legacy"` (a `<root>/.cairn` an earlier version made).
+/// or `"legacy"` (a `<root>/.cairn` an earlier version made). `remote` is the remote store the
+/// store caches (`s3://bucket/prefix`, never with credentials), or null.
 ///
 /// # Safety
 /// `ws` a live handle; `out` writable; `err_out` NULL or writable.
@@ -133,6 +157,7 @@ pub unsafe extern "C" fn cairn_workspace_info(
             "store": RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
             "store_home": w.store_home(),
             "recovered": w.recovered(),
+            "remote": w.store().remote().map(|r| r.location()),
         });
         // SAFETY: checked non-null.
         unsafe { put_buf(out, json::to_vec(&doc)) };
@@ -375,8 +400,13 @@ pub unsafe extern "C" fn cairn_workspace_prune(
     })
 }
 
-/// Collects garbage (`{"grace_ms": n, "dry_run": bool}`, may be empty); writes the report (or,
-/// for a dry run, the plan) as JSON.
+/// Collects garbage (`{"grace_ms": n, "clock_skew_ms": n, "dry_run": bool}`, may be empty);
+/// writes the report (or, for a dry run, the plan) as JSON. On a workspace whose store caches
+/// a remote, the remote's collector runs instead (unreachable objects are marked in one run and
+/// deleted in a later one at least `grace_ms` after, default an hour; `clock_skew_ms` is how far
+/// the machines' clocks may differ, default a minute): the report is then
+/// `{"bytes_freed": n, "remote": {"snapshots", "reachable_objects", "candidates",
+/// "packs_deleted", "large_deleted", "bytes_freed", ...}}`, a dry run deleting nothing.
 ///
 /// # Safety
 /// `ws` a live handle; `options_json` valid; `out` writable; `err_out` NULL or writable.
@@ -397,6 +427,28 @@ pub unsafe extern "C" fn cairn_workspace_gc(
             unsafe { bytes(options_json, options_len, "options") }?,
             "gc options",
         )?;
+        if w.store().remote().is_some() {
+            let mut options = cairn_store::RemoteGcOptions {
+                dry_run: o.dry_run,
+                ..Default::default()
+            };
+            if let Some(g) = o.grace_ms {
+                options.grace = std::time::Duration::from_millis(g);
+            }
+            if let Some(s) = o.clock_skew_ms {
+                options.clock_skew = std::time::Duration::from_millis(s);
+            }
+            let report = w.store().collect_remote(&options)?;
+            let doc = serde_json::json!({ "bytes_freed": report.bytes_freed, "remote": report });
+            // SAFETY: checked non-null.
+            unsafe { put_buf(out, json::to_vec(&doc)) };
+            return Ok(());
+        }
+        if o.clock_skew_ms.is_some() {
+            return Err(FfiError::invalid(
+                "clock_skew_ms applies to the collector of a remote store; this workspace's store caches none",
+            ));
+        }
         let mut gc = w.options().gc.clone();
         if let Some(g) = o.grace_ms {
             gc.grace = std::time::Duration::from_millis(g);
@@ -408,6 +460,31 @@ pub unsafe extern "C" fn cairn_workspace_gc(
         };
         // SAFETY: checked non-null.
         unsafe { put_buf(out, doc) };
+        Ok(())
+    })
+}
+
+/// Shrinks the cache of a remote store to at most `max_bytes` of packs and large objects the
+/// remote holds, least recently used first (they are downloaded again when next read); files
+/// the remote does not hold yet are never removed. Writes `{"removed_files", "removed_bytes",
+/// "cached_bytes"}`. `CAIRN_ERR_UNSUPPORTED` when the store caches no remote.
+///
+/// # Safety
+/// `ws` a live handle; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_trim_cache(
+    ws: *const cairn_workspace,
+    max_bytes: u64,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        // SAFETY: per the contract.
+        let w = &unsafe { handle(ws, "workspace") }?.ws;
+        crate::boundary::out(out, "out")?;
+        let report = w.store().trim_cache(max_bytes)?;
+        // SAFETY: checked non-null.
+        unsafe { put_buf(out, json::to_vec(&report)) };
         Ok(())
     })
 }

@@ -122,9 +122,38 @@ pub struct ObjectStoreRemote {
     counters: Counters,
 }
 
+/// `url` as messages may show it: without a user name, password or query, which may hold
+/// credentials.
+pub fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.to_string()
+        }
+        // Unparsable: with an '@' or a '?' (which may start credentials), only its scheme.
+        Err(_) if url.contains(['@', '?']) => match url.split_once(':') {
+            Some((scheme, _)) => format!("{scheme}:…"),
+            None => "…".to_string(),
+        },
+        Err(_) => url.to_string(),
+    }
+}
+
 fn invalid(url: &str, detail: impl std::fmt::Display) -> Error {
+    let shown = redacted(url);
+    // The detail may quote the URL, credentials and all.
+    let mut detail = detail.to_string().replace(url, &shown);
+    if let Ok(u) = url::Url::parse(url) {
+        for secret in [u.password().unwrap_or(""), u.query().unwrap_or("")] {
+            if !secret.is_empty() {
+                detail = detail.replace(secret, "***");
+            }
+        }
+    }
     Error::InvalidArgument(format!(
-        "'{url}' is not a store URL Cairn can use: {detail} (use s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, file:///path or memory:///)"
+        "'{shown}' is not a store URL Cairn can use: {detail} (use s3://bucket/prefix, gs://bucket/prefix, az://container/prefix, file:///path or memory:///)"
     ))
 }
 

@@ -143,6 +143,27 @@ fn opening_a_bad_url_is_an_invalid_argument() {
 }
 
 #[test]
+fn a_bad_url_with_credentials_in_it_is_refused_without_showing_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for url in [
+        "nosuch://agent:hunter2@bucket/x?token=hunter3",
+        "not a url @hunter2",
+    ] {
+        let e = cairn_remote::open(url, dir.path().join("c"), &RemoteOptions::default())
+            .expect_err("refused");
+        let msg = e.to_string();
+        assert!(
+            !msg.contains("hunter2") && !msg.contains("hunter3"),
+            "{url}: {msg}"
+        );
+    }
+    assert_eq!(
+        cairn_remote::redacted("s3://agent:hunter2@bucket/x?token=t"),
+        "s3://bucket/x"
+    );
+}
+
+#[test]
 fn a_store_url_of_a_local_directory_mirrors_into_it() {
     let dir = tempfile::tempdir().expect("tmp");
     let remote_dir = dir.path().join("remote");

@@ -231,6 +231,10 @@ cairn_status cairn_workspace_gc(const struct cairn_workspace *ws,
                                 size_t options_len,
                                 struct cairn_buf **out,
                                 struct cairn_error **err_out);
+cairn_status cairn_workspace_trim_cache(const struct cairn_workspace *ws,
+                                        uint64_t max_bytes,
+                                        struct cairn_buf **out,
+                                        struct cairn_error **err_out);
 cairn_status cairn_workspace_verify(const struct cairn_workspace *ws,
                                     struct cairn_buf **out,
                                     struct cairn_error **err_out);

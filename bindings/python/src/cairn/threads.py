@@ -860,10 +860,16 @@ class Threads(Managed):
         metadata: dict[str, Any] | None = None,
         workspace: Workspace | None = None,
         source: Workspace | None = None,
+        source_workspace_id: str | None = None,
     ) -> ForkReport:
         """Forks the thread at ``entry``: a new thread sharing the prefix. With
         ``files=True`` the fork's ``workspace`` gets the files as they were there
         (checkpoints are copied from ``source``'s store first when it is another one).
+
+        ``source_workspace_id`` (instead of ``source``) names a workspace of another machine
+        whose checkpoints the files come from: they are read through ``workspace``'s store,
+        the cache of the remote that machine snapshots into (``Workspace(..., remote=url)``),
+        the thread database (``postgres://``) being shared too.
 
         A ``workspace`` that holds the source workspace, its store or the thread database is
         refused with ``DeniedError``, as is one that is not empty and no workspace of the
@@ -879,6 +885,7 @@ class Threads(Managed):
                 tool_settle_ms=_opt_millis(tool_settle),
                 lease_wait_ms=_opt_millis(lease_wait),
                 metadata=metadata,
+                source_workspace_id=source_workspace_id,
             )
         )
         with self._use() as t, _maybe(workspace) as w, _maybe(source) as s:

@@ -38,6 +38,9 @@ __all__ = [
     "SnapshotCheck",
     "VerifyReport",
     "CopyReport",
+    "RemoteOptions",
+    "RemoteGcReport",
+    "CacheTrim",
 ]
 
 
@@ -377,6 +380,9 @@ class WorkspaceInfo:
     """Why the store is there: ``"data"`` (the default: the user's data directory, outside the
     workspace), ``"given"`` (``store=``), ``"env"`` (``$CAIRN_STORE``) or ``"legacy"`` (a
     ``<root>/.cairn`` an earlier version made)."""
+    remote: str | None = None
+    """The remote store the store caches (``s3://bucket/prefix``, never with credentials), or
+    ``None``: the store is then the only copy."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WorkspaceInfo:
@@ -386,6 +392,7 @@ class WorkspaceInfo:
             decode_path(d["store"]),
             [Recovery.from_json(r) for r in d.get("recovered", [])],
             d.get("store_home", "given"),
+            d.get("remote"),
         )
 
 
@@ -484,6 +491,9 @@ class GcReport:
     bytes_freed: int
     kept_for_damage: list[str]
     dry_run: bool = False
+    remote: RemoteGcReport | None = None
+    """For a workspace whose store caches a remote: what the remote's collector did (the
+    other fields but ``bytes_freed`` and ``dry_run`` are then empty)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> GcReport:
@@ -495,6 +505,7 @@ class GcReport:
             objects_deleted=d.get("objects_deleted", 0),
             bytes_freed=d.get("bytes_freed", 0),
             kept_for_damage=list(d.get("kept_for_damage", [])),
+            remote=RemoteGcReport.from_json(d["remote"]) if d.get("remote") is not None else None,
         )
 
     @classmethod
@@ -587,3 +598,101 @@ class CopyReport:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CopyReport:
         return cls(d["snapshot"], d.get("objects_copied", 0), d.get("bytes_copied", 0), bool(d.get("already_present")))
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """How a remote store (``remote=`` of :class:`~cairn.Workspace`) is reached. Every field
+    left ``None`` takes its default: for S3, the ``AWS_*`` variables (``AWS_ENDPOINT``,
+    ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), else AWS itself. The
+    secret never appears in a repr or an error message."""
+
+    endpoint: str | None = None
+    """The S3 endpoint (``http://127.0.0.1:3900`` for a local Garage or MinIO)."""
+    region: str | None = None
+    """The S3 region (default ``us-east-1``)."""
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    allow_http: bool | None = None
+    """Allow plain HTTP (default: when the endpoint starts with ``http://``)."""
+    connect_timeout: _dt.timedelta | float | None = None
+    """How long to wait for a connection (default 3 s): an unreachable endpoint fails fast."""
+    request_timeout: _dt.timedelta | float | None = None
+    """How long one request may take (default 300 s)."""
+    max_retries: int | None = None
+    """Retries of a failed request (default 3)."""
+    retry_timeout: _dt.timedelta | float | None = None
+    """No retry starts later than this after the first try (default 5 s)."""
+    lease_ttl: _dt.timedelta | float | None = None
+    """The lease time of the store's operations on the remote (default 60 s)."""
+    extra: dict[str, str] = field(default_factory=dict)
+    """Further ``object_store`` configuration keys (for ``gs://`` and ``az://`` too)."""
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "endpoint": self.endpoint,
+            "region": self.region,
+            "access_key_id": self.access_key_id,
+            "secret_access_key": self.secret_access_key,
+            "allow_http": self.allow_http,
+            "max_retries": self.max_retries,
+        }
+        for name, value in (
+            ("connect_timeout_ms", self.connect_timeout),
+            ("request_timeout_ms", self.request_timeout),
+            ("retry_timeout_ms", self.retry_timeout),
+            ("lease_ttl_ms", self.lease_ttl),
+        ):
+            d[name] = None if value is None else millis(value)
+        if self.extra:
+            d["extra"] = dict(self.extra)
+        return {k: v for k, v in d.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RemoteGcReport:
+    """What a collection of a remote store did: unreachable objects are marked as candidates
+    in one run and deleted in a later one, once the grace period has passed."""
+
+    snapshots: int
+    """Manifests marked."""
+    reachable_objects: int
+    candidates: int
+    """Unreachable packs and large objects listed as candidates after the run."""
+    kept_for_grace: int
+    kept_for_leases: int
+    packs_deleted: int
+    large_deleted: int
+    bytes_freed: int
+    live_leases: int = 0
+    unreadable: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RemoteGcReport:
+        return cls(
+            snapshots=d.get("snapshots", 0),
+            reachable_objects=d.get("reachable_objects", 0),
+            candidates=d.get("candidates", 0),
+            kept_for_grace=d.get("kept_for_grace", 0),
+            kept_for_leases=d.get("kept_for_leases", 0),
+            packs_deleted=d.get("packs_deleted", 0),
+            large_deleted=d.get("large_deleted", 0),
+            bytes_freed=d.get("bytes_freed", 0),
+            live_leases=d.get("live_leases", 0),
+            unreadable=list(d.get("unreadable", [])),
+        )
+
+
+@dataclass(frozen=True)
+class CacheTrim:
+    """What :meth:`~cairn.Workspace.trim_cache` did."""
+
+    removed_files: int
+    """Packs and large objects removed from the cache (the remote keeps them)."""
+    removed_bytes: int
+    cached_bytes: int
+    """Bytes of remote-held packs and large objects still cached."""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CacheTrim:
+        return cls(d.get("removed_files", 0), d.get("removed_bytes", 0), d.get("cached_bytes", 0))

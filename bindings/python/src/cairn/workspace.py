@@ -10,17 +10,20 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any, Literal
 
 from ._ffi import ffi, lib
 from ._handle import Managed, call_bytes, call_json, check, json_arg, text_arg
 from .types import (
+    CacheTrim,
     Change,
     CopyReport,
     GcReport,
     Progress,
     PruneReport,
     Recovery,
+    RemoteOptions,
     RestorePlan,
     RestoreReport,
     Retention,
@@ -182,6 +185,8 @@ class Workspace(Managed):
         retain: Retention | None = None,
         gc_grace: _dt.timedelta | float | None = None,
         recover: bool | None = None,
+        remote: str | None = None,
+        remote_options: RemoteOptions | dict[str, Any] | None = None,
     ) -> None:
         """Opens the workspace at ``root``.
 
@@ -199,6 +204,14 @@ class Workspace(Managed):
             retain: a retention applied after each snapshot.
             gc_grace: how long unreachable objects are kept (timedelta or seconds).
             recover: complete restores a crash interrupted (default true).
+            remote: a remote object store that holds the snapshots (``s3://bucket/prefix``,
+                ``gs://bucket/prefix``, ``az://container/prefix``, ``file:///path``); ``store``
+                is then this machine's cache of it. Machines sharing the remote see each
+                other's snapshots.
+            remote_options: how the remote is reached (a :class:`RemoteOptions`, or a dict
+                of its JSON fields); unset fields come from the ``AWS_*`` variables. An
+                unreachable endpoint raises CairnIOError, refused keys DeniedError, within
+                seconds; messages name the URL, never a key.
         """
         opts = _options(
             # Absolute, so the store stays the same whatever the current directory later is.
@@ -211,6 +224,8 @@ class Workspace(Managed):
             retain=None if retain is None else retain.to_json(),
             gc_grace_ms=None if gc_grace is None else millis(gc_grace),
             recover=recover,
+            remote=remote,
+            remote_options=remote_options.to_json() if isinstance(remote_options, RemoteOptions) else remote_options,
         )
         root_bytes = os.fsencode(os.fspath(root))
         options = json_arg(opts)
@@ -348,11 +363,27 @@ class Workspace(Managed):
     def gc(self, *, grace: _dt.timedelta | float | None = None, dry_run: bool = False) -> GcReport:
         """Collects garbage: objects no snapshot reaches and older than ``grace``
         (timedelta or seconds; default the workspace's). With ``dry_run``, changes nothing
-        and returns the plan (``report.plan``)."""
+        and returns the plan (``report.plan``).
+
+        On a workspace with a ``remote``, the remote's collector runs (``report.remote``):
+        it marks unreachable objects in one run and deletes them in a later one, ``grace``
+        (default an hour) after."""
         doc = json_arg(_options(grace_ms=None if grace is None else millis(grace), dry_run=dry_run or None))
         with self._use() as ws:
             result = call_json(lib.cairn_workspace_gc, ws, doc, len(doc))
+        if "remote" in result:
+            return replace(GcReport.from_json(result), dry_run=dry_run)
         return GcReport.from_plan_json(result) if dry_run else GcReport.from_json(result)
+
+    def trim_cache(self, max_bytes: int) -> CacheTrim:
+        """Shrinks this machine's cache of the remote to at most ``max_bytes`` of packs and
+        large objects, least recently used first (they are downloaded again when next read).
+        Files the remote does not hold yet are never removed. Raises UnsupportedError when
+        the workspace has no remote."""
+        if max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+        with self._use() as ws:
+            return CacheTrim.from_json(call_json(lib.cairn_workspace_trim_cache, ws, max_bytes))
 
     def verify(self) -> VerifyReport:
         """Re-hashes every object and decodes every tree and manifest of the store."""
