@@ -92,18 +92,16 @@ pub enum Command {
     #[command(
         after_help = "Shows the plan and asks before changing anything; --yes confirms without asking.\n\
         Without a terminal to ask on, it refuses unless given --yes. With --json it needs --dry-run or --yes.\n\n\
-        Examples:\n  cairn restore before-refactor --dry-run\n  cairn restore before-refactor\n  cairn restore 3fa2b1 --yes --json"
+        With PATH... only those files and directories (each with everything under it) come back; \
+        every other path is left as it is. Paths are relative to the workspace root.\n\n\
+        With --on-drift, a path the restore would change whose content differs from the reference snapshot \
+        (--reference, default the newest snapshot of the workspace: the files being left) was edited by someone \
+        else since; it is listed as drifted, and refuse stops the restore (CONFLICT), keep leaves it as it is, \
+        overwrite restores it (the safety snapshot keeps it).\n\n\
+        Examples:\n  cairn restore before-refactor --dry-run\n  cairn restore before-refactor\n  cairn restore 3fa2b1 --yes --json\n  \
+        cairn restore before-refactor -- src/main.rs docs/\n  cairn restore before-refactor --on-drift keep"
     )]
-    Restore {
-        /// The snapshot: id, prefix of 4+ hex digits, or label.
-        snapshot: String,
-        /// Show what would change, change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Do it without asking.
-        #[arg(long, short = 'y')]
-        yes: bool,
-    },
+    Restore(RestoreArgs),
     /// Delete one snapshot (its objects are collected once no snapshot needs them).
     #[command(after_help = "Examples:\n  cairn delete 3fa2b1\n  cairn delete old-label --yes")]
     Delete {
@@ -231,6 +229,50 @@ pub enum Command {
     },
 }
 
+/// Arguments of `cairn restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The snapshot: id, prefix of 4+ hex digits, or label.
+    pub snapshot: String,
+    /// Restore only these files and directories (relative to the workspace root).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do it without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// What to do with paths edited since the reference snapshot (default: no check).
+    #[arg(long, value_enum, value_name = "CHOICE")]
+    pub on_drift: Option<OnDrift>,
+    /// With --on-drift: the snapshot to compare with (default: the newest of the workspace).
+    #[arg(long, value_name = "SNAPSHOT", requires = "on_drift")]
+    pub reference: Option<String>,
+}
+
+/// What `--on-drift` does with a path edited by someone else since the files being left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnDrift {
+    /// Refuse the whole restore (CONFLICT), naming the paths.
+    Refuse,
+    /// Leave those paths as they are; restore the rest.
+    Keep,
+    /// Restore them too (the safety snapshot keeps what they held).
+    Overwrite,
+}
+
+impl OnDrift {
+    /// The library's policy.
+    pub fn policy(self) -> cairn_restore::DriftPolicy {
+        match self {
+            OnDrift::Refuse => cairn_restore::DriftPolicy::Refuse,
+            OnDrift::Keep => cairn_restore::DriftPolicy::Skip,
+            OnDrift::Overwrite => cairn_restore::DriftPolicy::Overwrite,
+        }
+    }
+}
+
 /// Arguments of `cairn snapshot`.
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
@@ -356,6 +398,13 @@ pub struct RewindArgs {
     /// Stop the runs in the way first.
     #[arg(long)]
     pub force: bool,
+    /// With --files: what to do with paths edited since the thread's newest checkpoint (by
+    /// someone other than the rewind): refuse (the default), keep them, or overwrite them.
+    #[arg(long, value_enum, value_name = "CHOICE", requires = "files")]
+    pub on_drift: Option<OnDrift>,
+    /// With --files: restore only these files and directories (relative to the root).
+    #[arg(value_name = "PATH", last = true, requires = "files")]
+    pub paths: Vec<String>,
 }
 
 /// `cairn hook ...`: run by an agent on its hook events.

@@ -1,7 +1,7 @@
 //! The commands on snapshots and files: snapshot, list, show, diff, restore, delete, prune, gc,
 //! verify and recover.
 
-use crate::args::{PruneArgs, SnapshotArgs};
+use crate::args::{PruneArgs, RestoreArgs, SnapshotArgs};
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::parse::{human_bytes, human_time};
@@ -481,6 +481,18 @@ pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Res
     })
 }
 
+/// `w` quoted for a POSIX shell when it needs it.
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@%".contains(&b));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// A restore plan for people: what it writes, deletes and keeps.
 pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     let mut out = String::new();
@@ -490,6 +502,18 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
         report.snapshot_id.short(),
         root.display()
     );
+    if !report.paths.is_empty() {
+        let _ = writeln!(
+            out,
+            "  only   {} (everything else is left as it is)",
+            report
+                .paths
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let mut section = |verb: &str, paths: Vec<String>| {
         for p in paths.iter().take(PLAN_LINES) {
             let _ = writeln!(out, "  {verb:<8} {p}");
@@ -564,20 +588,99 @@ pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -
         let dir = other_root
             .map(|r| format!("-C {} ", r.display()))
             .unwrap_or_default();
+        let paths: String = report
+            .paths
+            .iter()
+            .map(|p| format!(" {}", shell_word(&p.display())))
+            .collect();
+        let paths = if paths.is_empty() {
+            paths
+        } else {
+            format!(" --{paths}")
+        };
         let _ = writeln!(
             out,
-            "safety snapshot {0}: undo with `cairn {dir}restore {0}`",
+            "safety snapshot {0}: undo with `cairn {dir}restore {0}{paths}`",
             s.short()
         );
     }
     out
 }
 
-pub(crate) fn restore(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result<()> {
+/// The chosen paths of a restore, as given on the command line, relative to `root`: a
+/// relative path is taken from the root, an absolute one must lie under it. `..`, `.` and
+/// empty parts are refused naming the path (see [`cairn_restore::normalize_paths`]).
+pub(crate) fn chosen_paths(root: &std::path::Path, given: &[String]) -> Result<Vec<RelPath>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::with_capacity(given.len());
+    for g in given {
+        let p = std::path::Path::new(g);
+        let rel = if p.is_absolute() {
+            let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+            match p.strip_prefix(root).or_else(|_| p.strip_prefix(&canon_root)) {
+                Ok(r) => r.to_path_buf(),
+                Err(_) => {
+                    return Err(CliError::usage(format!(
+                        "the path {g} lies outside the workspace {}; name paths under its root",
+                        root.display()
+                    )))
+                }
+            }
+        } else {
+            p.to_path_buf()
+        };
+        // `./a` and `a/` are `a`.
+        let bytes: Vec<u8> = rel
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .map(|c| c.as_os_str().as_bytes().to_vec())
+            .collect::<Vec<_>>()
+            .join(&b'/');
+        if bytes.is_empty() {
+            return Err(CliError::usage(format!(
+                "the path {g:?} names the whole workspace; leave the paths out to restore it all"
+            )));
+        }
+        out.push(RelPath(bytes));
+    }
+    Ok(cairn_restore::normalize_paths(&out)?)
+}
+
+/// The snapshot drift is checked against: `--reference`, else the newest snapshot of the
+/// workspace (the files being left), safety snapshots included.
+fn drift_reference(
+    ws: &cairn_restore::Workspace,
+    reference: Option<&str>,
+) -> Result<Option<SnapshotId>> {
+    if let Some(r) = reference {
+        return Ok(Some(ws.store().resolve(r)?));
+    }
+    let mut newest: Option<(i64, SnapshotId)> = None;
+    for id in ws.store().snapshot_ids()? {
+        let m = ws.store().read_manifest(&id)?;
+        if m.workspace_id != ws.id() {
+            continue;
+        }
+        if newest.as_ref().map(|(t, _)| m.created_ms >= *t).unwrap_or(true) {
+            newest = Some((m.created_ms, id));
+        }
+    }
+    Ok(newest.map(|(_, id)| id))
+}
+
+pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
+    let (dry_run, yes) = (a.dry_run, a.yes);
     ctx.check_confirmable("restore", dry_run, yes)?;
     let ws = ctx.open_workspace(false)?;
-    let id = ws.store().resolve(name)?;
-    let options = RestoreOptions::default();
+    let id = ws.store().resolve(&a.snapshot)?;
+    let mut options = RestoreOptions {
+        paths: chosen_paths(ws.root(), &a.paths)?,
+        ..RestoreOptions::default()
+    };
+    if let Some(d) = a.on_drift {
+        options.on_drift = d.policy();
+        options.reference = drift_reference(&ws, a.reference.as_deref())?;
+    }
     let bar = ctx.spinner("restore: planning");
     let plan = ws.plan(&id, &options);
     if let Some(bar) = bar {

@@ -118,11 +118,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             snapshot2,
             patch,
         } => files::diff(&ctx, &snapshot, snapshot2.as_deref(), patch),
-        Command::Restore {
-            snapshot,
-            dry_run,
-            yes,
-        } => files::restore(&ctx, &snapshot, dry_run, yes),
+        Command::Restore(a) => files::restore(&ctx, &a),
         Command::Delete {
             snapshot,
             dry_run,

@@ -536,6 +536,15 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         force: args.force,
         ..RewindOptions::default()
     };
+    if files {
+        options.paths = crate::files::chosen_paths(o.ws.root(), &args.paths)?;
+        // Paths someone else edited since the thread's newest checkpoint: refused unless told.
+        options.on_drift = Some(
+            args.on_drift
+                .unwrap_or(crate::args::OnDrift::Refuse)
+                .policy(),
+        );
+    }
     let call = |options: &RewindOptions| match &point {
         Point::Entry(e) => o.threads.rewind(&thread, e, options),
         Point::Checkpoint(c) => o.threads.rewind_to_checkpoint(&thread, c, options),

@@ -28,11 +28,18 @@ fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<Resto
             None => None,
         },
         on_drift: o.on_drift.unwrap_or_default(),
+        paths: chosen_paths(&o.paths)?,
         key: o.key,
         // SAFETY: NULL or a live token, per the API contract.
         cancel: unsafe { cancel.as_ref() }.map(|c| c.token.clone()),
         crash_after_ops: None,
     })
+}
+
+/// The `"paths"` of an options document: relative to the workspace root, checked.
+pub(crate) fn chosen_paths(paths: &[String]) -> FfiResult<Vec<RelPath>> {
+    let given: Vec<RelPath> = paths.iter().map(|p| RelPath::from(p.as_str())).collect();
+    Ok(cairn_restore::normalize_paths(&given)?)
 }
 
 /// Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:
@@ -542,9 +549,11 @@ pub unsafe extern "C" fn cairn_workspace_apply(
 }
 
 /// Restores a snapshot: plans, then (unless `"dry_run": true`) applies. Options, may be empty:
-/// `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"skip", "key": str}`.
-/// Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`, `drifted`,
-/// `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
+/// `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"keep" (or "skip"),
+/// "key": str, "paths": [path]}`: `paths` restores only those files and directories (relative
+/// to the root; everything else is left as it is), `reference` is the snapshot drift is checked
+/// against. Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`,
+/// `drifted`, `paths`, `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
 /// waits for the disk to have them.
 ///
 /// # Safety

@@ -69,6 +69,13 @@ pub struct RewindOptions {
     /// The run whose tool asks for the rewind: rewinding its own thread (or, with files, its
     /// own workspace) is refused with `VALIDATION`.
     pub from_run: Option<RunId>,
+    /// With files: restore only these paths (relative to the root; a directory with everything
+    /// under it). Empty: every path.
+    pub paths: Vec<cairn_store::RelPath>,
+    /// With files: check for paths edited since the newest checkpoint of the thread in the
+    /// workspace (the files being left) by someone other than the rewind, and refuse, keep
+    /// them or overwrite them (their content is then in the safety snapshot). `None`: no check.
+    pub on_drift: Option<cairn_restore::DriftPolicy>,
 }
 
 impl Default for RewindOptions {
@@ -83,6 +90,8 @@ impl Default for RewindOptions {
             tool_settle: Duration::from_secs(10),
             lease_wait: Duration::from_secs(60),
             from_run: None,
+            paths: Vec::new(),
+            on_drift: None,
         }
     }
 }
@@ -99,6 +108,8 @@ impl std::fmt::Debug for RewindOptions {
             .field("tool_settle", &self.tool_settle)
             .field("lease_wait", &self.lease_wait)
             .field("from_run", &self.from_run)
+            .field("paths", &self.paths)
+            .field("on_drift", &self.on_drift)
             .finish()
     }
 }
@@ -440,7 +451,20 @@ impl Threads {
         }
         let chosen = match (&ws, &ws_root) {
             (Some(ws), Some(root)) => {
-                Some(self.choose_files(&lin, point.as_ref(), &from, ws.as_ref(), root)?)
+                let mut ch = self.choose_files(&lin, point.as_ref(), &from, ws.as_ref(), root)?;
+                ch.scope.paths = opts.paths.clone();
+                if let Some(on_drift) = opts.on_drift {
+                    // The files being left: the newest checkpoint of the lineage in the workspace.
+                    ch.scope.on_drift = on_drift;
+                    ch.scope.reference = self
+                        .inner
+                        .read(|c| lin.checkpoints(c))?
+                        .into_iter()
+                        .rev()
+                        .find(|cp| cp.workspace_id == ws.id())
+                        .map(|cp| cp.snapshot_id);
+                }
+                Some(ch)
             }
             _ => None,
         };
@@ -1161,7 +1185,7 @@ fn cut_list(lin: &Lineage, point: Option<&EntryId>) -> Vec<EntryId> {
 }
 
 pub(crate) fn plan_restore(ws: &dyn Files, ch: &ChosenFiles) -> Result<FilePlan> {
-    ws.plan(&ch.snapshot_id)
+    ws.plan_scoped(&ch.snapshot_id, &ch.scope)
         .map_err(|e| Error::files(ws.id(), "plan the restore", e))
 }
 
