@@ -1,0 +1,255 @@
+//! Precise restores (issue 31): chosen paths only, others' edits protected, rewinds other
+//! tools can see.
+
+use crate::{json_error, Fixture};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// What a path is: its kind, content (a link's target), mode and mtime (ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    kind: &'static str,
+    content: Vec<u8>,
+    mode: u32,
+    mtime_ns: i128,
+}
+
+/// Every path under `root` (relative, `/`-separated) and what it is.
+fn walk(root: &Path) -> BTreeMap<String, Seen> {
+    fn go(root: &Path, dir: &Path, out: &mut BTreeMap<String, Seen>) {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .expect("read a directory")
+            .map(|e| e.expect("an entry").path())
+            .collect();
+        names.sort();
+        for p in names {
+            let m = std::fs::symlink_metadata(&p).expect("stat");
+            let rel = p
+                .strip_prefix(root)
+                .expect("under the root")
+                .to_string_lossy()
+                .into_owned();
+            let (kind, content) = if m.is_dir() {
+                ("dir", Vec::new())
+            } else if m.file_type().is_symlink() {
+                (
+                    "link",
+                    std::fs::read_link(&p)
+                        .expect("readlink")
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                )
+            } else {
+                ("file", std::fs::read(&p).expect("read"))
+            };
+            out.insert(
+                rel,
+                Seen {
+                    kind,
+                    content,
+                    mode: m.mode() & 0o7777,
+                    mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+                },
+            );
+            if m.is_dir() {
+                go(root, &p, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    go(root, root, &mut out);
+    out
+}
+
+/// Whether `path` is one of `chosen`, under one, or a directory above one.
+fn touched_by(path: &str, chosen: &[&str]) -> bool {
+    chosen.iter().any(|c| {
+        path == *c
+            || path.starts_with(&format!("{c}/"))
+            || c.starts_with(&format!("{path}/"))
+    })
+}
+
+/// The paths outside `chosen`, with everything about them (mtimes included).
+fn outside(all: &BTreeMap<String, Seen>, chosen: &[&str]) -> BTreeMap<String, Seen> {
+    all.iter()
+        .filter(|(p, _)| !touched_by(p, chosen))
+        .map(|(p, s)| (p.clone(), s.clone()))
+        .collect()
+}
+
+/// The paths at or under `chosen`, without their mtimes (a restore writes them anew).
+fn inside(all: &BTreeMap<String, Seen>, chosen: &[&str]) -> BTreeMap<String, (String, Vec<u8>, u32)> {
+    all.iter()
+        .filter(|(p, _)| {
+            chosen
+                .iter()
+                .any(|c| *p == c || p.starts_with(&format!("{c}/")))
+        })
+        .map(|(p, s)| (p.clone(), (s.kind.to_string(), s.content.clone(), s.mode)))
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A workspace with a snapshot `base`, then edits inside and outside of `a` and `src/main.rs`.
+fn edited() -> (Fixture, String) {
+    let f = Fixture::new();
+    f.write("a/one.txt", "one\n");
+    f.write("a/sub/two.txt", "two\n");
+    f.write("b/three.txt", "three\n");
+    f.write("keep/x.txt", "x\n");
+    let base = f.snapshot("base");
+    f.write("src/main.rs", "fn main() { edited(); }\n");
+    f.write("a/one.txt", "one, edited\n");
+    std::fs::remove_file(f.path("a/sub/two.txt")).expect("rm");
+    f.write("a/new.txt", "new\n");
+    f.write("b/three.txt", "three, edited\n");
+    f.write("keep/x.txt", "x, edited\n");
+    f.write("extra.txt", "extra\n");
+    std::fs::remove_file(f.path("README.md")).expect("rm");
+    (f, base)
+}
+
+const CHOSEN: [&str; 2] = ["a", "src/main.rs"];
+
+#[test]
+fn a_restore_of_chosen_paths_touches_nothing_else_and_its_safety_snapshot_undoes_exactly_it() {
+    let (f, base) = edited();
+    let before = walk(&f.root);
+
+    // The dry run plans those paths only.
+    let dry = f.json(&["restore", "base", "--dry-run", "--", "a/", "./src/main.rs"]);
+    assert_eq!(strings(&dry["paths"]), CHOSEN, "{dry}");
+    let planned: Vec<String> = strings(&dry["restored"])
+        .into_iter()
+        .chain(strings(&dry["deleted"]))
+        .collect();
+    assert!(!planned.is_empty());
+    for p in &planned {
+        assert!(touched_by(p, &CHOSEN), "{p} is outside the chosen paths: {dry}");
+    }
+    assert_eq!(walk(&f.root), before, "a dry run changes nothing");
+
+    let v = f.json(&["restore", "base", "--yes", "--", "a", "src/main.rs"]);
+    assert_eq!(strings(&v["paths"]), CHOSEN, "{v}");
+    assert_eq!(v["restored"], dry["restored"]);
+    assert_eq!(v["deleted"], dry["deleted"]);
+    assert_eq!(v["operations"].as_u64(), Some(planned.len() as u64), "{v}");
+    let after = walk(&f.root);
+    // Outside: every path as it was, mtimes included.
+    assert_eq!(outside(&after, &CHOSEN), outside(&before, &CHOSEN));
+    assert!(after.contains_key("extra.txt") && !after.contains_key("README.md"));
+    // Inside: as the snapshot holds them.
+    assert_eq!(f.read("a/one.txt").as_deref(), Some("one\n"));
+    assert_eq!(f.read("a/sub/two.txt").as_deref(), Some("two\n"));
+    assert!(!crate::exists(&f.path("a/new.txt")));
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    // The tree hashes agree: a snapshot now has `a` as `base` has it, and `b`, `keep` as the
+    // edits left them.
+    let now = f.snapshot("now");
+    let diff = f.json(&["diff", &base, &now]);
+    let changed: Vec<String> = diff["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter_map(|c| c["path"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        changed.iter().all(|p| !touched_by(p, &CHOSEN)),
+        "nothing under the chosen paths differs from base: {changed:?}"
+    );
+    for p in ["b/three.txt", "keep/x.txt", "extra.txt", "README.md"] {
+        assert!(changed.iter().any(|c| c == p), "{p} still differs: {changed:?}");
+    }
+
+    // The undo it names is a restore of its safety snapshot with the same paths.
+    let safety = v["safety_snapshot_id"].as_str().expect("a safety snapshot");
+    let again = f.json(&["restore", "base", "--yes", "--", "a"]);
+    assert_eq!(again["operations"], 0, "`a` is as base has it: {again}");
+    // Someone edits outside after the restore: the undo leaves that edit alone.
+    f.write("b/three.txt", "three, edited again\n");
+    let later = walk(&f.root);
+    let undo = f.json(&["restore", safety, "--yes", "--", "a", "src/main.rs"]);
+    assert_eq!(strings(&undo["paths"]), CHOSEN);
+    let undone = walk(&f.root);
+    assert_eq!(inside(&undone, &CHOSEN), inside(&before, &CHOSEN));
+    assert_eq!(outside(&undone, &CHOSEN), outside(&later, &CHOSEN));
+    assert_eq!(f.read("b/three.txt").as_deref(), Some("three, edited again\n"));
+}
+
+#[test]
+fn the_undo_command_of_a_path_restore_names_its_paths() {
+    let (f, _) = edited();
+    let out = f
+        .cairn(&["restore", "base", "--yes", "--", "a", "src/main.rs"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("only   a, src/main.rs"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("undo with `cairn restore ") && l.ends_with(" -- a src/main.rs`")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_whole_restore_of_the_safety_snapshot_also_undoes_a_path_restore_when_nothing_else_changed() {
+    let (f, _) = edited();
+    let before = walk(&f.root);
+    let v = f.json(&["restore", "base", "--yes", "--", "a"]);
+    let safety = v["safety_snapshot_id"].as_str().expect("a safety snapshot");
+    let undo = f.json(&["restore", safety, "--yes"]);
+    assert!(strings(&undo["restored"]).iter().all(|p| touched_by(p, &["a"])), "{undo}");
+    assert_eq!(inside(&walk(&f.root), &["a"]), inside(&before, &["a"]));
+    assert_eq!(outside(&walk(&f.root), &["a"]), outside(&before, &["a"]));
+}
+
+#[test]
+fn a_chosen_path_neither_side_has_is_not_found_and_a_path_outside_the_root_a_usage_error() {
+    let (f, _) = edited();
+    let v = json_error(
+        &mut f.cairn(&["--json", "restore", "base", "--yes", "--", "nope/typo.txt"]),
+        12,
+    );
+    let m = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("nope/typo.txt"), "{v}");
+    let v = json_error(
+        &mut f.cairn(&["--json", "restore", "base", "--yes", "--", "../elsewhere"]),
+        11,
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("../elsewhere")),
+        "{v}"
+    );
+    json_error(
+        &mut f.cairn(&["--json", "restore", "base", "--yes", "--", "/etc/passwd"]),
+        2,
+    );
+}
+
+#[test]
+fn a_chosen_path_that_only_the_snapshot_has_comes_back_with_its_directories() {
+    let f = Fixture::new();
+    f.write("deep/er/file.txt", "deep\n");
+    f.write("deep/other.txt", "other\n");
+    f.snapshot("base");
+    std::fs::remove_dir_all(f.path("deep")).expect("rm");
+    let v = f.json(&["restore", "base", "--yes", "--", "deep/er/file.txt"]);
+    assert_eq!(f.read("deep/er/file.txt").as_deref(), Some("deep\n"));
+    assert!(!crate::exists(&f.path("deep/other.txt")), "{v}");
+}
