@@ -400,10 +400,10 @@ pub struct RewindArgs {
     pub force: bool,
     /// With --files: what to do with paths edited since the thread's newest checkpoint (by
     /// someone other than the rewind): refuse (the default), keep them, or overwrite them.
-    #[arg(long, value_enum, value_name = "CHOICE", requires = "files")]
+    #[arg(long, value_enum, value_name = "CHOICE")]
     pub on_drift: Option<OnDrift>,
     /// With --files: restore only these files and directories (relative to the root).
-    #[arg(value_name = "PATH", last = true, requires = "files")]
+    #[arg(value_name = "PATH", last = true)]
     pub paths: Vec<String>,
 }
 

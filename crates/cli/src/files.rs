@@ -617,7 +617,10 @@ pub(crate) fn chosen_paths(root: &std::path::Path, given: &[String]) -> Result<V
         let p = std::path::Path::new(g);
         let rel = if p.is_absolute() {
             let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-            match p.strip_prefix(root).or_else(|_| p.strip_prefix(&canon_root)) {
+            match p
+                .strip_prefix(root)
+                .or_else(|_| p.strip_prefix(&canon_root))
+            {
                 Ok(r) => r.to_path_buf(),
                 Err(_) => {
                     return Err(CliError::usage(format!(
@@ -661,7 +664,11 @@ fn drift_reference(
         if m.workspace_id != ws.id() {
             continue;
         }
-        if newest.as_ref().map(|(t, _)| m.created_ms >= *t).unwrap_or(true) {
+        if newest
+            .as_ref()
+            .map(|(t, _)| m.created_ms >= *t)
+            .unwrap_or(true)
+        {
             newest = Some((m.created_ms, id));
         }
     }

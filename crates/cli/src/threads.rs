@@ -536,6 +536,11 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         force: args.force,
         ..RewindOptions::default()
     };
+    if !files && (args.on_drift.is_some() || !args.paths.is_empty()) {
+        return Err(CliError::usage(
+            "--on-drift and paths choose how files are restored: give them with --files",
+        ));
+    }
     if files {
         options.paths = crate::files::chosen_paths(o.ws.root(), &args.paths)?;
         // Paths someone else edited since the thread's newest checkpoint: refused unless told.

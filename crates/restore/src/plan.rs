@@ -318,8 +318,7 @@ pub fn normalize_paths(paths: &[RelPath]) -> Result<Vec<RelPath>> {
             b = rest;
         }
         let bad = b.is_empty()
-            || b
-                .split(|&c| c == b'/')
+            || b.split(|&c| c == b'/')
                 .any(|c| cairn_store::tree::check_name(c).is_err());
         if bad {
             return Err(Error::InvalidArgument(format!(
@@ -895,13 +894,26 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
     if !inputs.paths.is_empty() {
         let (mut tc, mut cc) = (HashMap::new(), HashMap::new());
         for path in inputs.paths {
-            let in_target =
-                entry_at(&mut tc, inputs.target_tree, inputs.target_root, path.as_bytes())?
-                    .is_some();
+            let in_target = entry_at(
+                &mut tc,
+                inputs.target_tree,
+                inputs.target_root,
+                path.as_bytes(),
+            )?
+            .is_some();
             if !in_target
-                && entry_at(&mut cc, inputs.current.trees, inputs.current.root, path.as_bytes())?
-                    .is_none()
-                && !inputs.current.kept.iter().any(|(k, _, _)| within(path.as_bytes(), k))
+                && entry_at(
+                    &mut cc,
+                    inputs.current.trees,
+                    inputs.current.root,
+                    path.as_bytes(),
+                )?
+                .is_none()
+                && !inputs
+                    .current
+                    .kept
+                    .iter()
+                    .any(|(k, _, _)| within(path.as_bytes(), k))
             {
                 return Err(cairn_store::Error::NotFound {
                     what: format!(
@@ -981,8 +993,15 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         });
     }
     if inputs.on_drift == DriftPolicy::Refuse && !p.drifted.is_empty() {
+        let reference = inputs.reference.map(|r| r.0.short()).unwrap_or_default();
         return Err(Error::Conflict {
-            detail: "files were edited since the reference snapshot (refusing, as asked)".into(),
+            detail: format!(
+                "nothing was changed: files the restore would change were edited since snapshot \
+                 {reference}, the files being left, by someone other than the restore (drift is \
+                 refused); see them with `cairn diff {reference}`, then leave them as they are \
+                 (--on-drift keep, on_drift \"keep\") or overwrite them (--on-drift overwrite; the \
+                 safety snapshot keeps them)"
+            ),
             first: p.drifted.first().map(|d| ws.root.join(d.as_path())),
             paths: p.drifted,
         });

@@ -454,15 +454,8 @@ impl Threads {
                 let mut ch = self.choose_files(&lin, point.as_ref(), &from, ws.as_ref(), root)?;
                 ch.scope.paths = opts.paths.clone();
                 if let Some(on_drift) = opts.on_drift {
-                    // The files being left: the newest checkpoint of the lineage in the workspace.
                     ch.scope.on_drift = on_drift;
-                    ch.scope.reference = self
-                        .inner
-                        .read(|c| lin.checkpoints(c))?
-                        .into_iter()
-                        .rev()
-                        .find(|cp| cp.workspace_id == ws.id())
-                        .map(|cp| cp.snapshot_id);
+                    ch.scope.reference = self.drift_reference(&lin, &ch, ws.id())?;
                 }
                 Some(ch)
             }
@@ -638,6 +631,29 @@ impl Threads {
     }
 
     /// Picks and checks the checkpoint whose files to restore.
+    /// The files a rewind leaves, for its drift check: the newest checkpoint of the lineage
+    /// in the workspace taken after the one restored (with other files). `None` when there is
+    /// none: what changed since the restored checkpoint is then the thread's own work, as far
+    /// as anyone knows, and no path is taken for another's edit.
+    fn drift_reference(
+        &self,
+        lin: &Lineage,
+        chosen: &ChosenFiles,
+        workspace: &str,
+    ) -> Result<Option<cairn_store::SnapshotId>> {
+        let cps = self.inner.read(|c| lin.checkpoints(c))?;
+        let after = cps
+            .iter()
+            .position(|cp| cp.id == chosen.checkpoint_id)
+            .map(|i| i + 1)
+            .unwrap_or(cps.len());
+        Ok(cps[after..]
+            .iter()
+            .rev()
+            .find(|cp| cp.workspace_id == workspace && cp.snapshot_id != chosen.snapshot_id)
+            .map(|cp| cp.snapshot_id))
+    }
+
     pub(crate) fn choose_files(
         &self,
         lin: &Lineage,

@@ -108,7 +108,11 @@ impl Files for Workspace {
             key: Some(key.to_string()),
             ..RestoreOptions::default()
         };
-        let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Planned>()) {
+        let report = match plan
+            .detail
+            .as_ref()
+            .and_then(|d| d.downcast_ref::<Planned>())
+        {
             Some(p) => {
                 options.on_drift = p.on_drift;
                 Workspace::apply(self, &p.plan, &options)

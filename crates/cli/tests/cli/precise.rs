@@ -66,9 +66,7 @@ fn walk(root: &Path) -> BTreeMap<String, Seen> {
 /// Whether `path` is one of `chosen`, under one, or a directory above one.
 fn touched_by(path: &str, chosen: &[&str]) -> bool {
     chosen.iter().any(|c| {
-        path == *c
-            || path.starts_with(&format!("{c}/"))
-            || c.starts_with(&format!("{path}/"))
+        path == *c || path.starts_with(&format!("{c}/")) || c.starts_with(&format!("{path}/"))
     })
 }
 
@@ -81,7 +79,10 @@ fn outside(all: &BTreeMap<String, Seen>, chosen: &[&str]) -> BTreeMap<String, Se
 }
 
 /// The paths at or under `chosen`, without their mtimes (a restore writes them anew).
-fn inside(all: &BTreeMap<String, Seen>, chosen: &[&str]) -> BTreeMap<String, (String, Vec<u8>, u32)> {
+fn inside(
+    all: &BTreeMap<String, Seen>,
+    chosen: &[&str],
+) -> BTreeMap<String, (String, Vec<u8>, u32)> {
     all.iter()
         .filter(|(p, _)| {
             chosen
@@ -137,7 +138,10 @@ fn a_restore_of_chosen_paths_touches_nothing_else_and_its_safety_snapshot_undoes
         .collect();
     assert!(!planned.is_empty());
     for p in &planned {
-        assert!(touched_by(p, &CHOSEN), "{p} is outside the chosen paths: {dry}");
+        assert!(
+            touched_by(p, &CHOSEN),
+            "{p} is outside the chosen paths: {dry}"
+        );
     }
     assert_eq!(walk(&f.root), before, "a dry run changes nothing");
 
@@ -170,7 +174,10 @@ fn a_restore_of_chosen_paths_touches_nothing_else_and_its_safety_snapshot_undoes
         "nothing under the chosen paths differs from base: {changed:?}"
     );
     for p in ["b/three.txt", "keep/x.txt", "extra.txt", "README.md"] {
-        assert!(changed.iter().any(|c| c == p), "{p} still differs: {changed:?}");
+        assert!(
+            changed.iter().any(|c| c == p),
+            "{p} still differs: {changed:?}"
+        );
     }
 
     // The undo it names is a restore of its safety snapshot with the same paths.
@@ -185,7 +192,10 @@ fn a_restore_of_chosen_paths_touches_nothing_else_and_its_safety_snapshot_undoes
     let undone = walk(&f.root);
     assert_eq!(inside(&undone, &CHOSEN), inside(&before, &CHOSEN));
     assert_eq!(outside(&undone, &CHOSEN), outside(&later, &CHOSEN));
-    assert_eq!(f.read("b/three.txt").as_deref(), Some("three, edited again\n"));
+    assert_eq!(
+        f.read("b/three.txt").as_deref(),
+        Some("three, edited again\n")
+    );
 }
 
 #[test]
@@ -212,7 +222,12 @@ fn a_whole_restore_of_the_safety_snapshot_also_undoes_a_path_restore_when_nothin
     let v = f.json(&["restore", "base", "--yes", "--", "a"]);
     let safety = v["safety_snapshot_id"].as_str().expect("a safety snapshot");
     let undo = f.json(&["restore", safety, "--yes"]);
-    assert!(strings(&undo["restored"]).iter().all(|p| touched_by(p, &["a"])), "{undo}");
+    assert!(
+        strings(&undo["restored"])
+            .iter()
+            .all(|p| touched_by(p, &["a"])),
+        "{undo}"
+    );
     assert_eq!(inside(&walk(&f.root), &["a"]), inside(&before, &["a"]));
     assert_eq!(outside(&walk(&f.root), &["a"]), outside(&before, &["a"]));
 }
@@ -252,4 +267,166 @@ fn a_chosen_path_that_only_the_snapshot_has_comes_back_with_its_directories() {
     let v = f.json(&["restore", "base", "--yes", "--", "deep/er/file.txt"]);
     assert_eq!(f.read("deep/er/file.txt").as_deref(), Some("deep\n"));
     assert!(!crate::exists(&f.path("deep/other.txt")), "{v}");
+}
+
+/// A workspace with `base`, the agent's edits checkpointed as `cp2` (the files being left), then
+/// someone else's edit of `b.txt` that no checkpoint has.
+fn drifted() -> Fixture {
+    let f = Fixture::new();
+    f.write("a.txt", "a0\n");
+    f.write("b.txt", "b0\n");
+    f.snapshot("base");
+    f.write("a.txt", "a1\n");
+    f.write("b.txt", "b1\n");
+    f.snapshot("cp2");
+    f.write("b.txt", "b, by someone else\n");
+    f
+}
+
+#[test]
+fn a_restore_with_on_drift_refuse_names_the_edited_path_and_changes_nothing() {
+    let f = drifted();
+    let before = walk(&f.root);
+    let v = json_error(
+        &mut f.cairn(&["--json", "restore", "base", "--yes", "--on-drift", "refuse"]),
+        20,
+    );
+    let m = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("b.txt") && !m.contains("a.txt"), "{v}");
+    assert!(m.contains("--on-drift keep"), "it says what to do: {v}");
+    assert_eq!(walk(&f.root), before);
+    // The dry run lists it as drifted, whatever the choice.
+    let dry = f.json(&["restore", "base", "--dry-run", "--on-drift", "keep"]);
+    assert_eq!(strings(&dry["drifted"]), ["b.txt"], "{dry}");
+}
+
+#[test]
+fn a_restore_with_on_drift_keep_leaves_the_edited_path_and_restores_the_rest() {
+    let f = drifted();
+    let v = f.json(&["restore", "base", "--yes", "--on-drift", "keep"]);
+    assert_eq!(strings(&v["drifted"]), ["b.txt"], "{v}");
+    assert!(v["kept"].as_array().is_some_and(|k| k
+        .iter()
+        .any(|k| k["path"] == "b.txt" && k["reason"] == "drifted")));
+    assert_eq!(f.read("a.txt").as_deref(), Some("a0\n"));
+    assert_eq!(f.read("b.txt").as_deref(), Some("b, by someone else\n"));
+}
+
+#[test]
+fn a_restore_with_on_drift_overwrite_restores_it_and_its_safety_snapshot_keeps_the_edit() {
+    let f = drifted();
+    let v = f.json(&["restore", "base", "--yes", "--on-drift", "overwrite"]);
+    assert_eq!(strings(&v["drifted"]), ["b.txt"], "{v}");
+    assert_eq!(f.read("b.txt").as_deref(), Some("b0\n"));
+    let safety = v["safety_snapshot_id"].as_str().expect("a safety snapshot");
+    f.json(&["restore", safety, "--yes", "--", "b.txt"]);
+    assert_eq!(f.read("b.txt").as_deref(), Some("b, by someone else\n"));
+    // Against an explicit reference that has the edit, nothing is drift.
+    let v = f.json(&[
+        "restore",
+        "base",
+        "--dry-run",
+        "--on-drift",
+        "refuse",
+        "--reference",
+        safety,
+    ]);
+    assert_eq!(strings(&v["drifted"]), Vec::<String>::new(), "{v}");
+}
+
+/// A thread whose first message's checkpoint has `a0`, `b0`; the agent's work is checkpointed by
+/// the second message; then someone else edits `b.txt`. Returns the first checkpoint's id.
+fn drifted_thread(f: &Fixture) -> String {
+    f.write("a.txt", "a0\n");
+    f.write("b.txt", "b0\n");
+    f.json(&["thread", "new", "--id", "chat"]);
+    let u1 = f.json(&[
+        "thread", "append", "chat", "--kind", "user", "--text", "one",
+    ]);
+    f.write("a.txt", "a1\n");
+    f.write("b.txt", "b1\n");
+    f.json(&[
+        "thread", "append", "chat", "--kind", "user", "--text", "two",
+    ]);
+    f.write("b.txt", "b, by someone else\n");
+    u1["entry"]["checkpoint"]["checkpoint_id"]
+        .as_str()
+        .expect("a checkpoint")
+        .to_string()
+}
+
+#[test]
+fn rewind_files_refuses_drift_by_default_and_keeps_or_overwrites_it_when_told() {
+    let f = Fixture::new();
+    let cp = drifted_thread(&f);
+    let v = json_error(
+        &mut f.cairn(&[
+            "--json",
+            "rewind",
+            "chat",
+            &cp,
+            "--files",
+            "--no-memory",
+            "--yes",
+        ]),
+        20,
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("b.txt") && !m.contains("a.txt")),
+        "{v}"
+    );
+    assert_eq!(f.read("a.txt").as_deref(), Some("a1\n"), "nothing changed");
+    let v = f.json(&[
+        "rewind",
+        "chat",
+        &cp,
+        "--files",
+        "--no-memory",
+        "--yes",
+        "--on-drift",
+        "keep",
+    ]);
+    assert_eq!(strings(&v["files"]["restore"]["drifted"]), ["b.txt"], "{v}");
+    assert_eq!(f.read("a.txt").as_deref(), Some("a0\n"));
+    assert_eq!(f.read("b.txt").as_deref(), Some("b, by someone else\n"));
+    let v = f.json(&[
+        "rewind",
+        "chat",
+        &cp,
+        "--files",
+        "--no-memory",
+        "--yes",
+        "--on-drift",
+        "overwrite",
+    ]);
+    assert_eq!(f.read("b.txt").as_deref(), Some("b0\n"), "{v}");
+}
+
+#[test]
+fn rewind_files_of_chosen_paths_restores_only_them() {
+    let f = Fixture::new();
+    let cp = drifted_thread(&f);
+    f.write("b.txt", "b1\n");
+    f.json(&[
+        "thread", "append", "chat", "--kind", "user", "--text", "three",
+    ]);
+    let before = walk(&f.root);
+    let v = f.json(&[
+        "rewind",
+        "chat",
+        &cp,
+        "--files",
+        "--no-memory",
+        "--yes",
+        "--",
+        "a.txt",
+    ]);
+    assert_eq!(strings(&v["files"]["restore"]["paths"]), ["a.txt"], "{v}");
+    assert_eq!(f.read("a.txt").as_deref(), Some("a0\n"));
+    assert_eq!(
+        outside(&walk(&f.root), &["a.txt"]),
+        outside(&before, &["a.txt"])
+    );
 }

@@ -312,7 +312,11 @@ fn an_interrupted_restore_obstructed_by_a_later_edit_is_reported_and_kept_for_a_
 
 /// Runs [`crash_child`]: a child restoring `snap` in `dir`, killed after `n` operations; the
 /// signal that ended it.
-pub(crate) fn restore_in_child(dir: &Path, snap: &cairn_store::SnapshotId, n: usize) -> Option<i32> {
+pub(crate) fn restore_in_child(
+    dir: &Path,
+    snap: &cairn_store::SnapshotId,
+    n: usize,
+) -> Option<i32> {
     restore_in_child_with(dir, snap, n, None)
 }
 
