@@ -199,6 +199,27 @@ pub enum Command {
         cairn rewind chat cp_91c0 --files --yes"
     )]
     Rewind(RewindArgs),
+    /// Print the thread database's events (checkpoints, rewinds, forks, ...) for other tools.
+    #[command(
+        after_help = "One event a line: its cursor, time, kind, thread and details; with --json each line is \
+        one JSON object {cursor, thread_id, kind, data, created_ms}, for a memory plugin, a message bus or an \
+        IDE to consume. Kinds: thread_created, checkpoint_created, entry_appended, rewind_started, \
+        rewind_completed, rewind_failed, fork_created. Every process sharing the thread database writes to the \
+        same log, so --follow sees the rewinds of every other process (it looks every 100 ms). --since CURSOR \
+        prints only the events after that cursor (the last line's `cursor` resumes where a reader stopped).\n\n\
+        Examples:\n  cairn events\n  cairn events --json --follow\n  cairn events --json --since 42 --thread chat"
+    )]
+    Events {
+        /// Only the events after this cursor (0: from the start).
+        #[arg(long, value_name = "CURSOR", default_value_t = 0)]
+        since: i64,
+        /// Keep printing events as they come, until interrupted.
+        #[arg(long)]
+        follow: bool,
+        /// Only the events of this thread.
+        #[arg(long, value_name = "THREAD")]
+        thread: Option<String>,
+    },
     /// Fork a thread at an entry into a new thread, with --files giving it the files at that point.
     #[command(
         after_help = "With --files and --into DIR, DIR (made if missing) gets the files as they were at \

@@ -146,6 +146,11 @@ fn dispatch(cli: Cli) -> Result<()> {
             } => threads::append(&ctx, &thread, kind, text, key),
         },
         Command::Rewind(a) => threads::rewind(&ctx, &a),
+        Command::Events {
+            since,
+            follow,
+            thread,
+        } => threads::events(&ctx, since, follow, thread.as_deref()),
         Command::Fork(a) => threads::fork(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),

@@ -796,3 +796,60 @@ fn link_threads_db(
     )?;
     Ok(Ok(()))
 }
+
+/// How often `cairn events --follow` looks for new events.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `cairn events`: the event log after `since`, one event a line (JSON with `--json`), and with
+/// `follow` every later event as it comes. A closed stdout (a reader that stopped) ends it.
+pub(crate) fn events(ctx: &Ctx, since: i64, follow: bool, thread: Option<&str>) -> Result<()> {
+    use std::io::Write as _;
+    let o = open(ctx, false)?;
+    let thread = match thread {
+        Some(t) => Some(thread_named(&o.threads, t)?.id),
+        None => None,
+    };
+    let mut cursor = since;
+    let stdout = std::io::stdout();
+    loop {
+        let batch = match &thread {
+            Some(t) => o.threads.thread_events_since(t, cursor, 500)?,
+            None => o.threads.events_since(cursor, 500)?,
+        };
+        if batch.is_empty() {
+            if !follow {
+                return Ok(());
+            }
+            std::thread::sleep(FOLLOW_POLL);
+            continue;
+        }
+        let mut out = stdout.lock();
+        for e in &batch {
+            cursor = e.cursor;
+            let line = if ctx.json {
+                serde_json::to_string(e).map_err(|err| {
+                    CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
+                })?
+            } else {
+                format!(
+                    "{:>6}  {}  {:<18} {:<12} {}",
+                    e.cursor,
+                    human_time(e.created_ms),
+                    serde_json::to_value(e.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    e.thread_id
+                        .as_ref()
+                        .map(|t| t.to_string())
+                        .unwrap_or_default(),
+                    e.data
+                )
+            };
+            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                // The reader went away: nothing more to say to anyone.
+                return Ok(());
+            }
+        }
+    }
+}

@@ -430,3 +430,107 @@ fn rewind_files_of_chosen_paths_restores_only_them() {
         outside(&before, &["a.txt"])
     );
 }
+
+#[test]
+fn events_follow_sees_a_rewind_made_by_another_process_within_a_second() {
+    use std::io::BufRead as _;
+    use std::time::{Duration, Instant};
+    let f = Fixture::new();
+    let cp = drifted_thread(&f);
+    let mut follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+        .arg("-C")
+        .arg(&f.root)
+        .args(["--json", "events", "--follow"])
+        .env_remove("CAIRN_THREADS_DB")
+        .env_remove("CAIRN_REMOTE")
+        .env_remove("CAIRN_STORE")
+        .env("CAIRN_HOME", &f.home)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cairn events --follow");
+    let stdout = follower.stdout.take().expect("its stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Value)>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let v: Value = serde_json::from_str(&line).expect("each line one JSON object");
+            if tx.send((Instant::now(), v)).is_err() {
+                return;
+            }
+        }
+    });
+    // The history comes first, up to the newest event the log has now.
+    let history = f.cairn(&["--json", "events"]).output().expect("run");
+    let last_cursor = String::from_utf8_lossy(&history.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["cursor"].as_i64())
+        .max()
+        .expect("the thread's events");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, v) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the history within the deadline");
+        if v["cursor"].as_i64() == Some(last_cursor) {
+            break;
+        }
+    }
+    while rx.try_recv().is_ok() {}
+    // Another process rewinds.
+    let v = f.json(&[
+        "rewind",
+        "chat",
+        &cp,
+        "--files",
+        "--no-memory",
+        "--yes",
+        "--on-drift",
+        "keep",
+    ]);
+    let done = Instant::now();
+    let rewind_id = v["rewind_id"].as_str().expect("a rewind id").to_string();
+    let deadline = done + Duration::from_secs(10);
+    let (seen, event) = loop {
+        let (at, e) = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the rewind's event within the deadline");
+        if e["kind"] == "rewind_completed" {
+            break (at, e);
+        }
+    };
+    let latency = seen.saturating_duration_since(done);
+    println!("events --follow saw the rewind {latency:?} after the rewinding process ended");
+    assert_eq!(event["data"]["rewind_id"], rewind_id, "{event}");
+    assert_eq!(event["thread_id"], "chat");
+    assert!(event["cursor"].as_i64() > Some(last_cursor));
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+    follower.kill().expect("stop the follower");
+    let _ = follower.wait();
+
+    // --since resumes after a cursor; the rest is the same log.
+    let all = f.cairn(&["--json", "events"]).output().expect("run");
+    let lines: Vec<Value> = String::from_utf8_lossy(&all.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|l| l["kind"].as_str()).collect();
+    assert!(kinds.contains(&"rewind_started") && kinds.contains(&"rewind_completed"));
+    let since = f
+        .cairn(&["--json", "events", "--since", &last_cursor.to_string()])
+        .output()
+        .expect("run");
+    let after: Vec<Value> = String::from_utf8_lossy(&since.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert!(after
+        .iter()
+        .all(|e| e["cursor"].as_i64() > Some(last_cursor)));
+    assert_eq!(
+        after.len(),
+        lines
+            .iter()
+            .filter(|e| e["cursor"].as_i64() > Some(last_cursor))
+            .count()
+    );
+}
