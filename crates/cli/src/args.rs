@@ -458,15 +458,25 @@ pub enum InitCommand {
         after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
         hooks.UserPromptSubmit, hooks.PreCompact: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
         hooks.PreToolUse: the same, with \"matcher\": \"Write|Edit|MultiEdit|NotebookEdit|Bash\"\n\n\
-        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --remove"
+        --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind, the MCP server, the Studio), \
+        CMD runs with `sh -c` in the workspace root, the rewind_completed event on stdin (as `cairn events --json` \
+        prints it) and CAIRN_EVENT=rewind_completed, for up to 60 s; its failure is reported, never the rewind's. \
+        Rewinds of other processes (the bindings) are seen by `cairn events --follow`.\n\n\
+        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --remove\n  \
+        cairn init claude-code --on-rewind 'my-memory-plugin resync'"
     )]
     ClaudeCode {
         /// The user's settings (~/.claude/settings.json) instead of the project's.
         #[arg(long)]
         user: bool,
-        /// Take Cairn's hooks out again.
+        /// Take Cairn's hooks out again (and the --on-rewind commands).
         #[arg(long)]
         remove: bool,
+        /// A command to run after every rewind Cairn completes in this workspace, given the
+        /// rewind_completed event (JSON) on stdin; repeatable. Kept in .claude/cairn.json
+        /// (with --user, ~/.claude/cairn.json).
+        #[arg(long, value_name = "CMD")]
+        on_rewind: Vec<String>,
     },
 }
 

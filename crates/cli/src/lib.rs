@@ -155,9 +155,11 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
         Command::Hook(HookCommand::ClaudeCode { tool }) => agents::hook_claude_code(&ctx, &tool),
-        Command::Init(InitCommand::ClaudeCode { user, remove }) => {
-            agents::init_claude_code(&ctx, user, remove)
-        }
+        Command::Init(InitCommand::ClaudeCode {
+            user,
+            remove,
+            on_rewind,
+        }) => agents::init_claude_code(&ctx, user, remove, &on_rewind),
         Command::Mcp => mcp::serve(&ctx),
     }
 }

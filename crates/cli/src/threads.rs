@@ -575,12 +575,30 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         )?;
     }
     options.dry_run = false;
+    let cursor = o.threads.last_cursor()?;
     let bar = ctx.spinner("rewind");
     let report = call(&options);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let report = report?;
+    // The commands `cairn init claude-code --on-rewind` registered, given the event.
+    if let Some(id) = &report.rewind_id {
+        let event = o
+            .threads
+            .thread_events_since(&thread, cursor, 1000)?
+            .into_iter()
+            .find(|e| {
+                e.kind == cairn_rewind::EventKind::RewindCompleted
+                    && e.data["rewind_id"].as_str() == Some(id.as_str())
+            });
+        if let Some(e) = event {
+            let doc = serde_json::to_value(&e).map_err(|err| {
+                CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
+            })?;
+            crate::agents::run_on_rewind(o.ws.root(), &doc);
+        }
+    }
     ctx.emit(&report, || rewind_text(&report))
 }
 

@@ -534,3 +534,60 @@ fn events_follow_sees_a_rewind_made_by_another_process_within_a_second() {
             .count()
     );
 }
+
+#[test]
+fn init_on_rewind_registers_a_command_that_gets_each_completed_rewind_on_stdin() {
+    let f = Fixture::new();
+    let cp = drifted_thread(&f);
+    let seen = f.root.with_file_name("on-rewind.jsonl");
+    let cmd = format!("cat >> '{}'; echo >> '{}'", seen.display(), seen.display());
+    let v = f.json(&["init", "claude-code", "--on-rewind", &cmd]);
+    assert_eq!(v["on_rewind"], serde_json::json!([cmd]), "{v}");
+    let config = f.path(".claude/cairn.json");
+    assert!(crate::exists(&config));
+    // Idempotent.
+    let again = f.json(&["init", "claude-code", "--on-rewind", &cmd]);
+    assert_eq!(again["on_rewind"], serde_json::json!([cmd]));
+
+    let r = f.json(&[
+        "rewind",
+        "chat",
+        &cp,
+        "--files",
+        "--no-memory",
+        "--yes",
+        "--on-drift",
+        "keep",
+    ]);
+    let text = std::fs::read_to_string(&seen).expect("the command ran");
+    let event: Value = serde_json::from_str(text.trim()).expect("the event, as JSON");
+    assert_eq!(event["kind"], "rewind_completed");
+    assert_eq!(event["data"]["rewind_id"], r["rewind_id"]);
+    assert_eq!(event["thread_id"], "chat");
+
+    // A failing command is reported, and the rewind stands.
+    f.json(&["init", "claude-code", "--remove"]);
+    assert!(crate::exists(&config));
+    f.json(&["init", "claude-code", "--on-rewind", "exit 3"]);
+    let out = f
+        .cairn(&[
+            "--json",
+            "rewind",
+            "chat",
+            &cp,
+            "--files",
+            "--no-memory",
+            "--yes",
+            "--on-drift",
+            "keep",
+        ])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("on-rewind command `exit 3` failed"));
+    let lines = std::fs::read_to_string(&seen)
+        .expect("read")
+        .lines()
+        .count();
+    assert_eq!(lines, 1, "--remove took the first command out");
+}
