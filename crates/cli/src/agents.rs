@@ -35,6 +35,12 @@ struct HookInput {
     tool_name: Option<String>,
     #[serde(default)]
     tool_use_id: Option<String>,
+    /// The subagent whose tool call it is (absent for the main agent).
+    #[serde(default)]
+    agent_id: Option<String>,
+    /// The subagent's type, when Claude Code says.
+    #[serde(default)]
+    agent_type: Option<String>,
 }
 
 /// The thread of a Claude Code session: `claude-` and the session id (bytes a thread id does
@@ -149,20 +155,39 @@ pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String]) -> Result<()> 
                 .tool_use_id
                 .clone()
                 .unwrap_or_else(|| format!("before-{tool}"));
-            checkpoint(&ctx, &thread, CheckpointKind::Tool, &label)
+            // Who is about to change files, for `cairn diff --attribute`.
+            let mut who = serde_json::Map::new();
+            who.insert("tool_name".into(), tool.clone().into());
+            for (key, value) in [
+                ("tool_use_id", &input.tool_use_id),
+                ("agent_id", &input.agent_id),
+                ("agent_type", &input.agent_type),
+            ] {
+                if let Some(v) = value {
+                    who.insert(key.into(), v.clone().into());
+                }
+            }
+            checkpoint(&ctx, &thread, CheckpointKind::Tool, &label, who)
         }
         "PreCompact" => checkpoint(
             &ctx,
             &thread,
             CheckpointKind::Compaction,
             "before-compaction",
+            serde_json::Map::new(),
         ),
         // SessionStart, Stop, PostToolUse and the rest: nothing a thread needs.
         _ => Ok(()),
     }
 }
 
-fn checkpoint(ctx: &Ctx, thread: &ThreadId, kind: CheckpointKind, label: &str) -> Result<()> {
+fn checkpoint(
+    ctx: &Ctx,
+    thread: &ThreadId,
+    kind: CheckpointKind,
+    label: &str,
+    metadata: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
     let o = open(ctx, true)?;
     session(&o.threads, thread)?;
     o.threads.checkpoint_as(
@@ -171,6 +196,7 @@ fn checkpoint(ctx: &Ctx, thread: &ThreadId, kind: CheckpointKind, label: &str) -
         label,
         &CheckpointOptions {
             workspace: Some(o.ws.clone() as Arc<dyn Files>),
+            metadata,
             ..CheckpointOptions::default()
         },
     )?;

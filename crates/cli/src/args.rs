@@ -77,7 +77,12 @@ pub enum Command {
     },
     /// Show what changed from a snapshot to another, or to the files as they are now.
     #[command(
-        after_help = "Examples:\n  cairn diff before-refactor            # snapshot -> the files now\n  cairn diff 3fa2b1 9c04de --patch      # unified diffs of text files"
+        after_help = "Examples:\n  cairn diff before-refactor            # snapshot -> the files now\n  cairn diff 3fa2b1 9c04de --patch      # unified diffs of text files\n  \
+        cairn diff before-refactor --attribute  # which tool call or subagent changed each path\n\n\
+        --attribute: the snapshots of the workspace taken between the two (the checkpoints before each tool call, \
+        prompt and restore) cut the time into intervals; each changed path is named with the intervals it changed \
+        in and what opened each: the tool call (tool_use_id, tool_name: a shell command is the Bash call that ran \
+        it), the subagent (agent_id), or the checkpoint's label."
     )]
     Diff {
         /// The older snapshot.
@@ -87,6 +92,10 @@ pub enum Command {
         /// Print unified diffs of text files (binary files are named as such).
         #[arg(long)]
         patch: bool,
+        /// Name for each changed path the checkpoint interval it changed in, and the tool call
+        /// or subagent whose checkpoint opened it (tool_use_id, tool_name, agent_id).
+        #[arg(long)]
+        attribute: bool,
     },
     /// Put the files back as a snapshot holds them (undoable: a safety snapshot is taken first).
     #[command(

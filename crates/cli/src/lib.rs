@@ -117,7 +117,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             snapshot,
             snapshot2,
             patch,
-        } => files::diff(&ctx, &snapshot, snapshot2.as_deref(), patch),
+            attribute,
+        } => files::diff(&ctx, &snapshot, snapshot2.as_deref(), patch, attribute),
         Command::Restore(a) => files::restore(&ctx, &a),
         Command::Delete {
             snapshot,

@@ -47,6 +47,10 @@ pub(crate) struct DiffArgs {
     /// Add the unified diff of each changed text file (binary files are marked as such).
     #[serde(default)]
     patch: Option<bool>,
+    /// Name for each changed path the checkpoint interval it changed in and the tool call
+    /// (tool_use_id, tool_name) or subagent (agent_id) whose checkpoint opened it.
+    #[serde(default)]
+    attribute: Option<bool>,
 }
 
 /// The arguments of `restore`.
@@ -211,8 +215,16 @@ impl Server {
         annotations(read_only_hint = true)
     )]
     async fn diff(&self, Parameters(a): Parameters<DiffArgs>) -> CallToolResult {
-        self.run(move |ctx| files::diff(ctx, &a.from, a.to.as_deref(), a.patch.unwrap_or(false)))
-            .await
+        self.run(move |ctx| {
+            files::diff(
+                ctx,
+                &a.from,
+                a.to.as_deref(),
+                a.patch.unwrap_or(false),
+                a.attribute.unwrap_or(false),
+            )
+        })
+        .await
     }
 
     #[tool(

@@ -409,6 +409,7 @@ pub unsafe extern "C" fn cairn_threads_checkpoint(
                 ws_arg(workspace)
             },
             run,
+            ..CheckpointOptions::default()
         };
         put_json(out, &t.threads.checkpoint(&id, label, &opts)?);
         Ok(())

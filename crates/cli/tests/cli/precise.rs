@@ -591,3 +591,85 @@ fn init_on_rewind_registers_a_command_that_gets_each_completed_rewind_on_stdin()
         .count();
     assert_eq!(lines, 1, "--remove took the first command out");
 }
+
+/// The attributions of `path` in a `diff --attribute --json`: (tool_use_id, tool_name, agent_id).
+fn attributed(diff: &Value, path: &str) -> Vec<(String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    diff["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["path"] == path)
+        .unwrap_or_else(|| panic!("{path} is not among the changes: {diff}"))["attribution"]
+        .as_array()
+        .expect("an attribution")
+        .iter()
+        .map(|a| (s(&a["tool_use_id"]), s(&a["tool_name"]), s(&a["agent_id"])))
+        .collect()
+}
+
+#[test]
+fn diff_attribute_names_the_tool_call_or_subagent_that_changed_each_path() {
+    use crate::agents::{hook, prompt, tool};
+    let f = Fixture::new();
+    let ok = |doc: &Value| {
+        let (code, _, err) = hook(&f, doc, &[]);
+        assert_eq!(code, Some(0), "{err}");
+    };
+    ok(&prompt(&f, "s1", "make the app"));
+    ok(&tool(&f, "s1", "Edit", "toolu_1"));
+    f.write("a.txt", "by the edit\n");
+    let mut sub = tool(&f, "s1", "Write", "toolu_2");
+    sub["agent_id"] = "agent-7".into();
+    ok(&sub);
+    f.write("b.txt", "by the subagent\n");
+    ok(&tool(&f, "s1", "Bash", "toolu_3"));
+    let sh = std::process::Command::new("sh")
+        .args(["-c", "echo by the shell > c.txt; echo more >> README.md"])
+        .current_dir(&f.root)
+        .status()
+        .expect("sh");
+    assert!(sh.success());
+
+    let snaps = f.json(&["list"]);
+    let ids: Vec<String> = snaps["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(
+        ids.len(),
+        4,
+        "the prompt's and three tools' checkpoints: {snaps}"
+    );
+    let d = f.json(&["diff", &ids[0], "--attribute"]);
+    let one = |t: &str, n: &str, a: &str| vec![(t.to_string(), n.to_string(), a.to_string())];
+    assert_eq!(attributed(&d, "a.txt"), one("toolu_1", "Edit", ""));
+    assert_eq!(attributed(&d, "b.txt"), one("toolu_2", "Write", "agent-7"));
+    assert_eq!(attributed(&d, "c.txt"), one("toolu_3", "Bash", ""));
+    assert_eq!(attributed(&d, "README.md"), one("toolu_3", "Bash", ""));
+    assert_eq!(d["changes"][0]["attribution"][0]["thread_id"], "claude-s1");
+
+    // Between two snapshots: only the intervals between them.
+    let d = f.json(&["diff", &ids[0], &ids[3], "--attribute"]);
+    assert_eq!(attributed(&d, "a.txt"), one("toolu_1", "Edit", ""));
+    assert_eq!(attributed(&d, "b.txt"), one("toolu_2", "Write", "agent-7"));
+    assert!(d["changes"]
+        .as_array()
+        .is_some_and(|c| c.iter().all(|c| c["path"] != "c.txt")));
+
+    // For people: one line under each change.
+    let out = f
+        .cairn(&["diff", &ids[0], "--attribute"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("changed after toolu_2 (Write, agent agent-7)"),
+        "{text}"
+    );
+    // Without --attribute the JSON has none.
+    let plain = f.json(&["diff", &ids[0]]);
+    assert!(plain["changes"][0].get("attribution").is_none());
+}
