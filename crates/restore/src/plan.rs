@@ -205,7 +205,7 @@ pub struct RestoreOptions {
 /// exactly what it lists.
 ///
 /// In JSON (a dry run) it has every field; in binary formats (a journal, format 2) it has all
-/// but `paths`, which only planning again needs, so journals keep their format.
+/// but `paths` and `on_drift`, which only planning again needs, so journals keep their format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// The snapshot restored.
@@ -234,6 +234,8 @@ pub struct Plan {
     pub reference: Option<SnapshotId>,
     /// The paths the restore was restricted to (empty: the whole workspace).
     pub paths: Vec<RelPath>,
+    /// What it was told to do with drifted paths.
+    pub on_drift: DriftPolicy,
 }
 
 /// [`Plan`] as JSON: every field (`paths` may be absent: the whole workspace).
@@ -254,6 +256,8 @@ struct JsonPlan {
     reference: Option<SnapshotId>,
     #[serde(default)]
     paths: Vec<RelPath>,
+    #[serde(default)]
+    on_drift: DriftPolicy,
 }
 
 /// [`Plan`] in binary formats: every field but `paths` (journal format 2).
@@ -274,6 +278,8 @@ struct CompactPlan {
     reference: Option<SnapshotId>,
     #[serde(skip)]
     paths: Vec<RelPath>,
+    #[serde(skip)]
+    on_drift: DriftPolicy,
 }
 
 impl Serialize for Plan {
@@ -1021,6 +1027,7 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         drifted: p.drifted,
         reference: inputs.reference.map(|r| r.0),
         paths: inputs.paths.to_vec(),
+        on_drift: inputs.on_drift,
     })
 }
 

@@ -37,12 +37,6 @@ fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, FilesError>
     })
 }
 
-/// A plan of [`Files::plan_scoped`], with the drift choice its apply re-checks it with.
-struct Planned {
-    plan: Plan,
-    on_drift: cairn_restore::DriftPolicy,
-}
-
 impl Files for Workspace {
     fn id(&self) -> &str {
         Workspace::id(self)
@@ -96,10 +90,7 @@ impl Files for Workspace {
             report: json(&dry_run_report(&plan))?,
             changes: plan.actions.len() as u64,
             busy: plan.busy,
-            detail: Some(Box::new(Planned {
-                plan,
-                on_drift: scope.on_drift,
-            })),
+            detail: Some(Box::new(plan)),
         })
     }
 
@@ -108,14 +99,11 @@ impl Files for Workspace {
             key: Some(key.to_string()),
             ..RestoreOptions::default()
         };
-        let report = match plan
-            .detail
-            .as_ref()
-            .and_then(|d| d.downcast_ref::<Planned>())
-        {
+        let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Plan>()) {
             Some(p) => {
+                // Checked again against the safety snapshot as it was planned.
                 options.on_drift = p.on_drift;
-                Workspace::apply(self, &p.plan, &options)
+                Workspace::apply(self, p, &options)
             }
             None => self.restore(&plan.target, &options),
         }
