@@ -104,7 +104,7 @@ pub enum Command {
         With PATH... only those files and directories (each with everything under it) come back; \
         every other path is left as it is. Paths are relative to the workspace root.\n\n\
         With --on-drift, a path the restore would change whose content differs from the reference snapshot \
-        (--reference, default the newest snapshot of the workspace: the files being left) was edited by someone \
+        (--reference, default the newest snapshot of the workspace taken after SNAP: the files being left; none, no check) was edited by someone \
         else since; it is listed as drifted, and refuse stops the restore (CONFLICT), keep leaves it as it is, \
         overwrite restores it (the safety snapshot keeps it).\n\n\
         Examples:\n  cairn restore before-refactor --dry-run\n  cairn restore before-refactor\n  cairn restore 3fa2b1 --yes --json\n  \
@@ -276,7 +276,8 @@ pub struct RestoreArgs {
     /// What to do with paths edited since the reference snapshot (default: no check).
     #[arg(long, value_enum, value_name = "CHOICE")]
     pub on_drift: Option<OnDrift>,
-    /// With --on-drift: the snapshot to compare with (default: the newest of the workspace).
+    /// With --on-drift: the snapshot to compare with (default: the newest of the workspace
+    /// taken after the one restored).
     #[arg(long, value_name = "SNAPSHOT", requires = "on_drift")]
     pub reference: Option<String>,
 }

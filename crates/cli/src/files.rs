@@ -803,25 +803,24 @@ pub(crate) fn chosen_paths(root: &std::path::Path, given: &[String]) -> Result<V
 }
 
 /// The snapshot drift is checked against: `--reference`, else the newest snapshot of the
-/// workspace (the files being left), safety snapshots included.
+/// workspace taken after `target` (the files being left, safety snapshots included). `None`
+/// when there is none: no snapshot says what the files were since, so nothing is drift.
 fn drift_reference(
     ws: &cairn_restore::Workspace,
+    target: &SnapshotId,
     reference: Option<&str>,
 ) -> Result<Option<SnapshotId>> {
     if let Some(r) = reference {
         return Ok(Some(ws.store().resolve(r)?));
     }
+    let since = ws.store().read_manifest(target)?.created_ms;
     let mut newest: Option<(i64, SnapshotId)> = None;
     for id in ws.store().snapshot_ids()? {
         let m = ws.store().read_manifest(&id)?;
-        if m.workspace_id != ws.id() {
+        if m.workspace_id != ws.id() || id == *target || m.created_ms < since {
             continue;
         }
-        if newest
-            .as_ref()
-            .map(|(t, _)| m.created_ms >= *t)
-            .unwrap_or(true)
-        {
+        if newest.as_ref().is_none_or(|(t, _)| m.created_ms >= *t) {
             newest = Some((m.created_ms, id));
         }
     }
@@ -839,7 +838,7 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     };
     if let Some(d) = a.on_drift {
         options.on_drift = d.policy();
-        options.reference = drift_reference(&ws, a.reference.as_deref())?;
+        options.reference = drift_reference(&ws, &id, a.reference.as_deref())?;
     }
     let bar = ctx.spinner("restore: planning");
     let plan = ws.plan(&id, &options);
