@@ -487,7 +487,8 @@ impl Planner<'_> {
 
     /// Plans the directory `p` above a chosen path: `x` the target's entry, `y` the current
     /// one. Only what leads to the chosen paths is planned; `p` itself is made when the
-    /// target has it and the workspace does not, never removed nor re-moded.
+    /// target has it and the workspace does not, removed only when the target lacks it and
+    /// the removals under it leave it empty, and never re-moded.
     fn above(&mut self, p: &[u8], x: Option<&TreeEntry>, y: Option<&TreeEntry>) -> Result<()> {
         let tx = match x {
             Some(x) if x.kind == EntryKind::Dir => Some((self.target_tree)(&TreeId(x.id))?),
@@ -496,7 +497,23 @@ impl Planner<'_> {
         match y {
             Some(y) if y.kind == EntryKind::Dir => {
                 let ty = (self.current_tree)(&TreeId(y.id))?;
-                self.dir(p, tx.as_ref(), Some(&ty))
+                self.dir(p, tx.as_ref(), Some(&ty))?;
+                // A directory the target lacks, left empty by the removals under it, goes too:
+                // it only held what the chosen paths remove (so restoring the safety snapshot
+                // of a restore that made it takes it away again).
+                let emptied = tx.is_none()
+                    && !self.kept_under(p)
+                    && ty.entries().iter().all(|e| {
+                        let cp = join(p, &e.name);
+                        self.deleted.iter().any(|d| d.as_bytes() == cp.as_slice())
+                    });
+                if emptied {
+                    self.removals.push(Action::RemoveDir {
+                        path: RelPath(p.to_vec()),
+                    });
+                    self.deleted.push(RelPath(p.to_vec()));
+                }
+                Ok(())
             }
             Some(_) if tx.is_some() => {
                 self.denied.push((
