@@ -835,6 +835,8 @@ cairn_status cairn_workspace_plan(const struct cairn_workspace *ws,
 
 /*
  Applies a plan made by `cairn_workspace_plan` (its JSON, unchanged); writes the report.
+ Options as for `cairn_workspace_restore` (`dry_run`, `reference` and `paths` come from the
+ plan); without `"on_drift"` the plan's own is used.
 
  # Safety
  `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL

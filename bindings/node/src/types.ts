@@ -296,6 +296,8 @@ export interface Plan {
   reference: SnapshotId | null;
   /** The paths the restore is restricted to (empty: the whole workspace). */
   paths: RelPath[];
+  /** What it was planned to do with drifted paths (`apply()` re-checks with it). */
+  onDrift: DriftPolicy;
 }
 
 /** What a restore did (or, for a dry run, would do). */

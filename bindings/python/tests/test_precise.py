@@ -95,3 +95,18 @@ def test_a_rewind_with_files_of_chosen_paths_restores_only_them(threads, root):
     report = threads.rewind("chat", cp, files=True, memory=False, paths=["a.txt"])
     assert report.files.restore.paths == ["a.txt"]
     assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"
+
+
+def test_a_plan_made_with_keep_is_applied_as_planned(ws, root):
+    write(root, "a.txt", "a0")
+    write(root, "b.txt", "b0")
+    first = ws.snapshot()
+    write(root, "a.txt", "a1")
+    write(root, "b.txt", "b1")
+    second = ws.snapshot()
+    write(root, "b.txt", "by someone else")
+    plan = ws.plan(first, reference=second, on_drift="keep")
+    assert plan.drifted == ["b.txt"] and plan.restored == ["a.txt"]
+    report = ws.apply(plan)
+    assert report.drifted == ["b.txt"]
+    assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"

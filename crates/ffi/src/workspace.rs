@@ -513,6 +513,8 @@ pub unsafe extern "C" fn cairn_workspace_plan(
 }
 
 /// Applies a plan made by `cairn_workspace_plan` (its JSON, unchanged); writes the report.
+/// Options as for `cairn_workspace_restore` (`dry_run`, `reference` and `paths` come from the
+/// plan); without `"on_drift"` the plan's own is used.
 ///
 /// # Safety
 /// `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
@@ -537,10 +539,13 @@ pub unsafe extern "C" fn cairn_workspace_apply(
         let plan: cairn_restore::Plan = serde_json::from_slice(plan_bytes)
             .map_err(|e| FfiError::invalid(format!("the plan is not a plan document: {e}")))?;
         // SAFETY: per the contract.
-        let opts = restore_options(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            cancel,
-        )?;
+        let option_bytes = unsafe { bytes(options_json, options_len, "options") }?;
+        let mut opts = restore_options(option_bytes, cancel)?;
+        // Without an `on_drift` of its own, the plan is checked again as it was made.
+        let o: json::RestoreJson = json::parse(option_bytes, "restore options")?;
+        if o.on_drift.is_none() {
+            opts.on_drift = plan.on_drift;
+        }
         let report = w.apply(&plan, &opts)?;
         // SAFETY: checked non-null.
         unsafe { put_buf(out, json::to_vec(&report)) };
