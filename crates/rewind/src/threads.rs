@@ -1239,6 +1239,7 @@ pub(crate) fn describe_op(op: &str) -> String {
 }
 
 /// Takes a snapshot for a checkpoint through the seam.
+#[allow(clippy::too_many_arguments)] // each is one column of what the manifest records
 pub(crate) fn take_snapshot(
     ws: &dyn Files,
     policy: &EffectivePolicy,
