@@ -705,10 +705,11 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     );
     let _ = writeln!(
         out,
-        "  {} to restore, {} to delete, {} unchanged, {} left alone ({} by the default excludes)",
+        "  {} to restore, {} to delete, {} {}, {} left alone ({} by the default excludes)",
         report.restored.len(),
         report.deleted.len(),
         report.unchanged,
+        unchanged_words(report),
         report.kept.len(),
         defaults.len()
     );
@@ -719,6 +720,15 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
         );
     }
     out
+}
+
+/// What the `unchanged` count counts: with chosen paths, the files outside them too.
+fn unchanged_words(report: &Report) -> &'static str {
+    if report.paths.is_empty() {
+        "unchanged"
+    } else {
+        "unchanged or outside the chosen paths"
+    }
 }
 
 fn kept_reason(k: &KeptPath) -> String {
@@ -732,10 +742,11 @@ fn kept_reason(k: &KeptPath) -> String {
 /// command when it is not the one the command runs in.
 pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
     let mut out = format!(
-        "restored {} paths, deleted {}, {} unchanged\n",
+        "restored {} paths, deleted {}, {} {}\n",
         report.restored.len(),
         report.deleted.len(),
-        report.unchanged
+        report.unchanged,
+        unchanged_words(report)
     );
     if let Some(s) = report.safety_snapshot_id {
         let dir = other_root

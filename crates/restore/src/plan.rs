@@ -222,7 +222,8 @@ pub struct Plan {
     pub restored: Vec<RelPath>,
     /// Paths removed (a directory with everything in it).
     pub deleted: Vec<RelPath>,
-    /// Files already as the snapshot holds them.
+    /// Files already as the snapshot holds them, and with chosen paths the snapshot's files
+    /// outside them (left as they are, whatever they hold).
     pub unchanged: u64,
     /// Paths left alone, and why.
     pub kept: Vec<KeptPath>,

@@ -144,6 +144,8 @@ fn a_restore_of_chosen_paths_touches_nothing_else_and_its_safety_snapshot_undoes
         );
     }
     assert_eq!(walk(&f.root), before, "a dry run changes nothing");
+    // Counted as unchanged: base's files outside the paths (README.md, b/three.txt, keep/x.txt).
+    assert_eq!(dry["unchanged"], 3, "{dry}");
 
     let v = f.json(&["restore", "base", "--yes", "--", "a", "src/main.rs"]);
     assert_eq!(strings(&v["paths"]), CHOSEN, "{v}");
