@@ -239,49 +239,45 @@ pub struct Plan {
     pub on_drift: DriftPolicy,
 }
 
-/// [`Plan`] as JSON: every field (`paths` may be absent: the whole workspace).
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "Plan")]
-struct JsonPlan {
-    snapshot_id: SnapshotId,
-    target_root: TreeId,
-    current_root: TreeId,
-    capture: CaptureSettings,
-    actions: Vec<Action>,
-    restored: Vec<RelPath>,
-    deleted: Vec<RelPath>,
-    unchanged: u64,
-    kept: Vec<KeptPath>,
-    busy: bool,
-    drifted: Vec<RelPath>,
-    reference: Option<SnapshotId>,
-    #[serde(default)]
-    paths: Vec<RelPath>,
-    #[serde(default)]
-    on_drift: DriftPolicy,
+/// Defines a serde form of [`Plan`]: its fields, then `paths` and `on_drift` with `$attr`.
+macro_rules! plan_form {
+    ($(#[$doc:meta])* $name:ident, #[$attr:meta]) => {
+        $(#[$doc])*
+        #[derive(Serialize, Deserialize)]
+        #[serde(remote = "Plan")]
+        struct $name {
+            snapshot_id: SnapshotId,
+            target_root: TreeId,
+            current_root: TreeId,
+            capture: CaptureSettings,
+            actions: Vec<Action>,
+            restored: Vec<RelPath>,
+            deleted: Vec<RelPath>,
+            unchanged: u64,
+            kept: Vec<KeptPath>,
+            busy: bool,
+            drifted: Vec<RelPath>,
+            reference: Option<SnapshotId>,
+            #[$attr]
+            paths: Vec<RelPath>,
+            #[$attr]
+            on_drift: DriftPolicy,
+        }
+    };
 }
 
-/// [`Plan`] in binary formats: every field but `paths` (journal format 2).
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "Plan")]
-struct CompactPlan {
-    snapshot_id: SnapshotId,
-    target_root: TreeId,
-    current_root: TreeId,
-    capture: CaptureSettings,
-    actions: Vec<Action>,
-    restored: Vec<RelPath>,
-    deleted: Vec<RelPath>,
-    unchanged: u64,
-    kept: Vec<KeptPath>,
-    busy: bool,
-    drifted: Vec<RelPath>,
-    reference: Option<SnapshotId>,
+plan_form!(
+    /// [`Plan`] as JSON: every field (`paths` and `on_drift` may be absent: the whole
+    /// workspace, overwrite).
+    JsonPlan,
+    #[serde(default)]
+);
+
+plan_form!(
+    /// [`Plan`] in binary formats: every field but `paths` and `on_drift` (journal format 2).
+    CompactPlan,
     #[serde(skip)]
-    paths: Vec<RelPath>,
-    #[serde(skip)]
-    on_drift: DriftPolicy,
-}
+);
 
 impl Serialize for Plan {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

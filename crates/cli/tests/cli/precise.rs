@@ -336,6 +336,17 @@ fn a_restore_with_on_drift_overwrite_restores_it_and_its_safety_snapshot_keeps_t
     assert_eq!(strings(&v["drifted"]), Vec::<String>::new(), "{v}");
 }
 
+/// `cairn --json rewind chat CP --files --no-memory --yes MORE...`, expected to succeed.
+fn rewind_files(f: &Fixture, cp: &str, more: &[&str]) -> Value {
+    f.json(
+        &[
+            &["rewind", "chat", cp, "--files", "--no-memory", "--yes"],
+            more,
+        ]
+        .concat(),
+    )
+}
+
 /// A thread whose first message's checkpoint has `a0`, `b0`; the agent's work is checkpointed by
 /// the second message; then someone else edits `b.txt`. Returns the first checkpoint's id.
 fn drifted_thread(f: &Fixture) -> String {
@@ -380,29 +391,11 @@ fn rewind_files_refuses_drift_by_default_and_keeps_or_overwrites_it_when_told() 
         "{v}"
     );
     assert_eq!(f.read("a.txt").as_deref(), Some("a1\n"), "nothing changed");
-    let v = f.json(&[
-        "rewind",
-        "chat",
-        &cp,
-        "--files",
-        "--no-memory",
-        "--yes",
-        "--on-drift",
-        "keep",
-    ]);
+    let v = rewind_files(&f, &cp, &["--on-drift", "keep"]);
     assert_eq!(strings(&v["files"]["restore"]["drifted"]), ["b.txt"], "{v}");
     assert_eq!(f.read("a.txt").as_deref(), Some("a0\n"));
     assert_eq!(f.read("b.txt").as_deref(), Some("b, by someone else\n"));
-    let v = f.json(&[
-        "rewind",
-        "chat",
-        &cp,
-        "--files",
-        "--no-memory",
-        "--yes",
-        "--on-drift",
-        "overwrite",
-    ]);
+    let v = rewind_files(&f, &cp, &["--on-drift", "overwrite"]);
     assert_eq!(f.read("b.txt").as_deref(), Some("b0\n"), "{v}");
 }
 
@@ -415,16 +408,7 @@ fn rewind_files_of_chosen_paths_restores_only_them() {
         "thread", "append", "chat", "--kind", "user", "--text", "three",
     ]);
     let before = walk(&f.root);
-    let v = f.json(&[
-        "rewind",
-        "chat",
-        &cp,
-        "--files",
-        "--no-memory",
-        "--yes",
-        "--",
-        "a.txt",
-    ]);
+    let v = rewind_files(&f, &cp, &["--", "a.txt"]);
     assert_eq!(strings(&v["files"]["restore"]["paths"]), ["a.txt"], "{v}");
     assert_eq!(f.read("a.txt").as_deref(), Some("a0\n"));
     assert_eq!(
@@ -479,16 +463,7 @@ fn events_follow_sees_a_rewind_made_by_another_process_within_a_second() {
     }
     while rx.try_recv().is_ok() {}
     // Another process rewinds.
-    let v = f.json(&[
-        "rewind",
-        "chat",
-        &cp,
-        "--files",
-        "--no-memory",
-        "--yes",
-        "--on-drift",
-        "keep",
-    ]);
+    let v = rewind_files(&f, &cp, &["--on-drift", "keep"]);
     let done = Instant::now();
     let rewind_id = v["rewind_id"].as_str().expect("a rewind id").to_string();
     let deadline = done + Duration::from_secs(10);
@@ -551,16 +526,7 @@ fn init_on_rewind_registers_a_command_that_gets_each_completed_rewind_on_stdin()
     let again = f.json(&["init", "claude-code", "--on-rewind", &cmd]);
     assert_eq!(again["on_rewind"], serde_json::json!([cmd]));
 
-    let r = f.json(&[
-        "rewind",
-        "chat",
-        &cp,
-        "--files",
-        "--no-memory",
-        "--yes",
-        "--on-drift",
-        "keep",
-    ]);
+    let r = rewind_files(&f, &cp, &["--on-drift", "keep"]);
     let text = std::fs::read_to_string(&seen).expect("the command ran");
     let event: Value = serde_json::from_str(text.trim()).expect("the event, as JSON");
     assert_eq!(event["kind"], "rewind_completed");
