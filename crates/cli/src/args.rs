@@ -179,8 +179,8 @@ pub enum Command {
     #[command(
         after_help = "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0) for the workspace of -C DIR \
         (or the directory it starts in), with the same store and thread database as every other command. \
-        Tools: checkpoint {label?}, list_checkpoints {}, diff {from, to?, patch?}, restore {snapshot, dry_run}, \
-        rewind {thread, entry, files?, dry_run}, list_threads {}, thread_log {thread}. Each answers with the \
+        Tools: checkpoint {label?}, list_checkpoints {}, diff {from, to?, patch?, attribute?}, restore {snapshot, \
+        dry_run, paths?, on_drift?}, rewind {thread, entry, files?, dry_run, paths?, on_drift?}, list_threads {}, thread_log {thread}. Each answers with the \
         fields of the command's --json output as structured content, and a short text; a failure is a tool \
         error (isError) naming the error's kind. Notes and errors of the server itself go to stderr.\n\n\
         Register it with an agent:\n  \
@@ -203,9 +203,13 @@ pub enum Command {
         conversation as it was: `cairn rewind THREAD <that checkpoint> --files` undoes the whole rewind. The \
         command shows the plan and asks, and changes nothing unless confirmed or given --yes. With --json it \
         needs --dry-run or --yes.\n\n\
+        With --files, `-- PATH...` restores only those files and directories (everything else is left as it is), \
+        and a file edited since the thread's newest checkpoint after the one restored (by someone other than \
+        the rewind) is drift: the rewind refuses it (CONFLICT, nothing changed) unless --on-drift keep (leave \
+        it) or overwrite (restore it; the safety snapshot keeps it).\n\n\
         Examples:\n  cairn rewind chat\n  cairn rewind chat e_3fa2 --files --dry-run\n  \
         cairn rewind chat e_3fa2 --files\n  cairn rewind chat e_3fa2 --files --no-memory --yes\n  \
-        cairn rewind chat cp_91c0 --files --yes"
+        cairn rewind chat cp_91c0 --files --yes\n  cairn rewind chat e_3fa2 --files --on-drift keep -- src/"
     )]
     Rewind(RewindArgs),
     /// Print the thread database's events (checkpoints, rewinds, forks, ...) for other tools.
