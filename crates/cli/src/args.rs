@@ -472,7 +472,7 @@ pub enum InitCommand {
         after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
         hooks.UserPromptSubmit, hooks.PreCompact: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
         hooks.PreToolUse: the same, with \"matcher\": \"Write|Edit|MultiEdit|NotebookEdit|Bash\"\n\n\
-        --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind, the MCP server, the Studio), \
+        --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind and the MCP server's rewind tool), \
         CMD runs with `sh -c` in the workspace root, the rewind_completed event on stdin (as `cairn events --json` \
         prints it) and CAIRN_EVENT=rewind_completed, for up to 60 s; its failure is reported, never the rewind's. \
         Rewinds of other processes (the bindings) are seen by `cairn events --follow`.\n\n\
