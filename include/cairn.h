@@ -577,8 +577,11 @@ cairn_status cairn_threads_runs(const struct cairn_threads *t,
  (`cp_…`, a "Before rewind" one included) instead: the rewind goes to the checkpoint's
  point, and with `"memory": false` restores only its files. Options, may be empty:
  `{"files": bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key":
- str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
- default one. Writes the rewind report as JSON.
+ str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id, "paths": [path],
+ "on_drift": "refuse"|"keep"|"overwrite"}`: with files, `paths` restores only those paths
+ (relative to the root), and `on_drift` checks for paths edited since the thread's newest
+ checkpoint in the workspace (default: no check). `workspace` NULL: the default one. Writes
+ the rewind report as JSON.
 
  # Safety
  `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or
@@ -867,6 +870,8 @@ cairn_status cairn_workspace_plan(const struct cairn_workspace *ws,
 
 /*
  Applies a plan made by `cairn_workspace_plan` (its JSON, unchanged); writes the report.
+ Options as for `cairn_workspace_restore` (`dry_run`, `reference` and `paths` come from the
+ plan); without `"on_drift"` the plan's own is used.
 
  # Safety
  `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
@@ -883,9 +888,11 @@ cairn_status cairn_workspace_apply(const struct cairn_workspace *ws,
 
 /*
  Restores a snapshot: plans, then (unless `"dry_run": true`) applies. Options, may be empty:
- `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"skip", "key": str}`.
- Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`, `drifted`,
- `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
+ `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"keep" (or "skip"),
+ "key": str, "paths": [path]}`: `paths` restores only those files and directories (relative
+ to the root; everything else is left as it is), `reference` is the snapshot drift is checked
+ against. Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`,
+ `drifted`, `paths`, `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
  waits for the disk to have them.
 
  # Safety

@@ -242,6 +242,8 @@ const (
 	DriftRefuse DriftPolicy = "refuse"
 	// DriftSkip leaves them as they are (listed in Drifted and Kept).
 	DriftSkip DriftPolicy = "skip"
+	// DriftKeep is DriftSkip, by the name the command line uses.
+	DriftKeep DriftPolicy = "keep"
 )
 
 // RestoreOptions configure Workspace.Plan, Apply and Restore.
@@ -255,6 +257,9 @@ type RestoreOptions struct {
 	OnDrift DriftPolicy
 	// Key is an idempotency key: repeating a finished key returns the earlier report.
 	Key string
+	// Paths restricts the restore to these files and directories (relative to the root; a
+	// directory with everything under it): every other path is left as it is. nil: all.
+	Paths []string
 }
 
 func (o *RestoreOptions) encode() ([]byte, error) {
@@ -266,7 +271,8 @@ func (o *RestoreOptions) encode() ([]byte, error) {
 		Reference string      `json:"reference,omitempty"`
 		OnDrift   DriftPolicy `json:"on_drift,omitempty"`
 		Key       string      `json:"key,omitempty"`
-	}{o.DryRun, o.Reference, o.OnDrift, o.Key})
+		Paths     []string    `json:"paths,omitempty"`
+	}{o.DryRun, o.Reference, o.OnDrift, o.Key, o.Paths})
 }
 
 // GCOptions configure Workspace.GC.

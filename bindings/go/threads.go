@@ -564,6 +564,12 @@ type RewindOptions struct {
 	FromRun string
 	// Workspace is the workspace whose files are restored; nil: the default one.
 	Workspace *Workspace
+	// Paths, with files, restores only these files and directories (relative to the root).
+	Paths []string
+	// OnDrift, with files, checks for files edited since the thread's newest checkpoint
+	// (after the one restored) by someone else: DriftRefuse (ErrConflict), DriftKeep or
+	// DriftOverwrite. "": no check.
+	OnDrift DriftPolicy
 }
 
 func (o *RewindOptions) encode() ([]byte, error) {
@@ -579,15 +585,17 @@ func (o *RewindOptions) encode() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(struct {
-		Files        *bool   `json:"files,omitempty"`
-		Memory       *bool   `json:"memory,omitempty"`
-		DryRun       bool    `json:"dry_run,omitempty"`
-		Force        bool    `json:"force,omitempty"`
-		Key          string  `json:"key,omitempty"`
-		ToolSettleMS *uint64 `json:"tool_settle_ms,omitempty"`
-		LeaseWaitMS  *uint64 `json:"lease_wait_ms,omitempty"`
-		FromRun      string  `json:"from_run,omitempty"`
-	}{o.Files, o.Memory, o.DryRun, o.Force, o.Key, settle, wait, o.FromRun})
+		Files        *bool       `json:"files,omitempty"`
+		Memory       *bool       `json:"memory,omitempty"`
+		DryRun       bool        `json:"dry_run,omitempty"`
+		Force        bool        `json:"force,omitempty"`
+		Key          string      `json:"key,omitempty"`
+		ToolSettleMS *uint64     `json:"tool_settle_ms,omitempty"`
+		LeaseWaitMS  *uint64     `json:"lease_wait_ms,omitempty"`
+		FromRun      string      `json:"from_run,omitempty"`
+		Paths        []string    `json:"paths,omitempty"`
+		OnDrift      DriftPolicy `json:"on_drift,omitempty"`
+	}{o.Files, o.Memory, o.DryRun, o.Force, o.Key, settle, wait, o.FromRun, o.Paths, o.OnDrift})
 }
 
 // FilesReport is the files part of a rewind or fork.

@@ -332,6 +332,7 @@ type Plan struct {
 	Busy        bool            `json:"busy"`      // a hold stands: Apply would fail with ErrBusy
 	Drifted     []string        `json:"drifted"`   // paths changed since the reference snapshot
 	Reference   string          `json:"reference"` // "" when none
+	Paths       []string        `json:"paths"`     // the paths it is restricted to; nil: all
 
 	raw []byte // the document, passed back to the library unchanged
 }
@@ -343,11 +344,13 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 		Restored []jpath `json:"restored"`
 		Deleted  []jpath `json:"deleted"`
 		Drifted  []jpath `json:"drifted"`
+		Paths    []jpath `json:"paths"`
 	}{plain: (*plain)(p)}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	p.Restored, p.Deleted, p.Drifted = strs(w.Restored), strs(w.Deleted), strs(w.Drifted)
+	p.Paths = strs(w.Paths)
 	p.raw = append([]byte(nil), b...)
 	return nil
 }
@@ -371,11 +374,14 @@ type RestoreReport struct {
 	Busy       bool       `json:"busy"`
 	Drifted    []string   `json:"drifted"`
 	// SafetySnapshotID names the snapshot of the files before the restore changed them:
-	// restoring it undoes the restore. "" for a dry run or a restore that changed nothing.
+	// restoring it (with the same Paths) undoes the restore. "" for a dry run or a restore
+	// that changed nothing.
 	SafetySnapshotID string `json:"safety_snapshot_id"`
 	Operations       uint64 `json:"operations"`
 	AsPlanned        bool   `json:"as_planned"`
 	Journal          string `json:"journal"`
+	// Paths are the paths the restore was restricted to; nil: the whole workspace.
+	Paths []string `json:"paths"`
 }
 
 func (r *RestoreReport) UnmarshalJSON(b []byte) error {
@@ -385,11 +391,13 @@ func (r *RestoreReport) UnmarshalJSON(b []byte) error {
 		Restored []jpath `json:"restored"`
 		Deleted  []jpath `json:"deleted"`
 		Drifted  []jpath `json:"drifted"`
+		Paths    []jpath `json:"paths"`
 	}{plain: (*plain)(r)}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	r.Restored, r.Deleted, r.Drifted = strs(w.Restored), strs(w.Deleted), strs(w.Drifted)
+	r.Paths = strs(w.Paths)
 	return nil
 }
 

@@ -111,11 +111,11 @@ test('the seven tools are listed with their arguments, and only restore and rewi
   assert.deepEqual(args('checkpoint'), ['label']);
   assert.deepEqual(required('checkpoint'), []);
   assert.deepEqual(args('list_checkpoints'), []);
-  assert.deepEqual(args('diff'), ['from', 'patch', 'to']);
+  assert.deepEqual(args('diff'), ['attribute', 'from', 'patch', 'to']);
   assert.deepEqual(required('diff'), ['from']);
-  assert.deepEqual(args('restore'), ['dry_run', 'snapshot']);
+  assert.deepEqual(args('restore'), ['dry_run', 'on_drift', 'paths', 'snapshot']);
   assert.deepEqual(required('restore'), ['dry_run', 'snapshot']);
-  assert.deepEqual(args('rewind'), ['dry_run', 'entry', 'files', 'thread']);
+  assert.deepEqual(args('rewind'), ['dry_run', 'entry', 'files', 'on_drift', 'paths', 'thread']);
   assert.deepEqual(required('rewind'), ['dry_run', 'entry', 'thread']);
   assert.deepEqual(args('list_threads'), []);
   assert.deepEqual(args('thread_log'), ['thread']);
@@ -175,6 +175,16 @@ test('a dry-run restore answers the exact plan and changes nothing', async () =>
   assert.deepEqual(plan, cli('restore', 'before', '--dry-run'), 'the plan is `cairn restore --dry-run --json`');
   assert.equal(read('a.txt').toString(), 'alpha\nBETA\ngamma\n', 'nothing changed');
   assert.ok(fs.existsSync(path.join(P, 'c.txt')));
+});
+
+test('a restore of chosen paths plans only them, as `cairn restore -- PATH` does', async () => {
+  const plan = await ok('restore', { snapshot: 'before', dry_run: true, paths: ['dir'], on_drift: 'keep' });
+  assert.deepEqual(plan.paths, ['dir']);
+  assert.deepEqual(plan.restored, ['dir/b.txt']);
+  assert.deepEqual(plan.deleted, []);
+  assert.deepEqual(plan, cli('restore', 'before', '--dry-run', '--on-drift', 'keep', '--', 'dir'));
+  const bad = await call('restore', { snapshot: 'before', dry_run: true, on_drift: 'sideways' });
+  assert.equal(bad.isError, true);
 });
 
 test('restore puts every file back byte for byte and names its safety snapshot', async () => {

@@ -137,8 +137,8 @@ export interface SnapshotOptions extends Cancellable {
   onProgress?: ProgressListener;
 }
 
-/** What to do with paths edited since the reference snapshot. */
-export type DriftPolicy = 'overwrite' | 'refuse' | 'skip';
+/** What to do with paths edited since the reference snapshot (`'skip'` is `'keep'`). */
+export type DriftPolicy = 'overwrite' | 'refuse' | 'keep' | 'skip';
 
 /** How a restore is planned and applied. */
 export interface RestoreOptions extends Cancellable {
@@ -150,6 +150,11 @@ export interface RestoreOptions extends Cancellable {
   onDrift?: DriftPolicy;
   /** An idempotency key: repeating a finished key returns the earlier report. */
   key?: string;
+  /**
+   * Restore only these files and directories (relative to the root; a directory with
+   * everything under it): every other path is left as it is. Default: the whole workspace.
+   */
+  paths?: string[];
 }
 
 /** How garbage is collected. */
@@ -328,6 +333,10 @@ export interface Plan {
   busy: boolean;
   drifted: RelPath[];
   reference: SnapshotId | null;
+  /** The paths the restore is restricted to (empty: the whole workspace). */
+  paths: RelPath[];
+  /** What it was planned to do with drifted paths (`apply()` re-checks with it). */
+  onDrift: DriftPolicy;
 }
 
 /** What a restore did (or, for a dry run, would do). */
@@ -340,11 +349,13 @@ export interface RestoreReport {
   kept: KeptPath[];
   busy: boolean;
   drifted: RelPath[];
-  /** Restoring this snapshot undoes the restore. */
+  /** Restoring this snapshot (with the same `paths`) undoes the restore. */
   safetySnapshotId: SnapshotId | null;
   operations: number;
   asPlanned: boolean;
   journal: string | null;
+  /** The paths the restore was restricted to (empty: the whole workspace). */
+  paths: RelPath[];
 }
 
 /** A snapshot whose objects could not all be read while marking. */
@@ -697,6 +708,14 @@ export interface RewindOptions extends Cancellable {
   leaseWaitMs?: number;
   /** The run asking (it is not waited for). */
   fromRun?: RunId;
+  /** With files: restore only these files and directories (relative to the root). */
+  paths?: string[];
+  /**
+   * With files: what to do with files edited since the thread's newest checkpoint (after the
+   * one restored) by someone else: refuse (`'CONFLICT'`), keep them or overwrite them.
+   * Default: no check.
+   */
+  onDrift?: 'refuse' | 'keep' | 'overwrite';
 }
 
 /** The files part of a rewind or fork report. */

@@ -35,6 +35,12 @@ struct HookInput {
     tool_name: Option<String>,
     #[serde(default)]
     tool_use_id: Option<String>,
+    /// The subagent whose tool call it is (absent for the main agent).
+    #[serde(default)]
+    agent_id: Option<String>,
+    /// The subagent's type, when Claude Code says.
+    #[serde(default)]
+    agent_type: Option<String>,
 }
 
 /// The thread of a Claude Code session: `claude-` and the session id (bytes a thread id does
@@ -149,20 +155,39 @@ pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String]) -> Result<()> 
                 .tool_use_id
                 .clone()
                 .unwrap_or_else(|| format!("before-{tool}"));
-            checkpoint(&ctx, &thread, CheckpointKind::Tool, &label)
+            // Who is about to change files, for `cairn diff --attribute`.
+            let mut who = serde_json::Map::new();
+            who.insert("tool_name".into(), tool.clone().into());
+            for (key, value) in [
+                ("tool_use_id", &input.tool_use_id),
+                ("agent_id", &input.agent_id),
+                ("agent_type", &input.agent_type),
+            ] {
+                if let Some(v) = value {
+                    who.insert(key.into(), v.clone().into());
+                }
+            }
+            checkpoint(&ctx, &thread, CheckpointKind::Tool, &label, who)
         }
         "PreCompact" => checkpoint(
             &ctx,
             &thread,
             CheckpointKind::Compaction,
             "before-compaction",
+            serde_json::Map::new(),
         ),
         // SessionStart, Stop, PostToolUse and the rest: nothing a thread needs.
         _ => Ok(()),
     }
 }
 
-fn checkpoint(ctx: &Ctx, thread: &ThreadId, kind: CheckpointKind, label: &str) -> Result<()> {
+fn checkpoint(
+    ctx: &Ctx,
+    thread: &ThreadId,
+    kind: CheckpointKind,
+    label: &str,
+    metadata: serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
     let o = open(ctx, true)?;
     session(&o.threads, thread)?;
     o.threads.checkpoint_as(
@@ -171,6 +196,7 @@ fn checkpoint(ctx: &Ctx, thread: &ThreadId, kind: CheckpointKind, label: &str) -
         label,
         &CheckpointOptions {
             workspace: Some(o.ws.clone() as Arc<dyn Files>),
+            metadata,
             ..CheckpointOptions::default()
         },
     )?;
@@ -204,12 +230,147 @@ struct InitJson {
     added: Vec<String>,
     /// Hook events whose Cairn hook was taken out.
     removed: Vec<String>,
+    /// The file of the commands run after a rewind, and those commands (as they now stand).
+    cairn_config: PathBuf,
+    on_rewind: Vec<String>,
+}
+
+/// The file beside Claude Code's settings where `--on-rewind` commands are kept.
+const CAIRN_CONFIG: &str = "cairn.json";
+
+/// The `on_rewind` commands of a `cairn.json` (none when it is missing or unreadable).
+fn on_rewind_commands(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| {
+            v["on_rewind"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|c| c["command"].as_str().map(str::to_string))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Adds `add` to (or with `remove`, clears) the `on_rewind` commands of `path`; returns them
+/// as they now stand. Other keys of the file are kept.
+fn update_on_rewind(path: &Path, add: &[String], remove: bool) -> Result<Vec<String>> {
+    let mut doc: serde_json::Value = match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => serde_json::from_str(&t).map_err(|e| {
+            CliError::new(
+                ErrorKind::InvalidArgument,
+                format!("{} is not valid JSON ({e}); fix it first", path.display()),
+            )
+            .with_path(path)
+        })?,
+        _ => serde_json::json!({}),
+    };
+    let Some(obj) = doc.as_object_mut() else {
+        return Err(CliError::new(
+            ErrorKind::InvalidArgument,
+            format!("{} is not a JSON object; fix it first", path.display()),
+        )
+        .with_path(path));
+    };
+    let mut commands = on_rewind_commands(path);
+    let before = commands.clone();
+    if remove {
+        commands.clear();
+    }
+    for c in add {
+        if !commands.contains(c) {
+            commands.push(c.clone());
+        }
+    }
+    if commands != before {
+        obj.insert(
+            "on_rewind".into(),
+            serde_json::Value::Array(
+                commands
+                    .iter()
+                    .map(|c| serde_json::json!({ "command": c, "timeout": 60 }))
+                    .collect(),
+            ),
+        );
+        write_settings(path, &doc)?;
+    }
+    Ok(commands)
+}
+
+/// Runs the `--on-rewind` commands of the project (`ROOT/.claude/cairn.json`) and of the user
+/// (`~/.claude/cairn.json`) with `event` on stdin. A command that fails or takes longer than
+/// 60 s is reported on stderr; the rewind stands either way.
+pub(crate) fn run_on_rewind(root: &Path, event: &serde_json::Value) {
+    use std::io::Write as _;
+    let mut files = vec![root.join(".claude").join(CAIRN_CONFIG)];
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        files.push(PathBuf::from(home).join(".claude").join(CAIRN_CONFIG));
+    }
+    let mut seen = Vec::new();
+    let input = event.to_string();
+    for cmd in files.iter().flat_map(|f| on_rewind_commands(f)) {
+        if seen.contains(&cmd) {
+            continue;
+        }
+        seen.push(cmd.clone());
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .current_dir(root)
+            .env("CAIRN_EVENT", "rewind_completed")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("cairn: the on-rewind command `{cmd}` could not start: {e}");
+                continue;
+            }
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that does not read its input is fine.
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        match status {
+            Some(s) if s.success() => {}
+            Some(s) => eprintln!("cairn: the on-rewind command `{cmd}` failed ({s})"),
+            None => {
+                eprintln!("cairn: the on-rewind command `{cmd}` took over 60 s and was stopped")
+            }
+        }
+    }
 }
 
 /// `cairn init claude-code [--user] [--remove]`: merges Cairn's hooks into Claude Code's
 /// settings (the project's `.claude/settings.json`, or the user's `~/.claude/settings.json`),
 /// leaving every other setting and hook as it is; idempotent.
-pub(crate) fn init_claude_code(ctx: &Ctx, user: bool, remove: bool) -> Result<()> {
+pub(crate) fn init_claude_code(
+    ctx: &Ctx,
+    user: bool,
+    remove: bool,
+    on_rewind: &[String],
+) -> Result<()> {
+    if remove && !on_rewind.is_empty() {
+        return Err(CliError::usage(
+            "--remove takes out every --on-rewind command; give one or the other",
+        ));
+    }
     let path = if user {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
@@ -260,11 +421,19 @@ pub(crate) fn init_claude_code(ctx: &Ctx, user: bool, remove: bool) -> Result<()
     if !added.is_empty() || !removed.is_empty() {
         write_settings(&path, &settings)?;
     }
+    let cairn_config = path.with_file_name(CAIRN_CONFIG);
+    let on_rewind = if remove || !on_rewind.is_empty() {
+        update_on_rewind(&cairn_config, on_rewind, remove)?
+    } else {
+        on_rewind_commands(&cairn_config)
+    };
     let json = InitJson {
         settings: path,
         command,
         added,
         removed,
+        cairn_config,
+        on_rewind,
     };
     ctx.emit(&json, || {
         let mut out = String::new();
@@ -280,6 +449,12 @@ pub(crate) fn init_claude_code(ctx: &Ctx, user: bool, remove: bool) -> Result<()
         }
         for e in &json.removed {
             out.push_str(&format!("removed from {}: {e}\n", json.settings.display()));
+        }
+        for c in &json.on_rewind {
+            out.push_str(&format!(
+                "after each rewind (kept in {}): {c}\n",
+                json.cairn_config.display()
+            ));
         }
         if !remove && !json.added.is_empty() {
             out.push_str(

@@ -82,7 +82,12 @@ pub enum Command {
     },
     /// Show what changed from a snapshot to another, or to the files as they are now.
     #[command(
-        after_help = "Examples:\n  cairn diff before-refactor            # snapshot -> the files now\n  cairn diff 3fa2b1 9c04de --patch      # unified diffs of text files"
+        after_help = "Examples:\n  cairn diff before-refactor            # snapshot -> the files now\n  cairn diff 3fa2b1 9c04de --patch      # unified diffs of text files\n  \
+        cairn diff before-refactor --attribute  # which tool call or subagent changed each path\n\n\
+        --attribute: the snapshots of the workspace taken between the two (the checkpoints before each tool call, \
+        prompt and restore) cut the time into intervals; each changed path is named with the intervals it changed \
+        in and what opened each: the tool call (tool_use_id, tool_name: a shell command is the Bash call that ran \
+        it), the subagent (agent_id), or the checkpoint's label."
     )]
     Diff {
         /// The older snapshot.
@@ -92,23 +97,25 @@ pub enum Command {
         /// Print unified diffs of text files (binary files are named as such).
         #[arg(long)]
         patch: bool,
+        /// Name for each changed path the checkpoint interval it changed in, and the tool call
+        /// or subagent whose checkpoint opened it (tool_use_id, tool_name, agent_id).
+        #[arg(long)]
+        attribute: bool,
     },
     /// Put the files back as a snapshot holds them (undoable: a safety snapshot is taken first).
     #[command(
         after_help = "Shows the plan and asks before changing anything; --yes confirms without asking.\n\
         Without a terminal to ask on, it refuses unless given --yes. With --json it needs --dry-run or --yes.\n\n\
-        Examples:\n  cairn restore before-refactor --dry-run\n  cairn restore before-refactor\n  cairn restore 3fa2b1 --yes --json"
+        With PATH... only those files and directories (each with everything under it) come back; \
+        every other path is left as it is. Paths are relative to the workspace root.\n\n\
+        With --on-drift, a path the restore would change whose content differs from the reference snapshot \
+        (--reference, default the newest snapshot of the workspace taken after SNAP: the files being left; none, no check) was edited by someone \
+        else since; it is listed as drifted, and refuse stops the restore (CONFLICT), keep leaves it as it is, \
+        overwrite restores it (the safety snapshot keeps it).\n\n\
+        Examples:\n  cairn restore before-refactor --dry-run\n  cairn restore before-refactor\n  cairn restore 3fa2b1 --yes --json\n  \
+        cairn restore before-refactor -- src/main.rs docs/\n  cairn restore before-refactor --on-drift keep"
     )]
-    Restore {
-        /// The snapshot: id, prefix of 4+ hex digits, or label.
-        snapshot: String,
-        /// Show what would change, change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Do it without asking.
-        #[arg(long, short = 'y')]
-        yes: bool,
-    },
+    Restore(RestoreArgs),
     /// Delete one snapshot (its objects are collected once no snapshot needs them).
     #[command(after_help = "Examples:\n  cairn delete 3fa2b1\n  cairn delete old-label --yes")]
     Delete {
@@ -177,8 +184,8 @@ pub enum Command {
     #[command(
         after_help = "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0) for the workspace of -C DIR \
         (or the directory it starts in), with the same store and thread database as every other command. \
-        Tools: checkpoint {label?}, list_checkpoints {}, diff {from, to?, patch?}, restore {snapshot, dry_run}, \
-        rewind {thread, entry, files?, dry_run}, list_threads {}, thread_log {thread}. Each answers with the \
+        Tools: checkpoint {label?}, list_checkpoints {}, diff {from, to?, patch?, attribute?}, restore {snapshot, \
+        dry_run, paths?, on_drift?}, rewind {thread, entry, files?, dry_run, paths?, on_drift?}, list_threads {}, thread_log {thread}. Each answers with the \
         fields of the command's --json output as structured content, and a short text; a failure is a tool \
         error (isError) naming the error's kind. Notes and errors of the server itself go to stderr.\n\n\
         Register it with an agent:\n  \
@@ -201,11 +208,36 @@ pub enum Command {
         conversation as it was: `cairn rewind THREAD <that checkpoint> --files` undoes the whole rewind. The \
         command shows the plan and asks, and changes nothing unless confirmed or given --yes. With --json it \
         needs --dry-run or --yes.\n\n\
+        With --files, `-- PATH...` restores only those files and directories (everything else is left as it is), \
+        and a file edited since the thread's newest checkpoint after the one restored (by someone other than \
+        the rewind) is drift: the rewind refuses it (CONFLICT, nothing changed) unless --on-drift keep (leave \
+        it) or overwrite (restore it; the safety snapshot keeps it).\n\n\
         Examples:\n  cairn rewind chat\n  cairn rewind chat e_3fa2 --files --dry-run\n  \
         cairn rewind chat e_3fa2 --files\n  cairn rewind chat e_3fa2 --files --no-memory --yes\n  \
-        cairn rewind chat cp_91c0 --files --yes"
+        cairn rewind chat cp_91c0 --files --yes\n  cairn rewind chat e_3fa2 --files --on-drift keep -- src/"
     )]
     Rewind(RewindArgs),
+    /// Print the thread database's events (checkpoints, rewinds, forks, ...) for other tools.
+    #[command(
+        after_help = "One event a line: its cursor, time, kind, thread and details; with --json each line is \
+        one JSON object {cursor, thread_id, kind, data, created_ms}, for a memory plugin, a message bus or an \
+        IDE to consume. Kinds: thread_created, checkpoint_created, entry_appended, rewind_started, \
+        rewind_completed, rewind_failed, fork_created. Every process sharing the thread database writes to the \
+        same log, so --follow sees the rewinds of every other process (it looks every 100 ms). --since CURSOR \
+        prints only the events after that cursor (the last line's `cursor` resumes where a reader stopped).\n\n\
+        Examples:\n  cairn events\n  cairn events --json --follow\n  cairn events --json --since 42 --thread chat"
+    )]
+    Events {
+        /// Only the events after this cursor (0: from the start).
+        #[arg(long, value_name = "CURSOR", default_value_t = 0)]
+        since: i64,
+        /// Keep printing events as they come, until interrupted.
+        #[arg(long)]
+        follow: bool,
+        /// Only the events of this thread.
+        #[arg(long, value_name = "THREAD")]
+        thread: Option<String>,
+    },
     /// Fork a thread at an entry into a new thread, with --files giving it the files at that point.
     #[command(
         after_help = "With --files and --into DIR, DIR (made if missing) gets the files as they were at \
@@ -234,6 +266,51 @@ pub enum Command {
         #[arg(long)]
         no_open: bool,
     },
+}
+
+/// Arguments of `cairn restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The snapshot: id, prefix of 4+ hex digits, or label.
+    pub snapshot: String,
+    /// Restore only these files and directories (relative to the workspace root).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do it without asking.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// What to do with paths edited since the reference snapshot (default: no check).
+    #[arg(long, value_enum, value_name = "CHOICE")]
+    pub on_drift: Option<OnDrift>,
+    /// With --on-drift: the snapshot to compare with (default: the newest of the workspace
+    /// taken after the one restored).
+    #[arg(long, value_name = "SNAPSHOT", requires = "on_drift")]
+    pub reference: Option<String>,
+}
+
+/// What `--on-drift` does with a path edited by someone else since the files being left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnDrift {
+    /// Refuse the whole restore (CONFLICT), naming the paths.
+    Refuse,
+    /// Leave those paths as they are; restore the rest.
+    Keep,
+    /// Restore them too (the safety snapshot keeps what they held).
+    Overwrite,
+}
+
+impl OnDrift {
+    /// The library's policy.
+    pub fn policy(self) -> cairn_restore::DriftPolicy {
+        match self {
+            OnDrift::Refuse => cairn_restore::DriftPolicy::Refuse,
+            OnDrift::Keep => cairn_restore::DriftPolicy::Skip,
+            OnDrift::Overwrite => cairn_restore::DriftPolicy::Overwrite,
+        }
+    }
 }
 
 /// Arguments of `cairn snapshot`.
@@ -361,6 +438,13 @@ pub struct RewindArgs {
     /// Stop the runs in the way first.
     #[arg(long)]
     pub force: bool,
+    /// With --files: what to do with paths edited since the thread's newest checkpoint (by
+    /// someone other than the rewind): refuse (the default), keep them, or overwrite them.
+    #[arg(long, value_enum, value_name = "CHOICE")]
+    pub on_drift: Option<OnDrift>,
+    /// With --files: restore only these files and directories (relative to the root).
+    #[arg(value_name = "PATH", last = true)]
+    pub paths: Vec<String>,
 }
 
 /// `cairn hook ...`: run by an agent on its hook events.
@@ -393,15 +477,25 @@ pub enum InitCommand {
         after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
         hooks.UserPromptSubmit, hooks.PreCompact: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
         hooks.PreToolUse: the same, with \"matcher\": \"Write|Edit|MultiEdit|NotebookEdit|Bash\"\n\n\
-        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --remove"
+        --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind and the MCP server's rewind tool), \
+        CMD runs with `sh -c` in the workspace root, the rewind_completed event on stdin (as `cairn events --json` \
+        prints it) and CAIRN_EVENT=rewind_completed, for up to 60 s; its failure is reported, never the rewind's. \
+        Rewinds of other processes (the bindings) are seen by `cairn events --follow`.\n\n\
+        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --remove\n  \
+        cairn init claude-code --on-rewind 'my-memory-plugin resync'"
     )]
     ClaudeCode {
         /// The user's settings (~/.claude/settings.json) instead of the project's.
         #[arg(long)]
         user: bool,
-        /// Take Cairn's hooks out again.
+        /// Take Cairn's hooks out again (and the --on-rewind commands).
         #[arg(long)]
         remove: bool,
+        /// A command to run after every rewind Cairn completes in this workspace, given the
+        /// rewind_completed event (JSON) on stdin; repeatable. Kept in .claude/cairn.json
+        /// (with --user, ~/.claude/cairn.json).
+        #[arg(long, value_name = "CMD")]
+        on_rewind: Vec<String>,
     },
 }
 

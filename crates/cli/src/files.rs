@@ -1,7 +1,7 @@
 //! The commands on snapshots and files: snapshot, list, show, diff, restore, delete, prune, gc,
 //! verify and recover.
 
-use crate::args::{PruneArgs, SnapshotArgs};
+use crate::args::{PruneArgs, RestoreArgs, SnapshotArgs};
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::parse::{human_bytes, human_time};
@@ -373,6 +373,141 @@ pub struct ChangeJson {
     /// With `--patch`: whether the contents are binary (no patch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub binary: Option<bool>,
+    /// With `--attribute`: the checkpoint intervals it changed in, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Vec<Attribution>>,
+}
+
+/// A checkpoint interval a path changed in, and what opened it (`cairn diff --attribute`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Attribution {
+    /// The snapshot opening the interval: the files just before the change.
+    pub from: SnapshotId,
+    /// The snapshot closing it (`null`: the files now).
+    pub to: Option<SnapshotId>,
+    /// The opening snapshot's label (a tool call's id, an entry's id, a restore's safety).
+    pub label: Option<String>,
+    /// Its checkpoint kind (`user`, `tool`, `compaction`, `manual`, ...), when a thread took it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_kind: Option<String>,
+    /// The thread that took it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// The tool call that ran next (an agent's hook before a tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// Its tool (`Edit`, `Write`, `Bash`: a shell command is the Bash call that ran it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The subagent whose call it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+}
+
+impl Attribution {
+    fn of(store: &Store, from: SnapshotId, to: Option<SnapshotId>) -> Result<Attribution> {
+        let m = store.read_manifest(&from)?;
+        let meta: serde_json::Value = serde_json::from_str(&m.metadata).unwrap_or_default();
+        let text = |k: &str| meta[k].as_str().map(str::to_string);
+        Ok(Attribution {
+            from,
+            to,
+            label: m.label,
+            checkpoint_kind: text("cairn_checkpoint_kind"),
+            thread_id: text("cairn_thread_id"),
+            tool_use_id: text("tool_use_id"),
+            tool_name: text("tool_name"),
+            agent_id: text("agent_id"),
+        })
+    }
+
+    /// For people: `toolu_1 (Edit, agent a1)`.
+    fn text(&self) -> String {
+        let who = self
+            .tool_use_id
+            .clone()
+            .or_else(|| self.label.clone())
+            .unwrap_or_else(|| self.from.short());
+        let mut more: Vec<String> = Vec::new();
+        if let Some(t) = &self.tool_name {
+            more.push(t.clone());
+        }
+        if let Some(a) = &self.agent_id {
+            more.push(format!("agent {a}"));
+        }
+        if more.is_empty() {
+            who
+        } else {
+            format!("{who} ({})", more.join(", "))
+        }
+    }
+}
+
+/// Whether a change at `a` and one at `b` concern the same path (one may be a directory
+/// holding the other).
+fn same_path(a: &[u8], b: &[u8]) -> bool {
+    let under = |x: &[u8], d: &[u8]| x.len() > d.len() && x.starts_with(d) && x[d.len()] == b'/';
+    a == b || under(a, b) || under(b, a)
+}
+
+/// For each of `paths`, the checkpoint intervals between `from` and `to` (`None`: the files
+/// now, in `root`) it changed in: the workspace's snapshots taken between the two, in time
+/// order, cut the span into intervals, each diffed.
+fn attribute(
+    store: &Store,
+    ws: Option<&cairn_restore::Workspace>,
+    from: SnapshotId,
+    to: Option<SnapshotId>,
+    paths: &[Vec<u8>],
+) -> Result<Vec<Vec<Attribution>>> {
+    let first = store.read_manifest(&from)?;
+    let end_ms = match &to {
+        Some(t) => Some(store.read_manifest(t)?.created_ms),
+        None => None,
+    };
+    let mut between: Vec<(i64, SnapshotId)> = Vec::new();
+    for id in store.snapshot_ids()? {
+        if id == from || Some(id) == to {
+            continue;
+        }
+        let m = store.read_manifest(&id)?;
+        let inside = m.workspace_id == first.workspace_id
+            && m.created_ms >= first.created_ms
+            && end_ms.is_none_or(|e| m.created_ms <= e);
+        if inside {
+            between.push((m.created_ms, id));
+        }
+    }
+    between.sort();
+    let mut chain: Vec<SnapshotId> = vec![from];
+    chain.extend(between.into_iter().map(|(_, id)| id));
+    let mut out: Vec<Vec<Attribution>> = vec![Vec::new(); paths.len()];
+    for i in 0..chain.len() {
+        let a = chain[i];
+        let (b, changes) = match chain.get(i + 1) {
+            Some(b) => (Some(*b), cairn_snapshot::diff_snapshots(store, &a, b)?),
+            None => match (to, ws) {
+                (Some(t), _) => (Some(t), cairn_snapshot::diff_snapshots(store, &a, &t)?),
+                (None, Some(ws)) => (
+                    None,
+                    cairn_snapshot::diff_workspace(store, ws.root(), ws.id(), &a)?,
+                ),
+                (None, None) => break,
+            },
+        };
+        let mut who: Option<Attribution> = None;
+        for (k, p) in paths.iter().enumerate() {
+            if changes.iter().any(|c| same_path(&c.path, p)) {
+                if who.is_none() {
+                    who = Some(Attribution::of(store, a, b)?);
+                }
+                if let Some(w) = &who {
+                    out[k].push(w.clone());
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What `cairn diff --json` prints.
@@ -396,7 +531,14 @@ fn change_letter(kind: ChangeKind) -> &'static str {
     }
 }
 
-pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Result<()> {
+pub(crate) fn diff(
+    ctx: &Ctx,
+    a: &str,
+    b: Option<&str>,
+    with_patch: bool,
+    with_attribution: bool,
+) -> Result<()> {
+    let mut opened = None;
     let (store, root, changes, to) = match b {
         Some(b) => {
             let store = ctx.open_store()?;
@@ -413,16 +555,23 @@ pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Res
             if let Some(bar) = bar {
                 bar.finish_and_clear();
             }
-            (
-                ws.store().clone(),
-                Some(ws.root().to_path_buf()),
-                changes?,
-                (ia, None),
-            )
+            let store = ws.store().clone();
+            let root = ws.root().to_path_buf();
+            opened = Some(ws);
+            (store, Some(root), changes?, (ia, None))
         }
     };
+    let mut attributions = if with_attribution {
+        let paths: Vec<Vec<u8>> = changes.iter().map(|c| c.path.clone()).collect();
+        attribute(&store, opened.as_ref(), to.0, to.1, &paths)?
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else {
+        vec![None; changes.len()]
+    };
     let mut out = Vec::with_capacity(changes.len());
-    for c in changes {
+    for (c, attribution) in changes.into_iter().zip(attributions.drain(..)) {
         let (patch, binary) = if with_patch {
             match patch::patch_of(&store, root.as_deref(), &c)? {
                 patch::Patch::Text(t) => (Some(t), Some(false)),
@@ -439,6 +588,7 @@ pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Res
             new: c.new,
             patch,
             binary,
+            attribution,
         });
     }
     let json = DiffJson {
@@ -466,6 +616,9 @@ pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Res
                 }
             }
             let _ = writeln!(out, "{line}");
+            for w in c.attribution.iter().flatten() {
+                let _ = writeln!(out, "     changed after {}", w.text());
+            }
             if with_patch {
                 if c.binary == Some(true) {
                     let _ = writeln!(out, "Binary files a/{0} and b/{0} differ", c.path);
@@ -481,6 +634,18 @@ pub(crate) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, with_patch: bool) -> Res
     })
 }
 
+/// `w` quoted for a POSIX shell when it needs it.
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:,@%".contains(&b));
+    if plain {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// A restore plan for people: what it writes, deletes and keeps.
 pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     let mut out = String::new();
@@ -490,6 +655,18 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
         report.snapshot_id.short(),
         root.display()
     );
+    if !report.paths.is_empty() {
+        let _ = writeln!(
+            out,
+            "  only   {} (everything else is left as it is)",
+            report
+                .paths
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let mut section = |verb: &str, paths: Vec<String>| {
         for p in paths.iter().take(PLAN_LINES) {
             let _ = writeln!(out, "  {verb:<8} {p}");
@@ -528,10 +705,11 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     );
     let _ = writeln!(
         out,
-        "  {} to restore, {} to delete, {} unchanged, {} left alone ({} by the default excludes)",
+        "  {} to restore, {} to delete, {} {}, {} left alone ({} by the default excludes)",
         report.restored.len(),
         report.deleted.len(),
         report.unchanged,
+        unchanged_words(report),
         report.kept.len(),
         defaults.len()
     );
@@ -542,6 +720,15 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
         );
     }
     out
+}
+
+/// What the `unchanged` count counts: with chosen paths, the files outside them too.
+fn unchanged_words(report: &Report) -> &'static str {
+    if report.paths.is_empty() {
+        "unchanged"
+    } else {
+        "unchanged or outside the chosen paths"
+    }
 }
 
 fn kept_reason(k: &KeptPath) -> String {
@@ -555,29 +742,115 @@ fn kept_reason(k: &KeptPath) -> String {
 /// command when it is not the one the command runs in.
 pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
     let mut out = format!(
-        "restored {} paths, deleted {}, {} unchanged\n",
+        "restored {} paths, deleted {}, {} {}\n",
         report.restored.len(),
         report.deleted.len(),
-        report.unchanged
+        report.unchanged,
+        unchanged_words(report)
     );
     if let Some(s) = report.safety_snapshot_id {
         let dir = other_root
             .map(|r| format!("-C {} ", r.display()))
             .unwrap_or_default();
+        let paths: String = report
+            .paths
+            .iter()
+            .map(|p| format!(" {}", shell_word(&p.display())))
+            .collect();
+        let paths = if paths.is_empty() {
+            paths
+        } else {
+            format!(" --{paths}")
+        };
         let _ = writeln!(
             out,
-            "safety snapshot {0}: undo with `cairn {dir}restore {0}`",
+            "safety snapshot {0}: undo with `cairn {dir}restore {0}{paths}`",
             s.short()
         );
     }
     out
 }
 
-pub(crate) fn restore(ctx: &Ctx, name: &str, dry_run: bool, yes: bool) -> Result<()> {
+/// The chosen paths of a restore, as given on the command line, relative to `root`: a
+/// relative path is taken from the root, an absolute one must lie under it. `..`, `.` and
+/// empty parts are refused naming the path (see [`cairn_restore::normalize_paths`]).
+pub(crate) fn chosen_paths(root: &std::path::Path, given: &[String]) -> Result<Vec<RelPath>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::with_capacity(given.len());
+    for g in given {
+        let p = std::path::Path::new(g);
+        let rel = if p.is_absolute() {
+            let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+            match p
+                .strip_prefix(root)
+                .or_else(|_| p.strip_prefix(&canon_root))
+            {
+                Ok(r) => r.to_path_buf(),
+                Err(_) => {
+                    return Err(CliError::usage(format!(
+                        "the path {g} lies outside the workspace {}; name paths under its root",
+                        root.display()
+                    )))
+                }
+            }
+        } else {
+            p.to_path_buf()
+        };
+        // `./a` and `a/` are `a`.
+        let bytes: Vec<u8> = rel
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .map(|c| c.as_os_str().as_bytes().to_vec())
+            .collect::<Vec<_>>()
+            .join(&b'/');
+        if bytes.is_empty() {
+            return Err(CliError::usage(format!(
+                "the path {g:?} names the whole workspace; leave the paths out to restore it all"
+            )));
+        }
+        out.push(RelPath(bytes));
+    }
+    Ok(cairn_restore::normalize_paths(&out)?)
+}
+
+/// The snapshot drift is checked against: `--reference`, else the newest snapshot of the
+/// workspace taken after `target` (the files being left, safety snapshots included). `None`
+/// when there is none: no snapshot says what the files were since, so nothing is drift.
+fn drift_reference(
+    ws: &cairn_restore::Workspace,
+    target: &SnapshotId,
+    reference: Option<&str>,
+) -> Result<Option<SnapshotId>> {
+    if let Some(r) = reference {
+        return Ok(Some(ws.store().resolve(r)?));
+    }
+    let since = ws.store().read_manifest(target)?.created_ms;
+    let mut newest: Option<(i64, SnapshotId)> = None;
+    for id in ws.store().snapshot_ids()? {
+        let m = ws.store().read_manifest(&id)?;
+        if m.workspace_id != ws.id() || id == *target || m.created_ms < since {
+            continue;
+        }
+        if newest.as_ref().is_none_or(|(t, _)| m.created_ms >= *t) {
+            newest = Some((m.created_ms, id));
+        }
+    }
+    Ok(newest.map(|(_, id)| id))
+}
+
+pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
+    let (dry_run, yes) = (a.dry_run, a.yes);
     ctx.check_confirmable("restore", dry_run, yes)?;
     let ws = ctx.open_workspace(false)?;
-    let id = ws.store().resolve(name)?;
-    let options = RestoreOptions::default();
+    let id = ws.store().resolve(&a.snapshot)?;
+    let mut options = RestoreOptions {
+        paths: chosen_paths(ws.root(), &a.paths)?,
+        ..RestoreOptions::default()
+    };
+    if let Some(d) = a.on_drift {
+        options.on_drift = d.policy();
+        options.reference = drift_reference(&ws, &id, a.reference.as_deref())?;
+    }
     let bar = ctx.spinner("restore: planning");
     let plan = ws.plan(&id, &options);
     if let Some(bar) = bar {

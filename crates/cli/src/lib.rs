@@ -118,12 +118,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             snapshot,
             snapshot2,
             patch,
-        } => files::diff(&ctx, &snapshot, snapshot2.as_deref(), patch),
-        Command::Restore {
-            snapshot,
-            dry_run,
-            yes,
-        } => files::restore(&ctx, &snapshot, dry_run, yes),
+            attribute,
+        } => files::diff(&ctx, &snapshot, snapshot2.as_deref(), patch, attribute),
+        Command::Restore(a) => files::restore(&ctx, &a),
         Command::Delete {
             snapshot,
             dry_run,
@@ -151,13 +148,20 @@ fn dispatch(cli: Cli) -> Result<()> {
             } => threads::append(&ctx, &thread, kind, text, key),
         },
         Command::Rewind(a) => threads::rewind(&ctx, &a),
+        Command::Events {
+            since,
+            follow,
+            thread,
+        } => threads::events(&ctx, since, follow, thread.as_deref()),
         Command::Fork(a) => threads::fork(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
         Command::Hook(HookCommand::ClaudeCode { tool }) => agents::hook_claude_code(&ctx, &tool),
-        Command::Init(InitCommand::ClaudeCode { user, remove }) => {
-            agents::init_claude_code(&ctx, user, remove)
-        }
+        Command::Init(InitCommand::ClaudeCode {
+            user,
+            remove,
+            on_rewind,
+        }) => agents::init_claude_code(&ctx, user, remove, &on_rewind),
         Command::Mcp => mcp::serve(&ctx),
     }
 }

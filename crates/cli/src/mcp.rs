@@ -47,6 +47,10 @@ pub(crate) struct DiffArgs {
     /// Add the unified diff of each changed text file (binary files are marked as such).
     #[serde(default)]
     patch: Option<bool>,
+    /// Name for each changed path the checkpoint interval it changed in and the tool call
+    /// (tool_use_id, tool_name) or subagent (agent_id) whose checkpoint opened it.
+    #[serde(default)]
+    attribute: Option<bool>,
 }
 
 /// The arguments of `restore`.
@@ -56,6 +60,37 @@ pub(crate) struct RestoreArgs {
     snapshot: String,
     /// true: only the plan (restored, deleted, kept), nothing changed. false: do it.
     dry_run: bool,
+    /// Restore only these files and directories (relative to the workspace root); every other
+    /// path is left as it is. Default: the whole workspace.
+    #[serde(default)]
+    paths: Vec<String>,
+    /// What to do with files edited since the workspace's newest checkpoint by someone else
+    /// (listed as `drifted`): "refuse" the restore, "keep" them, or "overwrite" them. Default:
+    /// no check.
+    #[serde(default)]
+    on_drift: Option<DriftChoice>,
+}
+
+/// What a restore does with files someone else edited since the newest checkpoint.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum DriftChoice {
+    /// Refuse the whole restore, naming them.
+    Refuse,
+    /// Leave them as they are.
+    Keep,
+    /// Restore them too (the safety snapshot keeps them).
+    Overwrite,
+}
+
+impl DriftChoice {
+    fn arg(self) -> crate::args::OnDrift {
+        match self {
+            DriftChoice::Refuse => crate::args::OnDrift::Refuse,
+            DriftChoice::Keep => crate::args::OnDrift::Keep,
+            DriftChoice::Overwrite => crate::args::OnDrift::Overwrite,
+        }
+    }
 }
 
 /// The arguments of `rewind`.
@@ -70,6 +105,13 @@ pub(crate) struct RewindToolArgs {
     files: Option<bool>,
     /// true: only the plan, nothing changed. false: do it.
     dry_run: bool,
+    /// With files: restore only these files and directories (relative to the workspace root).
+    #[serde(default)]
+    paths: Vec<String>,
+    /// With files: what to do with files edited since the thread's newest checkpoint by someone
+    /// else: "refuse" (the default), "keep" or "overwrite".
+    #[serde(default)]
+    on_drift: Option<DriftChoice>,
 }
 
 /// The arguments of `thread_log`.
@@ -173,8 +215,16 @@ impl Server {
         annotations(read_only_hint = true)
     )]
     async fn diff(&self, Parameters(a): Parameters<DiffArgs>) -> CallToolResult {
-        self.run(move |ctx| files::diff(ctx, &a.from, a.to.as_deref(), a.patch.unwrap_or(false)))
-            .await
+        self.run(move |ctx| {
+            files::diff(
+                ctx,
+                &a.from,
+                a.to.as_deref(),
+                a.patch.unwrap_or(false),
+                a.attribute.unwrap_or(false),
+            )
+        })
+        .await
     }
 
     #[tool(
@@ -182,8 +232,10 @@ impl Server {
         description = "Put the workspace's files back as a checkpoint holds them. DESTRUCTIVE: it \
                        overwrites and deletes files. Call it with dry_run: true first and read the plan \
                        (restored, deleted, kept); then dry_run: false does it, after a safety snapshot of \
-                       the files as they were (its id is safety_snapshot_id: restoring it undoes the \
-                       restore).",
+                       the files as they were (its id is safety_snapshot_id: restoring it, with the same \
+                       paths, undoes the restore). paths restores only those files and directories; \
+                       on_drift decides what happens to files someone else edited since the newest \
+                       checkpoint (listed as drifted).",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -191,8 +243,15 @@ impl Server {
         )
     )]
     async fn restore(&self, Parameters(a): Parameters<RestoreArgs>) -> CallToolResult {
-        self.run(move |ctx| files::restore(ctx, &a.snapshot, a.dry_run, true))
-            .await
+        let args = crate::args::RestoreArgs {
+            snapshot: a.snapshot,
+            paths: a.paths,
+            dry_run: a.dry_run,
+            yes: true,
+            on_drift: a.on_drift.map(DriftChoice::arg),
+            reference: None,
+        };
+        self.run(move |ctx| files::restore(ctx, &args)).await
     }
 
     #[tool(
@@ -201,7 +260,9 @@ impl Server {
                        (kept on a branch of their own) and, with files: true, the files come back as they \
                        were at that entry (for a user message: as they were before it). DESTRUCTIVE with \
                        files: true (it overwrites and deletes files, after a safety snapshot). Call it with \
-                       dry_run: true first and read the plan; then dry_run: false does it.",
+                       dry_run: true first and read the plan; then dry_run: false does it. With files, \
+                       paths restores only those files and directories, and files someone else edited since \
+                       the thread's newest checkpoint are refused unless on_drift is keep or overwrite.",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -217,6 +278,8 @@ impl Server {
             dry_run: a.dry_run,
             yes: true,
             force: false,
+            on_drift: a.on_drift.map(DriftChoice::arg),
+            paths: a.paths,
         };
         self.run(move |ctx| threads::rewind(ctx, &args)).await
     }

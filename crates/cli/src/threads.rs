@@ -536,6 +536,20 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         force: args.force,
         ..RewindOptions::default()
     };
+    if !files && (args.on_drift.is_some() || !args.paths.is_empty()) {
+        return Err(CliError::usage(
+            "--on-drift and paths choose how files are restored: give them with --files",
+        ));
+    }
+    if files {
+        options.paths = crate::files::chosen_paths(o.ws.root(), &args.paths)?;
+        // Paths someone else edited since the thread's newest checkpoint: refused unless told.
+        options.on_drift = Some(
+            args.on_drift
+                .unwrap_or(crate::args::OnDrift::Refuse)
+                .policy(),
+        );
+    }
     let call = |options: &RewindOptions| match &point {
         Point::Entry(e) => o.threads.rewind(&thread, e, options),
         Point::Checkpoint(c) => o.threads.rewind_to_checkpoint(&thread, c, options),
@@ -561,12 +575,30 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         )?;
     }
     options.dry_run = false;
+    let cursor = o.threads.last_cursor()?;
     let bar = ctx.spinner("rewind");
     let report = call(&options);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let report = report?;
+    // The commands `cairn init claude-code --on-rewind` registered, given the event.
+    if let Some(id) = &report.rewind_id {
+        let event = o
+            .threads
+            .thread_events_since(&thread, cursor, 1000)?
+            .into_iter()
+            .find(|e| {
+                e.kind == cairn_rewind::EventKind::RewindCompleted
+                    && e.data["rewind_id"].as_str() == Some(id.as_str())
+            });
+        if let Some(e) = event {
+            let doc = serde_json::to_value(&e).map_err(|err| {
+                CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
+            })?;
+            crate::agents::run_on_rewind(o.ws.root(), &doc);
+        }
+    }
     ctx.emit(&report, || rewind_text(&report))
 }
 
@@ -781,4 +813,61 @@ fn link_threads_db(
         format!("{named}\n").as_bytes(),
     )?;
     Ok(Ok(()))
+}
+
+/// How often `cairn events --follow` looks for new events.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `cairn events`: the event log after `since`, one event a line (JSON with `--json`), and with
+/// `follow` every later event as it comes. A closed stdout (a reader that stopped) ends it.
+pub(crate) fn events(ctx: &Ctx, since: i64, follow: bool, thread: Option<&str>) -> Result<()> {
+    use std::io::Write as _;
+    let o = open(ctx, false)?;
+    let thread = match thread {
+        Some(t) => Some(thread_named(&o.threads, t)?.id),
+        None => None,
+    };
+    let mut cursor = since;
+    let stdout = std::io::stdout();
+    loop {
+        let batch = match &thread {
+            Some(t) => o.threads.thread_events_since(t, cursor, 500)?,
+            None => o.threads.events_since(cursor, 500)?,
+        };
+        if batch.is_empty() {
+            if !follow {
+                return Ok(());
+            }
+            std::thread::sleep(FOLLOW_POLL);
+            continue;
+        }
+        let mut out = stdout.lock();
+        for e in &batch {
+            cursor = e.cursor;
+            let line = if ctx.json {
+                serde_json::to_string(e).map_err(|err| {
+                    CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
+                })?
+            } else {
+                format!(
+                    "{:>6}  {}  {:<18} {:<12} {}",
+                    e.cursor,
+                    human_time(e.created_ms),
+                    serde_json::to_value(e.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    e.thread_id
+                        .as_ref()
+                        .map(|t| t.to_string())
+                        .unwrap_or_default(),
+                    e.data
+                )
+            };
+            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                // The reader went away: nothing more to say to anyone.
+                return Ok(());
+            }
+        }
+    }
 }

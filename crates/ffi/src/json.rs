@@ -128,6 +128,7 @@ pub(crate) struct RestoreJson {
     pub reference: Option<String>,
     pub on_drift: Option<cairn_restore::DriftPolicy>,
     pub key: Option<String>,
+    pub paths: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

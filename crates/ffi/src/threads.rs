@@ -407,6 +407,7 @@ pub unsafe extern "C" fn cairn_threads_checkpoint(
                 ws_arg(workspace)
             },
             run,
+            ..CheckpointOptions::default()
         };
         put_json(out, &t.threads.checkpoint(&id, label, &opts)?);
         Ok(())
@@ -735,10 +736,14 @@ struct RewindJson {
     tool_settle_ms: Option<u64>,
     lease_wait_ms: Option<u64>,
     from_run: Option<String>,
+    paths: Vec<String>,
+    on_drift: Option<cairn_restore::DriftPolicy>,
 }
 
-fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> RewindOptions {
+fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> FfiResult<RewindOptions> {
     let mut r = RewindOptions {
+        paths: crate::workspace::chosen_paths(&o.paths)?,
+        on_drift: o.on_drift,
         files: o.files,
         workspace: ws,
         dry_run: o.dry_run,
@@ -756,7 +761,7 @@ fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> RewindOptions {
     if let Some(v) = ms(o.lease_wait_ms) {
         r.lease_wait = v;
     }
-    r
+    Ok(r)
 }
 
 /// Shared body of rewind and restore_before.
@@ -790,7 +795,7 @@ unsafe fn rewind_like(
             unsafe { bytes(options_json, options_len, "options") }?,
             "rewind options",
         )?;
-        let opts = rewind_options(o, t.workspace_or(workspace));
+        let opts = rewind_options(o, t.workspace_or(workspace))?;
         let report = if before {
             t.threads.restore_before(&id, &EntryId::new(name), &opts)?
         } else if name.starts_with(cairn_rewind::CheckpointId::PREFIX) {
@@ -809,8 +814,11 @@ unsafe fn rewind_like(
 /// (`cp_…`, a "Before rewind" one included) instead: the rewind goes to the checkpoint's
 /// point, and with `"memory": false` restores only its files. Options, may be empty:
 /// `{"files": bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key":
-/// str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id}`. `workspace` NULL: the
-/// default one. Writes the rewind report as JSON.
+/// str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id, "paths": [path],
+/// "on_drift": "refuse"|"keep"|"overwrite"}`: with files, `paths` restores only those paths
+/// (relative to the root), and `on_drift` checks for paths edited since the thread's newest
+/// checkpoint in the workspace (default: no check). `workspace` NULL: the default one. Writes
+/// the rewind report as JSON.
 ///
 /// # Safety
 /// `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or

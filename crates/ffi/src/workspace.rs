@@ -28,11 +28,18 @@ fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<Resto
             None => None,
         },
         on_drift: o.on_drift.unwrap_or_default(),
+        paths: chosen_paths(&o.paths)?,
         key: o.key,
         // SAFETY: NULL or a live token, per the API contract.
         cancel: unsafe { cancel.as_ref() }.map(|c| c.token.clone()),
         crash_after_ops: None,
     })
+}
+
+/// The `"paths"` of an options document: relative to the workspace root, checked.
+pub(crate) fn chosen_paths(paths: &[String]) -> FfiResult<Vec<RelPath>> {
+    let given: Vec<RelPath> = paths.iter().map(|p| RelPath::from(p.as_str())).collect();
+    Ok(cairn_restore::normalize_paths(&given)?)
 }
 
 /// Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:
@@ -581,6 +588,8 @@ pub unsafe extern "C" fn cairn_workspace_plan(
 }
 
 /// Applies a plan made by `cairn_workspace_plan` (its JSON, unchanged); writes the report.
+/// Options as for `cairn_workspace_restore` (`dry_run`, `reference` and `paths` come from the
+/// plan); without `"on_drift"` the plan's own is used.
 ///
 /// # Safety
 /// `ws` a live handle; inputs valid; `out` writable; `err_out` NULL or writable; `cancel` NULL
@@ -605,10 +614,13 @@ pub unsafe extern "C" fn cairn_workspace_apply(
         let plan: cairn_restore::Plan = serde_json::from_slice(plan_bytes)
             .map_err(|e| FfiError::invalid(format!("the plan is not a plan document: {e}")))?;
         // SAFETY: per the contract.
-        let opts = restore_options(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            cancel,
-        )?;
+        let option_bytes = unsafe { bytes(options_json, options_len, "options") }?;
+        let mut opts = restore_options(option_bytes, cancel)?;
+        // Without an `on_drift` of its own, the plan is checked again as it was made.
+        let o: json::RestoreJson = json::parse(option_bytes, "restore options")?;
+        if o.on_drift.is_none() {
+            opts.on_drift = plan.on_drift;
+        }
         let report = w.apply(&plan, &opts)?;
         // SAFETY: checked non-null.
         unsafe { put_buf(out, json::to_vec(&report)) };
@@ -617,9 +629,11 @@ pub unsafe extern "C" fn cairn_workspace_apply(
 }
 
 /// Restores a snapshot: plans, then (unless `"dry_run": true`) applies. Options, may be empty:
-/// `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"skip", "key": str}`.
-/// Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`, `drifted`,
-/// `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
+/// `{"dry_run": bool, "reference": id, "on_drift": "overwrite"|"refuse"|"keep" (or "skip"),
+/// "key": str, "paths": [path]}`: `paths` restores only those files and directories (relative
+/// to the root; everything else is left as it is), `reference` is the snapshot drift is checked
+/// against. Writes the report as JSON (`restored`, `deleted`, `unchanged`, `kept`, `busy`,
+/// `drifted`, `paths`, `safety_snapshot_id`, ...). Returns once every change is made; `cairn_workspace_recover`
 /// waits for the disk to have them.
 ///
 /// # Safety

@@ -46,7 +46,11 @@ pub struct Report {
     pub busy: bool,
     /// Paths that differed from the reference snapshot.
     pub drifted: Vec<RelPath>,
-    /// The snapshot of the files before the restore changed them; restoring it undoes this.
+    /// The paths the restore was restricted to (empty: the whole workspace).
+    #[serde(default)]
+    pub paths: Vec<RelPath>,
+    /// The snapshot of the files before the restore changed them (the whole workspace);
+    /// restoring it (with the same `paths`, when the restore had some) undoes this.
     pub safety_snapshot_id: Option<SnapshotId>,
     /// Operations carried out.
     pub operations: u64,
@@ -72,6 +76,7 @@ impl Report {
             kept: plan.kept.clone(),
             busy: plan.busy,
             drifted: plan.drifted.clone(),
+            paths: plan.paths.clone(),
             safety_snapshot_id: safety,
             operations: if dry_run {
                 0
@@ -975,15 +980,29 @@ enum Start<'p> {
 
 /// The snapshot options of a safety snapshot before restoring `target`: the target's own
 /// capture settings, so it keeps every path the plan changes or deletes.
+///
+/// With chosen paths it is still a snapshot of the whole workspace (outside them the files are
+/// the same before and after the restore), its metadata naming them under `paths`: restoring
+/// it with those paths undoes exactly the restore.
 fn safety_options(
     ws: &Workspace,
     capture: &cairn_store::CaptureSettings,
     target: &SnapshotId,
+    paths: &[RelPath],
 ) -> cairn_snapshot::Options {
     let mut sopts = cairn_snapshot::Options::from_capture(capture);
     sopts.memo = Some(ws.memo.clone());
     sopts.own_files = ws.own_files();
     sopts.label = Some(format!("safety before restoring {}", target.short()));
+    if !paths.is_empty() {
+        sopts.metadata.insert(
+            "paths".into(),
+            serde_json::json!(paths
+                .iter()
+                .map(|p| String::from_utf8_lossy(&p.0).into_owned())
+                .collect::<Vec<_>>()),
+        );
+    }
     sopts
         .metadata
         .insert("cairn".into(), serde_json::json!("safety"));
@@ -1072,7 +1091,8 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
         Start::Fresh(id) => {
             let store = ws.store();
             let manifest = store.read_manifest(&id)?;
-            let mut sopts = safety_options(ws, &manifest.capture, &id);
+            let paths = plan::normalize_paths(&options.paths)?;
+            let mut sopts = safety_options(ws, &manifest.capture, &id, &paths);
             sopts.cancel = options.cancel.clone();
             let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
@@ -1087,6 +1107,7 @@ fn run(ws: &Workspace, start: Start<'_>, options: &RestoreOptions) -> Result<Rep
                 },
                 options.reference.as_ref(),
                 options.on_drift,
+                &paths,
             )?;
             if fresh_plan.is_noop() {
                 // Nothing to change: no safety snapshot (the prepared one is dropped).
@@ -1158,6 +1179,7 @@ fn planned_safety(
             &RestoreOptions {
                 reference: plan.reference,
                 on_drift: options.on_drift,
+                paths: plan.paths.clone(),
                 ..RestoreOptions::default()
             },
         )?;
@@ -1166,7 +1188,7 @@ fn planned_safety(
         }
         return Ok(None);
     }
-    let sopts = safety_options(ws, &plan.capture, &plan.snapshot_id);
+    let sopts = safety_options(ws, &plan.capture, &plan.snapshot_id, &plan.paths);
     let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts)?;
     // Re-check the plan against what the safety snapshot saw.
     if safety.root != plan.current_root {
@@ -1184,6 +1206,7 @@ fn planned_safety(
             },
             plan.reference.as_ref(),
             options.on_drift,
+            &plan.paths,
         )?;
         if fresh.actions != plan.actions {
             drop_safety(ws, &safety.id);

@@ -906,4 +906,50 @@ mod tests {
         assert_eq!(bytes[8..12], JOURNAL_VERSION.to_le_bytes());
         assert_eq!(decode(&bytes, &done, State::Done).expect("decode").id, id);
     }
+
+    #[test]
+    fn a_journal_of_chosen_paths_keeps_format_2_and_only_their_actions_while_a_json_plan_keeps_the_paths(
+    ) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).expect("root");
+        std::fs::write(root.join("a.txt"), b"one\n").expect("write");
+        std::fs::write(root.join("b.txt"), b"bee\n").expect("write");
+        let ws = Workspace::open(
+            &root,
+            crate::WorkspaceOptions {
+                store: Some(dir.path().join("store")),
+                ..Default::default()
+            },
+        )
+        .expect("open");
+        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        std::fs::write(root.join("a.txt"), b"two\n").expect("write");
+        std::fs::write(root.join("b.txt"), b"bzz\n").expect("write");
+        let options = crate::RestoreOptions {
+            paths: vec![RelPath::from("a.txt")],
+            on_drift: crate::DriftPolicy::Skip,
+            ..Default::default()
+        };
+        let plan = ws.plan(&snap.id, &options).expect("plan");
+        let json: crate::Plan =
+            serde_json::from_slice(&serde_json::to_vec(&plan).expect("json")).expect("parse");
+        assert_eq!(json, plan, "a JSON plan keeps paths and on_drift");
+        let report = ws.apply(&plan, &options).expect("apply");
+        assert_eq!(report.paths, vec![RelPath::from("a.txt")]);
+        let id = report.journal.expect("a journal");
+        let jdir = journal_dir(&ws).expect("dir");
+        let file = path_of(&jdir, &id, State::Applied);
+        let bytes = std::fs::read(&file).expect("journal");
+        assert_eq!(bytes[8..12], JOURNAL_VERSION.to_le_bytes());
+        let j = decode(&bytes, &file, State::Applied).expect("decode");
+        assert!(j
+            .plan
+            .actions
+            .iter()
+            .all(|a| a.path().as_bytes() == b"a.txt"));
+        assert!(j.plan.paths.is_empty(), "format 2 has no paths");
+        assert_eq!(j.plan.actions, plan.actions);
+        assert_eq!(std::fs::read(root.join("b.txt")).expect("read"), b"bzz\n");
+    }
 }

@@ -44,7 +44,9 @@ pub mod workspace;
 pub use apply::{apply, restore, Report};
 pub use error::{Error, Result};
 pub use journal::{Journal, Recovery, State as JournalState, StrayStaged};
-pub use plan::{plan, Action, DriftPolicy, KeptPath, KeptReason, Plan, RestoreOptions};
+pub use plan::{
+    normalize_paths, plan, Action, DriftPolicy, KeptPath, KeptReason, Plan, RestoreOptions,
+};
 pub use workspace::{
     default_workspace_id, Hold, HoldInfo, SnapshotOutcome, Workspace, WorkspaceOptions,
 };

@@ -173,7 +173,8 @@ pub enum DriftPolicy {
     Overwrite,
     /// Refuse the restore with `CONFLICT`, naming them.
     Refuse,
-    /// Leave them as they are (listed in `drifted` and `kept`).
+    /// Leave them as they are (listed in `drifted` and `kept`); `keep` is read as this too.
+    #[serde(alias = "keep")]
     Skip,
 }
 
@@ -187,6 +188,10 @@ pub struct RestoreOptions {
     pub reference: Option<SnapshotId>,
     /// What to do with drifted paths.
     pub on_drift: DriftPolicy,
+    /// Restore only these paths (each a file, link or directory with everything under it,
+    /// relative to the root); empty: the whole workspace. Everything else is left untouched:
+    /// the plan, the safety snapshot's undo and the journal cover exactly these paths.
+    pub paths: Vec<RelPath>,
     /// An idempotency key: repeating a finished key returns the earlier report.
     pub key: Option<String>,
     /// A token another thread may cancel (checked before any change).
@@ -198,7 +203,10 @@ pub struct RestoreOptions {
 
 /// A restore plan: every change, before any is made. A plain value; [`crate::apply`] does
 /// exactly what it lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// In JSON (a dry run) it has every field; in binary formats (a journal, format 2) it has all
+/// but `paths` and `on_drift`, which only planning again needs, so journals keep their format.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// The snapshot restored.
     pub snapshot_id: SnapshotId,
@@ -214,7 +222,8 @@ pub struct Plan {
     pub restored: Vec<RelPath>,
     /// Paths removed (a directory with everything in it).
     pub deleted: Vec<RelPath>,
-    /// Files already as the snapshot holds them.
+    /// Files already as the snapshot holds them, and with chosen paths the snapshot's files
+    /// outside them (left as they are, whatever they hold).
     pub unchanged: u64,
     /// Paths left alone, and why.
     pub kept: Vec<KeptPath>,
@@ -224,6 +233,120 @@ pub struct Plan {
     pub drifted: Vec<RelPath>,
     /// The reference snapshot, if one was given.
     pub reference: Option<SnapshotId>,
+    /// The paths the restore was restricted to (empty: the whole workspace).
+    pub paths: Vec<RelPath>,
+    /// What it was told to do with drifted paths.
+    pub on_drift: DriftPolicy,
+}
+
+/// Defines a serde form of [`Plan`]: its fields, then `paths` and `on_drift` with `$attr`.
+macro_rules! plan_form {
+    ($(#[$doc:meta])* $name:ident, #[$attr:meta]) => {
+        $(#[$doc])*
+        #[derive(Serialize, Deserialize)]
+        #[serde(remote = "Plan")]
+        struct $name {
+            snapshot_id: SnapshotId,
+            target_root: TreeId,
+            current_root: TreeId,
+            capture: CaptureSettings,
+            actions: Vec<Action>,
+            restored: Vec<RelPath>,
+            deleted: Vec<RelPath>,
+            unchanged: u64,
+            kept: Vec<KeptPath>,
+            busy: bool,
+            drifted: Vec<RelPath>,
+            reference: Option<SnapshotId>,
+            #[$attr]
+            paths: Vec<RelPath>,
+            #[$attr]
+            on_drift: DriftPolicy,
+        }
+    };
+}
+
+plan_form!(
+    /// [`Plan`] as JSON: every field (`paths` and `on_drift` may be absent: the whole
+    /// workspace, overwrite).
+    JsonPlan,
+    #[serde(default)]
+);
+
+plan_form!(
+    /// [`Plan`] in binary formats: every field but `paths` and `on_drift` (journal format 2).
+    CompactPlan,
+    #[serde(skip)]
+);
+
+impl Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            JsonPlan::serialize(self, s)
+        } else {
+            CompactPlan::serialize(self, s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Plan {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Plan, D::Error> {
+        if d.is_human_readable() {
+            JsonPlan::deserialize(d)
+        } else {
+            CompactPlan::deserialize(d)
+        }
+    }
+}
+
+/// Where a path lies with respect to the chosen paths of a restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// At or under a chosen path (or no paths were chosen): planned as usual.
+    Inside,
+    /// A directory above a chosen path: only what leads to it is planned.
+    Above,
+    /// Neither: left untouched.
+    Outside,
+}
+
+/// The chosen paths of a restore, checked and made plain: no empty, `.` or `..` component,
+/// no leading or doubled `/` (a trailing one is dropped), each kept once and none under
+/// another (a directory covers everything under it). `INVALID_ARGUMENT` names a bad one.
+pub fn normalize_paths(paths: &[RelPath]) -> Result<Vec<RelPath>> {
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(paths.len());
+    for p in paths {
+        let mut b = p.as_bytes();
+        while let Some(rest) = b.strip_suffix(b"/") {
+            b = rest;
+        }
+        let bad = b.is_empty()
+            || b.split(|&c| c == b'/')
+                .any(|c| cairn_store::tree::check_name(c).is_err());
+        if bad {
+            return Err(Error::InvalidArgument(format!(
+                "the path {:?} is not a plain path inside the workspace (relative to its root, \
+                 without empty, `.` or `..` parts); name a file or directory under the root",
+                p.display()
+            )));
+        }
+        out.push(b.to_vec());
+    }
+    out.sort();
+    out.dedup();
+    let mut kept: Vec<Vec<u8>> = Vec::with_capacity(out.len());
+    for p in out {
+        if kept.last().map(|k| within(&p, k)).unwrap_or(false) {
+            continue;
+        }
+        kept.push(p);
+    }
+    Ok(kept.into_iter().map(RelPath).collect())
+}
+
+/// Whether `path` is `dir` or lies under it.
+fn within(path: &[u8], dir: &[u8]) -> bool {
+    path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/')
 }
 
 impl RestoreOptions {
@@ -319,6 +442,8 @@ struct Planner<'a> {
     reference: Option<TreeId>,
     reference_cache: HashMap<TreeId, Tree>,
     on_drift: DriftPolicy,
+    /// The chosen paths (empty: everything).
+    scope: Vec<Vec<u8>>,
     removals: Vec<Action>,
     creations: Vec<Action>,
     modes: Vec<Action>,
@@ -330,12 +455,101 @@ struct Planner<'a> {
     visited_leaves: u64,
     /// Unchanged subtrees, counted only when the manifest's count cannot be used.
     same_subtrees: Vec<TreeId>,
+    /// Subtrees of the target outside the chosen paths, likewise.
+    outside_dirs: Vec<TreeId>,
     kept: Vec<KeptPath>,
     drifted: Vec<RelPath>,
     denied: Vec<(RelPath, String)>,
 }
 
 impl Planner<'_> {
+    /// Where `path` lies with respect to the chosen paths.
+    fn scope_of(&self, path: &[u8]) -> Scope {
+        if self.scope.is_empty() {
+            return Scope::Inside;
+        }
+        let mut above = false;
+        for c in &self.scope {
+            if within(path, c) {
+                return Scope::Inside;
+            }
+            above |= within(c, path);
+        }
+        if above {
+            Scope::Above
+        } else {
+            Scope::Outside
+        }
+    }
+
+    /// Plans the directory `p` above a chosen path: `x` the target's entry, `y` the current
+    /// one. Only what leads to the chosen paths is planned; `p` itself is made when the
+    /// target has it and the workspace does not, removed only when the target lacks it and
+    /// the removals under it leave it empty, and never re-moded.
+    fn above(&mut self, p: &[u8], x: Option<&TreeEntry>, y: Option<&TreeEntry>) -> Result<()> {
+        let tx = match x {
+            Some(x) if x.kind == EntryKind::Dir => Some((self.target_tree)(&TreeId(x.id))?),
+            _ => None,
+        };
+        match y {
+            Some(y) if y.kind == EntryKind::Dir => {
+                let ty = (self.current_tree)(&TreeId(y.id))?;
+                self.dir(p, tx.as_ref(), Some(&ty))?;
+                // A directory the target lacks, left empty by the removals under it, goes too:
+                // it only held what the chosen paths remove (so restoring the safety snapshot
+                // of a restore that made it takes it away again).
+                let emptied = tx.is_none()
+                    && !self.kept_under(p)
+                    && ty.entries().iter().all(|e| {
+                        let cp = join(p, &e.name);
+                        self.deleted.iter().any(|d| d.as_bytes() == cp.as_slice())
+                    });
+                if emptied {
+                    self.removals.push(Action::RemoveDir {
+                        path: RelPath(p.to_vec()),
+                    });
+                    self.deleted.push(RelPath(p.to_vec()));
+                }
+                Ok(())
+            }
+            Some(_) if tx.is_some() => {
+                self.denied.push((
+                    RelPath(p.to_vec()),
+                    "a chosen path lies under it in the snapshot, but the workspace has a file \
+                     or link there; choose this path itself to restore it"
+                        .into(),
+                ));
+                Ok(())
+            }
+            None => match (x, tx) {
+                (Some(x), Some(tx)) => {
+                    if let Some((kp, reason)) = self.kept_at_or_above(p) {
+                        self.deny(&kp, reason);
+                        return Ok(());
+                    }
+                    let path = RelPath(p.to_vec());
+                    self.creations.push(Action::MakeDir {
+                        path: path.clone(),
+                        mode: x.mode,
+                    });
+                    self.restored.push(path.clone());
+                    self.dir(p, Some(&tx), None)?;
+                    if x.mode & 0o700 != 0o700 {
+                        self.modes.push(Action::SetMode {
+                            path,
+                            mode: x.mode,
+                            dir: true,
+                        });
+                    }
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+            // Neither side has a directory here: nothing under it to restore.
+            Some(_) => Ok(()),
+        }
+    }
+
     /// The kept entry at `path` or at one of its ancestors.
     fn kept_at_or_above(&self, path: &[u8]) -> Option<(Vec<u8>, KeptReason)> {
         let mut p = path;
@@ -430,6 +644,34 @@ impl Planner<'_> {
                 (Some(_), None) => std::cmp::Ordering::Less,
                 (None, _) => std::cmp::Ordering::Greater,
             };
+            if !self.scope.is_empty() {
+                let name = match ord {
+                    std::cmp::Ordering::Greater => &ce[j].name,
+                    _ => &te[i].name,
+                };
+                let p = join(path, name);
+                let x = (ord != std::cmp::Ordering::Greater).then(|| te[i].clone());
+                let y = (ord != std::cmp::Ordering::Less).then(|| ce[j].clone());
+                let scope = self.scope_of(&p);
+                if scope != Scope::Inside {
+                    if scope == Scope::Above {
+                        self.above(&p, x.as_ref(), y.as_ref())?;
+                    } else if let Some(x) = &x {
+                        // Outside the chosen paths: left as it is, counted as unchanged.
+                        match x.kind {
+                            EntryKind::Dir => self.outside_dirs.push(TreeId(x.id)),
+                            _ => self.unchanged += 1,
+                        }
+                    }
+                    if x.is_some() {
+                        i += 1;
+                    }
+                    if y.is_some() {
+                        j += 1;
+                    }
+                    continue;
+                }
+            }
             match ord {
                 std::cmp::Ordering::Less => {
                     let x = te[i].clone();
@@ -628,6 +870,8 @@ pub(crate) struct Inputs<'a> {
     pub target_tree: &'a dyn Fn(&TreeId) -> Result<Tree>,
     pub reference: Option<(SnapshotId, TreeId)>,
     pub on_drift: DriftPolicy,
+    /// The chosen paths, normalized (empty: everything).
+    pub paths: &'a [RelPath],
 }
 
 /// Computes a plan; `DENIED` when it would lose data; `CONFLICT` for drift with `Refuse`.
@@ -649,6 +893,7 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         reference: inputs.reference.map(|r| r.1),
         reference_cache: HashMap::new(),
         on_drift: inputs.on_drift,
+        scope: inputs.paths.iter().map(|p| p.0.clone()).collect(),
         removals: Vec::new(),
         creations: Vec::new(),
         modes: Vec::new(),
@@ -657,6 +902,7 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         unchanged: 0,
         visited_leaves: 0,
         same_subtrees: Vec::new(),
+        outside_dirs: Vec::new(),
         kept: Vec::new(),
         drifted: Vec::new(),
         denied: Vec::new(),
@@ -664,12 +910,54 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
     let t = (inputs.target_tree)(&inputs.target_root)?;
     let c = (inputs.current.trees)(&inputs.current.root)?;
     p.dir(b"", Some(&t), Some(&c))?;
+    // A chosen path neither side has is a slip (a typo, a path of another workspace).
+    if !inputs.paths.is_empty() {
+        let (mut tc, mut cc) = (HashMap::new(), HashMap::new());
+        for path in inputs.paths {
+            let in_target = entry_at(
+                &mut tc,
+                inputs.target_tree,
+                inputs.target_root,
+                path.as_bytes(),
+            )?
+            .is_some();
+            if !in_target
+                && entry_at(
+                    &mut cc,
+                    inputs.current.trees,
+                    inputs.current.root,
+                    path.as_bytes(),
+                )?
+                .is_none()
+                && !inputs
+                    .current
+                    .kept
+                    .iter()
+                    .any(|(k, _, _)| within(path.as_bytes(), k))
+            {
+                return Err(cairn_store::Error::NotFound {
+                    what: format!(
+                        "the chosen path {} (neither snapshot {} nor the workspace has it; \
+                         check its spelling: paths are relative to the workspace root)",
+                        path.display(),
+                        inputs.snapshot_id.short()
+                    ),
+                    path: Some(ws.root.join(path.as_path())),
+                }
+                .into());
+            }
+        }
+    }
     // What the identical subtrees hold: the manifest's count less what the walk met, without
     // reading them; read and counted only when the count cannot be right (a hand-made manifest).
     match inputs.target_leaves.checked_sub(p.visited_leaves) {
-        Some(rest) if rest > 0 || p.same_subtrees.is_empty() => p.unchanged += rest,
+        Some(rest) if rest > 0 || (p.same_subtrees.is_empty() && p.outside_dirs.is_empty()) => {
+            p.unchanged += rest
+        }
         _ => {
-            for id in std::mem::take(&mut p.same_subtrees) {
+            let mut subtrees = std::mem::take(&mut p.same_subtrees);
+            subtrees.append(&mut p.outside_dirs);
+            for id in subtrees {
                 p.unchanged += p.count_files(id)?;
             }
         }
@@ -725,8 +1013,15 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         });
     }
     if inputs.on_drift == DriftPolicy::Refuse && !p.drifted.is_empty() {
+        let reference = inputs.reference.map(|r| r.0.short()).unwrap_or_default();
         return Err(Error::Conflict {
-            detail: "files were edited since the reference snapshot (refusing, as asked)".into(),
+            detail: format!(
+                "nothing was changed: files the restore would change were edited since snapshot \
+                 {reference}, the files being left, by someone other than the restore (drift is \
+                 refused); see them with `cairn diff {reference}`, then leave them as they are \
+                 (--on-drift keep, on_drift \"keep\") or overwrite them (--on-drift overwrite; the \
+                 safety snapshot keeps them)"
+            ),
             first: p.drifted.first().map(|d| ws.root.join(d.as_path())),
             paths: p.drifted,
         });
@@ -745,6 +1040,8 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
         busy,
         drifted: p.drifted,
         reference: inputs.reference.map(|r| r.0),
+        paths: inputs.paths.to_vec(),
+        on_drift: inputs.on_drift,
     })
 }
 
@@ -821,6 +1118,7 @@ pub(crate) fn against(
     current: Current<'_>,
     reference: Option<&SnapshotId>,
     on_drift: DriftPolicy,
+    paths: &[RelPath],
 ) -> Result<Plan> {
     refuse_enclosing_root(ws, &snapshot_id, manifest)?;
     let store = ws.store();
@@ -841,6 +1139,7 @@ pub(crate) fn against(
             target_tree: &target_tree,
             reference,
             on_drift,
+            paths,
         },
     )
 }
@@ -877,5 +1176,6 @@ fn plan_inner(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -
         },
         options.reference.as_ref(),
         options.on_drift,
+        &normalize_paths(&options.paths)?,
     )
 }

@@ -22,6 +22,30 @@ pub struct CheckpointRequest {
     pub max_file_bytes: u64,
 }
 
+/// Which part of the files a restore covers, and what it does with paths edited since the
+/// checkpoint being left ([`Files::plan_scoped`]). `Default`: every path, no drift check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PlanScope {
+    /// Only these paths, relative to the root (a directory with everything under it); empty:
+    /// the whole workspace.
+    #[serde(default)]
+    pub paths: Vec<cairn_store::RelPath>,
+    /// The snapshot the files are compared with: a path the restore would change whose
+    /// content differs from it was edited by someone else since (it is `drifted`).
+    #[serde(default)]
+    pub reference: Option<SnapshotId>,
+    /// What to do with drifted paths.
+    #[serde(default)]
+    pub on_drift: cairn_restore::DriftPolicy,
+}
+
+impl PlanScope {
+    /// Whether it is the whole workspace without a drift check.
+    pub fn is_whole(&self) -> bool {
+        self.paths.is_empty() && self.reference.is_none()
+    }
+}
+
 /// A restore planned by [`Files::plan`]: a dry run, to be handed back to [`Files::apply`].
 pub struct FilePlan {
     /// The snapshot to restore.
@@ -86,6 +110,22 @@ pub trait Files: Send + Sync {
 
     /// Plans a restore of `target`: a dry run that changes nothing.
     fn plan(&self, target: &SnapshotId) -> Result<FilePlan, FilesError>;
+
+    /// [`Files::plan`] of only some paths, or with a drift check; [`Files::apply`] of the plan
+    /// keeps to the same scope. The default plans the whole workspace and refuses any other
+    /// scope with `INVALID_ARGUMENT`.
+    fn plan_scoped(&self, target: &SnapshotId, scope: &PlanScope) -> Result<FilePlan, FilesError> {
+        if scope.is_whole() {
+            return self.plan(target);
+        }
+        Err(FilesError::msg(
+            cairn_store::ErrorKind::InvalidArgument,
+            format!(
+                "workspace {} cannot restore chosen paths or check drift; restore it whole",
+                self.id()
+            ),
+        ))
+    }
 
     /// Applies a plan, journalled under `key` (unique to this rewind or fork), after a safety
     /// snapshot of what it changes.

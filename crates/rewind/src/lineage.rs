@@ -64,6 +64,9 @@ pub(crate) struct ChosenFiles {
     pub(crate) workspace_id: String,
     #[serde(with = "crate::model::path_text")]
     pub(crate) root: PathBuf,
+    /// Which paths, and the drift check (default: every path, none).
+    #[serde(default)]
+    pub(crate) scope: crate::files::PlanScope,
 }
 
 impl Lineage {
@@ -405,6 +408,7 @@ impl Lineage {
             exact: cand.exact,
             workspace_id: workspace_id.to_string(),
             root: root.to_path_buf(),
+            scope: Default::default(),
         })
     }
 }

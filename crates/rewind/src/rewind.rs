@@ -69,6 +69,13 @@ pub struct RewindOptions {
     /// The run whose tool asks for the rewind: rewinding its own thread (or, with files, its
     /// own workspace) is refused with `VALIDATION`.
     pub from_run: Option<RunId>,
+    /// With files: restore only these paths (relative to the root; a directory with everything
+    /// under it). Empty: every path.
+    pub paths: Vec<cairn_store::RelPath>,
+    /// With files: check for paths edited since the newest checkpoint of the thread in the
+    /// workspace (the files being left) by someone other than the rewind, and refuse, keep
+    /// them or overwrite them (their content is then in the safety snapshot). `None`: no check.
+    pub on_drift: Option<cairn_restore::DriftPolicy>,
 }
 
 impl Default for RewindOptions {
@@ -83,6 +90,8 @@ impl Default for RewindOptions {
             tool_settle: Duration::from_secs(10),
             lease_wait: Duration::from_secs(60),
             from_run: None,
+            paths: Vec::new(),
+            on_drift: None,
         }
     }
 }
@@ -99,6 +108,8 @@ impl std::fmt::Debug for RewindOptions {
             .field("tool_settle", &self.tool_settle)
             .field("lease_wait", &self.lease_wait)
             .field("from_run", &self.from_run)
+            .field("paths", &self.paths)
+            .field("on_drift", &self.on_drift)
             .finish()
     }
 }
@@ -440,7 +451,13 @@ impl Threads {
         }
         let chosen = match (&ws, &ws_root) {
             (Some(ws), Some(root)) => {
-                Some(self.choose_files(&lin, point.as_ref(), &from, ws.as_ref(), root)?)
+                let mut ch = self.choose_files(&lin, point.as_ref(), &from, ws.as_ref(), root)?;
+                ch.scope.paths = opts.paths.clone();
+                if let Some(on_drift) = opts.on_drift {
+                    ch.scope.on_drift = on_drift;
+                    ch.scope.reference = self.drift_reference(&lin, &ch, ws.id())?;
+                }
+                Some(ch)
             }
             _ => None,
         };
@@ -614,6 +631,29 @@ impl Threads {
     }
 
     /// Picks and checks the checkpoint whose files to restore.
+    /// The files a rewind leaves, for its drift check: the newest checkpoint of the lineage
+    /// in the workspace taken after the one restored (with other files). `None` when there is
+    /// none: what changed since the restored checkpoint is then the thread's own work, as far
+    /// as anyone knows, and no path is taken for another's edit.
+    fn drift_reference(
+        &self,
+        lin: &Lineage,
+        chosen: &ChosenFiles,
+        workspace: &str,
+    ) -> Result<Option<cairn_store::SnapshotId>> {
+        let cps = self.inner.read(|c| lin.checkpoints(c))?;
+        let after = cps
+            .iter()
+            .position(|cp| cp.id == chosen.checkpoint_id)
+            .map(|i| i + 1)
+            .unwrap_or(cps.len());
+        Ok(cps[after..]
+            .iter()
+            .rev()
+            .find(|cp| cp.workspace_id == workspace && cp.snapshot_id != chosen.snapshot_id)
+            .map(|cp| cp.snapshot_id))
+    }
+
     pub(crate) fn choose_files(
         &self,
         lin: &Lineage,
@@ -1168,7 +1208,7 @@ pub(crate) fn plan_restore(
     ch: &ChosenFiles,
 ) -> Result<FilePlan> {
     db.keep_out_of(ws);
-    ws.plan(&ch.snapshot_id)
+    ws.plan_scoped(&ch.snapshot_id, &ch.scope)
         .map_err(|e| Error::files(ws.id(), "plan the restore", e))
 }
 

@@ -178,6 +178,9 @@ pub struct CheckpointOptions {
     pub run: Option<Run>,
     /// Without a run: the workspace, with the runtime's policy.
     pub workspace: Option<Arc<dyn Files>>,
+    /// What the caller knows of the point, kept in the snapshot's manifest (an agent's hook:
+    /// `tool_use_id`, `tool_name`, `agent_id`); `cairn_*` keys are Cairn's own and not taken.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 impl std::fmt::Debug for CheckpointOptions {
@@ -185,6 +188,7 @@ impl std::fmt::Debug for CheckpointOptions {
         f.debug_struct("CheckpointOptions")
             .field("run", &self.run.as_ref().map(|r| r.id()))
             .field("workspace", &self.workspace.as_ref().map(|w| w.id()))
+            .field("metadata", &self.metadata)
             .finish()
     }
 }
@@ -939,6 +943,7 @@ impl Threads {
                 &cp_id,
                 kind,
                 entry_id.as_str(),
+                &serde_json::Map::new(),
             ) {
                 Ok(snap) => {
                     checkpoint = Some((cp_id, snap, ws.id().to_string(), canonical_root(ws)))
@@ -1107,6 +1112,7 @@ impl Threads {
             &cp_id,
             kind,
             label,
+            &opts.metadata,
         )
         .map_err(|e| Error::files(ws.id(), "take a checkpoint", e))?;
         let root = canonical_root(ws.as_ref());
@@ -1249,6 +1255,7 @@ pub(crate) fn describe_op(op: &str) -> String {
 }
 
 /// Takes a snapshot for a checkpoint through the seam.
+#[allow(clippy::too_many_arguments)] // each is one column of what the manifest records
 pub(crate) fn take_snapshot(
     ws: &dyn Files,
     policy: &EffectivePolicy,
@@ -1257,8 +1264,13 @@ pub(crate) fn take_snapshot(
     cp_id: &CheckpointId,
     kind: CheckpointKind,
     label: &str,
+    extra: &serde_json::Map<String, serde_json::Value>,
 ) -> std::result::Result<SnapshotId, FilesError> {
-    let mut metadata = serde_json::Map::new();
+    let mut metadata: serde_json::Map<String, serde_json::Value> = extra
+        .iter()
+        .filter(|(k, _)| !k.starts_with("cairn_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     metadata.insert("cairn_thread_id".into(), thread.as_str().into());
     if let Some(e) = entry {
         metadata.insert("cairn_entry_id".into(), e.as_str().into());

@@ -4,7 +4,7 @@
 //! interrupted is known to have finished by its journal.
 
 use crate::error::FilesError;
-use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted};
+use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted, PlanScope};
 use cairn_restore::{Plan, Report, RestoreOptions, Workspace};
 use cairn_store::{ErrorKind, SnapshotId, Store};
 use std::path::Path;
@@ -20,6 +20,7 @@ pub fn dry_run_report(plan: &Plan) -> Report {
         kept: plan.kept.clone(),
         busy: plan.busy,
         drifted: plan.drifted.clone(),
+        paths: plan.paths.clone(),
         safety_snapshot_id: None,
         operations: 0,
         as_planned: true,
@@ -77,8 +78,17 @@ impl Files for Workspace {
     }
 
     fn plan(&self, target: &SnapshotId) -> Result<FilePlan, FilesError> {
-        let plan =
-            Workspace::plan(self, target, &RestoreOptions::default()).map_err(FilesError::new)?;
+        self.plan_scoped(target, &PlanScope::default())
+    }
+
+    fn plan_scoped(&self, target: &SnapshotId, scope: &PlanScope) -> Result<FilePlan, FilesError> {
+        let options = RestoreOptions {
+            paths: scope.paths.clone(),
+            reference: scope.reference,
+            on_drift: scope.on_drift,
+            ..RestoreOptions::default()
+        };
+        let plan = Workspace::plan(self, target, &options).map_err(FilesError::new)?;
         Ok(FilePlan {
             target: *target,
             report: json(&dry_run_report(&plan))?,
@@ -89,12 +99,16 @@ impl Files for Workspace {
     }
 
     fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError> {
-        let options = RestoreOptions {
+        let mut options = RestoreOptions {
             key: Some(key.to_string()),
             ..RestoreOptions::default()
         };
         let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Plan>()) {
-            Some(p) => Workspace::apply(self, p, &options),
+            Some(p) => {
+                // Checked again against the safety snapshot as it was planned.
+                options.on_drift = p.on_drift;
+                Workspace::apply(self, p, &options)
+            }
             None => self.restore(&plan.target, &options),
         }
         .map_err(FilesError::new)?;

@@ -765,6 +765,8 @@ class Threads(Managed):
         lease_wait: _dt.timedelta | float | None,
         from_run: str | Run | None,
         workspace: Workspace | None,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
+        on_drift: Literal["refuse", "keep", "overwrite"] | None = None,
     ) -> RewindReport:
         th, en = _id(thread, "thread"), _id(entry, "entry")
         doc = json_arg(
@@ -777,6 +779,8 @@ class Threads(Managed):
                 tool_settle_ms=_opt_millis(tool_settle),
                 lease_wait_ms=_opt_millis(lease_wait),
                 from_run=from_run.id if isinstance(from_run, Run) else from_run,
+                paths=[os.fspath(p) for p in paths] if paths is not None else None,
+                on_drift=on_drift,
             )
         )
         with self._use() as t, _maybe(workspace) as w:
@@ -796,6 +800,8 @@ class Threads(Managed):
         lease_wait: _dt.timedelta | float | None = None,
         from_run: str | Run | None = None,
         workspace: Workspace | None = None,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
+        on_drift: Literal["refuse", "keep", "overwrite"] | None = None,
     ) -> RewindReport:
         """Rewinds the thread to ``entry`` of its active branch, in one operation: files
         (with ``files=True``) from the checkpoint at or before it, then conversation, memory
@@ -808,9 +814,27 @@ class Threads(Managed):
         one of another thread in the same workspace raises WorkspaceBusyError; with
         ``force`` this process's runs are interrupted (RunInterruptedError at their next
         heartbeat). ``key`` makes the rewind idempotent.
+
+        With files, ``paths`` restores only those files and directories (relative to the
+        root), and ``on_drift`` checks for files edited since the thread's newest checkpoint
+        (after the one restored) by someone else: ``"refuse"`` (ConflictError), ``"keep"``
+        them or ``"overwrite"`` them. Default: no check.
         """
         return self._rewind(
-            lib.cairn_threads_rewind, thread, entry, files, memory, dry_run, force, key, tool_settle, lease_wait, from_run, workspace
+            lib.cairn_threads_rewind,
+            thread,
+            entry,
+            files,
+            memory,
+            dry_run,
+            force,
+            key,
+            tool_settle,
+            lease_wait,
+            from_run,
+            workspace,
+            paths=paths,
+            on_drift=on_drift,
         )
 
     def restore_before(

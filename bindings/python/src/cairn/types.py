@@ -285,6 +285,8 @@ class RestorePlan:
     reference: str | None
     document: bytes = field(default=b"", repr=False, compare=False)
     """The plan as the library wrote it (what :meth:`Workspace.apply` sends back)."""
+    paths: list[str] = field(default_factory=list)
+    """The paths the restore is restricted to (empty: the whole workspace)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any], document: bytes) -> RestorePlan:
@@ -302,6 +304,7 @@ class RestorePlan:
             drifted=_paths(d.get("drifted", [])),
             reference=d.get("reference"),
             document=document,
+            paths=_paths(d.get("paths", [])),
         )
 
 
@@ -309,7 +312,7 @@ class RestorePlan:
 class RestoreReport:
     """What a restore did (or, with ``dry_run``, would do).
 
-    Restoring ``safety_snapshot_id`` undoes it.
+    Restoring ``safety_snapshot_id`` (with the same ``paths``, when it had some) undoes it.
     """
 
     snapshot_id: str
@@ -324,6 +327,8 @@ class RestoreReport:
     operations: int
     as_planned: bool
     journal: str | None
+    paths: list[str] = field(default_factory=list)
+    """The paths the restore was restricted to (empty: the whole workspace)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RestoreReport:
@@ -340,6 +345,7 @@ class RestoreReport:
             operations=d.get("operations", 0),
             as_planned=bool(d.get("as_planned", True)),
             journal=d.get("journal"),
+            paths=_paths(d.get("paths", [])),
         )
 
 

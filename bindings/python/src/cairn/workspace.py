@@ -41,7 +41,7 @@ __all__ = ["Workspace", "Hold", "CancelToken", "ProgressCallback", "DriftPolicy"
 ProgressCallback = Callable[[Progress], "bool | None"]
 
 #: What a restore does with paths edited since its reference snapshot.
-DriftPolicy = Literal["overwrite", "refuse", "skip"]
+DriftPolicy = Literal["overwrite", "refuse", "keep", "skip"]
 
 def _options(**fields: Any) -> dict[str, Any]:
     """An options document of the fields that are set (``None`` means the default)."""
@@ -401,13 +401,18 @@ class Workspace(Managed):
 
     @staticmethod
     def _restore_options(
-        dry_run: bool, reference: str | SnapshotInfo | None, on_drift: DriftPolicy | None, key: str | None
+        dry_run: bool,
+        reference: str | SnapshotInfo | None,
+        on_drift: DriftPolicy | None,
+        key: str | None,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
     ) -> bytes:
         opts = _options(
             dry_run=dry_run or None,
             reference=reference.id if isinstance(reference, SnapshotInfo) else reference,
             on_drift=on_drift,
             key=key,
+            paths=[os.fspath(p) for p in paths] if paths is not None else None,
         )
         return json_arg(opts)
 
@@ -418,6 +423,7 @@ class Workspace(Managed):
         reference: str | SnapshotInfo | None = None,
         on_drift: DriftPolicy | None = None,
         cancel: CancelToken | None = None,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
     ) -> RestorePlan:
         """Plans restoring a snapshot, changing nothing (the dry run): every change, listed.
 
@@ -425,11 +431,13 @@ class Workspace(Managed):
             reference: a snapshot (full id) to compare the current files with; paths the
                 restore would change that differ from it are ``drifted``.
             on_drift: ``"overwrite"`` (default; the safety snapshot keeps them),
-                ``"refuse"`` (ConflictError) or ``"skip"``.
+                ``"refuse"`` (ConflictError) or ``"keep"`` (``"skip"``: the same).
             cancel: a :class:`CancelToken`.
+            paths: restore only these files and directories (relative to the root, a
+                directory with everything under it); every other path is left as it is.
         """
         n = _name(name)
-        opts = self._restore_options(False, reference, on_drift, None)
+        opts = self._restore_options(False, reference, on_drift, None, paths)
         with ExitStack() as stack:
             ws = stack.enter_context(self._use())
             c = stack.enter_context(cancel._use()) if cancel is not None else ffi.NULL
@@ -470,16 +478,18 @@ class Workspace(Managed):
         on_drift: DriftPolicy | None = None,
         key: str | None = None,
         cancel: CancelToken | None = None,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
     ) -> RestoreReport:
         """Restores the workspace's files to a snapshot: plans, then (unless ``dry_run``)
         applies. A safety snapshot of the files is taken first; restoring
-        ``report.safety_snapshot_id`` undoes the restore.
+        ``report.safety_snapshot_id`` (with the same ``paths``) undoes the restore.
+        ``paths`` restores only those files and directories (relative to the root).
 
         Raises BusyError while a hold stands, ConflictError for drifted files with
         ``on_drift="refuse"``, DeniedError when a path is not safe to change.
         """
         n = _name(name)
-        opts = self._restore_options(dry_run, reference, on_drift, key)
+        opts = self._restore_options(dry_run, reference, on_drift, key, paths)
         with ExitStack() as stack:
             ws = stack.enter_context(self._use())
             c = stack.enter_context(cancel._use()) if cancel is not None else ffi.NULL

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 
 /// Runs `cairn hook claude-code` with `doc` on stdin: (exit code, stdout, stderr).
-fn hook(f: &Fixture, doc: &Value, extra: &[&str]) -> (Option<i32>, String, String) {
+pub(crate) fn hook(f: &Fixture, doc: &Value, extra: &[&str]) -> (Option<i32>, String, String) {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
     cmd.args(["hook", "claude-code"])
         .args(extra)
@@ -32,7 +32,7 @@ fn hook(f: &Fixture, doc: &Value, extra: &[&str]) -> (Option<i32>, String, Strin
     )
 }
 
-fn prompt(f: &Fixture, session: &str, text: &str) -> Value {
+pub(crate) fn prompt(f: &Fixture, session: &str, text: &str) -> Value {
     json!({
         "session_id": session,
         "transcript_path": f.root.with_file_name("transcript.jsonl"),
@@ -42,7 +42,7 @@ fn prompt(f: &Fixture, session: &str, text: &str) -> Value {
     })
 }
 
-fn tool(f: &Fixture, session: &str, name: &str, id: &str) -> Value {
+pub(crate) fn tool(f: &Fixture, session: &str, name: &str, id: &str) -> Value {
     json!({
         "session_id": session,
         "cwd": f.root,

@@ -9,6 +9,7 @@ mod agents;
 mod files;
 mod home;
 mod mcp;
+mod precise;
 mod remote;
 mod store_ops;
 mod threads;

@@ -628,7 +628,26 @@ fn rewind_of_a_checkpoint_with_no_memory_restores_only_the_files() {
         .as_str()
         .expect("the first message's checkpoint")
         .to_string();
-    let v = f.json(&["rewind", "chat", &cp, "--no-memory", "--yes"]);
+    // turn2.txt was written after the newest checkpoint (turn two's): no checkpoint says whose
+    // edit it is, so by default the restore refuses it.
+    let v = json_error(
+        &mut f.cairn(&["--json", "rewind", "chat", &cp, "--no-memory", "--yes"]),
+        20,
+    );
+    assert_eq!(v["error"]["kind"], "CONFLICT");
+    assert!(v["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("turn2.txt") && m.contains("--on-drift")));
+    assert!(exists(&f.path("turn2.txt")), "nothing was changed");
+    let v = f.json(&[
+        "rewind",
+        "chat",
+        &cp,
+        "--no-memory",
+        "--yes",
+        "--on-drift",
+        "overwrite",
+    ]);
     assert_eq!(v["conversation"]["cut"].as_array().map(Vec::len), Some(0));
     assert!(!exists(&f.path("turn1.txt")));
     assert!(!exists(&f.path("turn2.txt")));

@@ -229,3 +229,86 @@ proptest! {
         }
     }
 }
+
+/// Whether `p` is `c` or under it.
+fn within(p: &[u8], c: &[u8]) -> bool {
+    p.starts_with(c) && (p.len() == c.len() || p[c.len()] == b'/')
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
+
+    /// A restore of chosen paths: at and under them the tree is the snapshot's; every other
+    /// path (but the directories above them) is as the mutation left it, mtime included; and
+    /// the safety snapshot restored with the same paths gives back the mutation exactly.
+    #[test]
+    fn a_restore_of_chosen_paths_gives_back_only_them_and_its_safety_snapshot_undoes_exactly_that(
+        entries in proptest::collection::vec((path(), kind()), 1..14),
+        mutations in proptest::collection::vec(mutation(), 1..8),
+        chosen in proptest::collection::vec(any::<usize>(), 1..3),
+    ) {
+        let fx = Fx::new();
+        let root = fx.root();
+        for (p, k) in &entries {
+            make(&root, &rel(p), k);
+        }
+        let original = fx.picture();
+        let snap = fx.snap();
+        for m in &mutations {
+            mutate(&root, m);
+        }
+        let mutated = fx.picture();
+        let all: Vec<Vec<u8>> = original.keys().chain(mutated.keys()).cloned().collect();
+        prop_assume!(!all.is_empty());
+        let paths: Vec<cairn_store::RelPath> = chosen
+            .iter()
+            .map(|i| cairn_store::RelPath(all[i % all.len()].clone()))
+            .collect();
+        let paths = cairn_restore::normalize_paths(&paths).expect("plain paths");
+        let inside = |p: &[u8]| paths.iter().any(|c| within(p, c.as_bytes()));
+        let above = |p: &[u8]| paths.iter().any(|c| within(c.as_bytes(), p) && c.as_bytes() != p);
+        let mtimes: Vec<(Vec<u8>, i128)> = mutated
+            .iter()
+            .filter(|(p, n)| matches!(n, Node::File { .. }) && !inside(p) && !above(p))
+            .map(|(p, _)| (p.clone(), mtime_ns(&root.join(os(p)))))
+            .collect();
+        let options = RestoreOptions { paths: paths.clone(), ..RestoreOptions::default() };
+        let report = match fx.ws.restore(&snap.id, &options) {
+            Ok(r) => r,
+            Err(e) => {
+                // A directory above a chosen path that the workspace has as a file or link.
+                prop_assert_eq!(cairn_store::Classify::kind(&e), cairn_store::ErrorKind::Denied, "{}", e);
+                prop_assert_eq!(&fx.picture(), &mutated);
+                return Ok(());
+            }
+        };
+        prop_assert_eq!(&report.paths, &paths);
+        let after = fx.picture();
+        for p in original.keys().chain(mutated.keys()).chain(after.keys()) {
+            if inside(p) {
+                prop_assert_eq!(after.get(p), original.get(p), "inside {:?}", String::from_utf8_lossy(p));
+            } else if above(p) {
+                let is_dir = after.get(p).is_none_or(|n| matches!(n, Node::Dir { .. }));
+                prop_assert!(is_dir, "above {:?}", String::from_utf8_lossy(p));
+            } else {
+                prop_assert_eq!(after.get(p), mutated.get(p), "outside {:?}", String::from_utf8_lossy(p));
+            }
+        }
+        for (p, t) in &mtimes {
+            prop_assert_eq!(mtime_ns(&root.join(os(p))), *t, "outside {:?} changed mtime", String::from_utf8_lossy(p));
+        }
+        prop_assert!(temp_files(&root).is_empty());
+        if let Some(safety) = report.safety_snapshot_id {
+            fx.ws.restore(&safety, &options).expect("undo");
+            prop_assert_eq!(&fx.picture(), &mutated);
+            for (p, t) in &mtimes {
+                prop_assert_eq!(mtime_ns(&root.join(os(p))), *t);
+            }
+        } else {
+            prop_assert_eq!(&after, &mutated);
+        }
+    }
+}

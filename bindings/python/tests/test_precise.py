@@ -1,0 +1,112 @@
+"""Precise restores (issue 31): chosen paths only, and files someone else edited since the
+checkpoint being left refused, kept or overwritten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+import cairn
+
+
+def _seen(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root: its content and mtime (ns)."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_a_restore_of_chosen_paths_touches_nothing_else_and_its_safety_snapshot_undoes_it(ws, root):
+    write(root, "a/one.txt", "one")
+    write(root, "b/two.txt", "two")
+    base = ws.snapshot()
+    write(root, "a/one.txt", "one, edited")
+    write(root, "a/new.txt", "new")
+    write(root, "b/two.txt", "two, edited")
+    before = _seen(root)
+
+    plan = ws.plan(base, paths=["a"])
+    assert plan.paths == ["a"] and sorted(plan.restored + plan.deleted) == ["a/new.txt", "a/one.txt"]
+    report = ws.apply(plan)
+    assert report.paths == ["a"]
+    after = _seen(root)
+    assert (root / "a/one.txt").read_text() == "one" and not (root / "a/new.txt").exists()
+    outside = {p: s for p, s in before.items() if not p.startswith("a/")}
+    assert {p: s for p, s in after.items() if not p.startswith("a/")} == outside
+
+    undo = ws.restore(report.safety_snapshot_id, paths=["a"])
+    assert undo.paths == ["a"]
+    assert (root / "a/one.txt").read_text() == "one, edited" and (root / "a/new.txt").read_text() == "new"
+    assert {p: s for p, s in _seen(root).items() if not p.startswith("a/")} == outside
+
+    with pytest.raises(cairn.NotFoundError):
+        ws.restore(base, paths=["no/such/path"])
+    with pytest.raises(cairn.InvalidArgumentError):
+        ws.restore(base, paths=["../outside"])
+
+
+@pytest.fixture
+def threads(ws):
+    with cairn.Threads(workspace=ws, checkpoints=True) as t:
+        yield t
+
+
+def _drifted(threads, root: Path) -> str:
+    """A thread whose first message's checkpoint has a0, b0; the second message checkpoints
+    the agent's work; then someone else edits b.txt. Returns the first checkpoint's id."""
+    write(root, "a.txt", "a0")
+    write(root, "b.txt", "b0")
+    threads.create("chat")
+    first = threads.append("chat", "user", "one")
+    write(root, "a.txt", "a1")
+    write(root, "b.txt", "b1")
+    threads.append("chat", "user", "two")
+    write(root, "b.txt", "by someone else")
+    return first.checkpoint.id
+
+
+def test_a_rewind_with_files_refuses_then_overwrites_what_someone_else_edited(threads, root):
+    cp = _drifted(threads, root)
+    with pytest.raises(cairn.ConflictError) as info:
+        threads.rewind("chat", cp, files=True, memory=False, on_drift="refuse")
+    assert info.value.path == str(root.resolve() / "b.txt")
+    assert (root / "a.txt").read_text() == "a1"
+
+    over = threads.rewind("chat", cp, files=True, memory=False, on_drift="overwrite")
+    assert over.files.restore.drifted == ["b.txt"]
+    assert (root / "b.txt").read_text() == "b0"
+    assert over.files.safety_snapshot_id is not None  # which holds the edit
+
+
+def test_a_rewind_with_files_keeps_what_someone_else_edited_and_its_checkpoint_then_knows_it(threads, root):
+    cp = _drifted(threads, root)
+    kept = threads.rewind("chat", cp, files=True, memory=False, on_drift="keep")
+    assert kept.files.restore.drifted == ["b.txt"]
+    assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"
+    # The rewind's "Before rewind" checkpoint holds the edit: it is no one else's any more.
+    again = threads.rewind("chat", cp, files=True, memory=False, on_drift="refuse")
+    assert again.files.restore.drifted == [] and (root / "b.txt").read_text() == "b0"
+
+
+def test_a_rewind_with_files_of_chosen_paths_restores_only_them(threads, root):
+    cp = _drifted(threads, root)
+    report = threads.rewind("chat", cp, files=True, memory=False, paths=["a.txt"])
+    assert report.files.restore.paths == ["a.txt"]
+    assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"
+
+
+def test_a_plan_made_with_keep_is_applied_as_planned(ws, root):
+    write(root, "a.txt", "a0")
+    write(root, "b.txt", "b0")
+    first = ws.snapshot()
+    write(root, "a.txt", "a1")
+    write(root, "b.txt", "b1")
+    second = ws.snapshot()
+    write(root, "b.txt", "by someone else")
+    plan = ws.plan(first, reference=second, on_drift="keep")
+    assert plan.drifted == ["b.txt"] and plan.restored == ["a.txt"]
+    report = ws.apply(plan)
+    assert report.drifted == ["b.txt"]
+    assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"
