@@ -835,7 +835,8 @@ fn drift_reference(
             newest = Some((m.created_ms, id));
         }
     }
-    Ok(newest.map(|(_, id)| id))
+    // A safety snapshot stands for the restore that followed it (its target's files).
+    Ok(newest.map(|(_, id)| cairn_restore::files_after(ws.store(), &id)))
 }
 
 pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {

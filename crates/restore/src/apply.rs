@@ -978,6 +978,30 @@ enum Start<'p> {
     Fresh(SnapshotId),
 }
 
+/// The snapshot whose files the workspace held once Cairn was done at the moment `snap` was
+/// taken: a safety snapshot of a whole restore (`"cairn": "safety"`, `"restoring": ID`, no
+/// `paths`) was followed by that restore, so the files were then its target; any other
+/// snapshot stands for itself. What a drift check compares with: after a rewind, the files
+/// it put back are the thread's, not someone else's edits. A manifest that cannot be read
+/// stands for itself.
+pub fn files_after(store: &cairn_store::Store, snap: &SnapshotId) -> SnapshotId {
+    let Ok(m) = store.read_manifest(snap) else {
+        return *snap;
+    };
+    let Ok(meta) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&m.metadata)
+    else {
+        return *snap;
+    };
+    if meta.get("cairn").and_then(|v| v.as_str()) != Some("safety") || meta.contains_key("paths") {
+        return *snap;
+    }
+    meta.get("restoring")
+        .and_then(|v| v.as_str())
+        .and_then(|hex| hex.parse::<SnapshotId>().ok())
+        .filter(|target| store.has_snapshot(target))
+        .unwrap_or(*snap)
+}
+
 /// The snapshot options of a safety snapshot before restoring `target`: the target's own
 /// capture settings, so it keeps every path the plan changes or deletes.
 ///

@@ -41,7 +41,7 @@ pub mod plan;
 mod safe;
 pub mod workspace;
 
-pub use apply::{apply, restore, Report};
+pub use apply::{apply, files_after, restore, Report};
 pub use error::{Error, Result};
 pub use journal::{Journal, Recovery, State as JournalState, StrayStaged};
 pub use plan::{

@@ -455,7 +455,14 @@ impl Threads {
                 ch.scope.paths = opts.paths.clone();
                 if let Some(on_drift) = opts.on_drift {
                     ch.scope.on_drift = on_drift;
-                    ch.scope.reference = self.drift_reference(&lin, &ch, ws.id())?;
+                    ch.scope.reference =
+                        self.drift_reference(&lin, &ch, ws.id())?
+                            .map(|r| match ws.store() {
+                                // A "before rewind" checkpoint holds the files before that rewind,
+                                // which then put back its own: those are the reference.
+                                Some(store) => cairn_restore::files_after(store, &r),
+                                None => r,
+                            });
                 }
                 Some(ch)
             }

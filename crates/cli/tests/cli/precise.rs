@@ -641,3 +641,45 @@ fn diff_attribute_names_the_tool_call_or_subagent_that_changed_each_path() {
     let plain = f.json(&["diff", &ids[0]]);
     assert!(plain["changes"][0].get("attribution").is_none());
 }
+
+#[test]
+fn a_second_rewind_right_after_a_first_is_not_refused_as_drift_but_a_later_user_edit_is() {
+    // The files a rewind put back are the thread's own: its "before rewind" checkpoint (the
+    // files before it) is not what the next rewind compares with, the rewind's target is.
+    let f = Fixture::new();
+    let entry = |v: Value| v["entry"]["id"].as_str().expect("id").to_string();
+    let append = |kind: &str, text: &str| {
+        entry(f.json(&["thread", "append", "chat", "--kind", kind, "--text", text]))
+    };
+    f.write("app.py", "a\n");
+    f.json(&["thread", "new", "--id", "chat"]);
+    let u1 = append("user", "one");
+    f.write("app.py", "b\n");
+    let a1 = append("assistant", "did one");
+    append("user", "two");
+    f.write("app.py", "c\n");
+    f.write("notes.md", "n\n");
+    append("assistant", "did two");
+    f.json(&["rewind", "chat", &a1, "--files", "--yes"]);
+    assert_eq!(f.read("app.py").as_deref(), Some("b\n"));
+    f.json(&["rewind", "chat", &u1, "--files", "--yes"]);
+    assert_eq!(f.read("app.py").as_deref(), Some("a\n"));
+    // A later turn, checkpointed; then someone edits a file by hand, and a rewind to before
+    // that turn would overwrite the edit: that is drift.
+    let before = append("user", "three");
+    f.write("app.py", "b\n");
+    append("assistant", "did three");
+    append("user", "four");
+    f.write("app.py", "edited by hand\n");
+    let v = json_error(
+        &mut f.cairn(&["--json", "rewind", "chat", &before, "--files", "--yes"]),
+        20,
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("app.py")),
+        "{v}"
+    );
+    assert_eq!(f.read("app.py").as_deref(), Some("edited by hand\n"));
+}
