@@ -24,7 +24,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 CAIRN = os.environ["CAIRN_BIN"]
 SHOTS = os.environ.get("CAIRN_STUDIO_SCREENSHOTS")
@@ -282,6 +282,37 @@ class Story:
         print(f"    live update shown {took * 1000:.0f} ms after the other process's append returned")
         assert took < 1.0, took
         self.wait.until(lambda d: "written by another process" in d.find_element(By.ID, "tree").text)
+
+    def test_a_rewind_over_a_hand_edit_is_refused_until_the_drift_choice_says_overwrite(self):
+        d = self.driver
+        # Two more turns, each checkpointed; then someone edits app.py by hand. A rewind to
+        # before the third turn restores the files its checkpoint holds, and would overwrite
+        # that edit (the newest checkpoint, the files being left, does not have it): refused
+        # by default, as `cairn rewind --files` does.
+        before = len(self.entries())
+        (WS / "app.py").write_text("before the third turn\n")
+        mark = append("note", "before the third turn")["entry"]["id"]
+        append("user", "a third turn")
+        (WS / "app.py").write_text("the third turn's edit\n")
+        append("user", "a fourth turn")
+        self.wait.until(lambda d: len(self.entries()) == before + 3)
+        (WS / "app.py").write_text("edited by hand\n")
+        self.click(f"#tree .entry[data-entry='{mark}'] button.rewind")
+        self.wait.until(lambda d: self.title() == "Refused: rewind")
+        refusal = d.find_element(By.CSS_SELECTOR, "#plan .error")
+        assert refusal.get_attribute("data-kind") == "CONFLICT", refusal.text
+        assert "app.py" in refusal.text, refusal.text
+        assert (WS / "app.py").read_text() == "edited by hand\n"
+        # The choice is on the page: overwrite plans again, naming the edited file as drift.
+        Select(self.wait.until(lambda d: d.find_element(By.ID, "plan-drift"))).select_by_value("overwrite")
+        self.wait.until(lambda d: self.title().startswith("Plan: rewind thread demo"))
+        self.wait.until(lambda d: "Edited by someone else since (drift) (1)" in d.find_element(By.ID, "plan").text)
+        assert "app.py" in d.find_element(By.CSS_SELECTOR, "#plan .drifted").text
+        shot(d, "drift")
+        self.click("#plan-confirm")
+        self.wait.until(lambda d: d.find_elements(By.ID, "result"))
+        assert (WS / "app.py").read_text() == "before the third turn\n"
+        self.click("#plan-cancel")
 
     def test_a_fork_is_planned_confirmed_and_linked_from_its_entry(self):
         d = self.driver

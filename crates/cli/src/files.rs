@@ -816,7 +816,7 @@ pub(crate) fn chosen_paths(root: &std::path::Path, given: &[String]) -> Result<V
 /// The snapshot drift is checked against: `--reference`, else the newest snapshot of the
 /// workspace taken after `target` (the files being left, safety snapshots included). `None`
 /// when there is none: no snapshot says what the files were since, so nothing is drift.
-fn drift_reference(
+pub(crate) fn drift_reference(
     ws: &cairn_restore::Workspace,
     target: &SnapshotId,
     reference: Option<&str>,

@@ -15,7 +15,7 @@ use crate::error::{CliError, Result};
 use crate::threads::{fork_workspace, resolve_entry};
 use axum::body::Bytes;
 use axum::extract::State;
-use cairn_restore::{Report, RestoreOptions, Workspace};
+use cairn_restore::{DriftPolicy, Report, RestoreOptions, Workspace};
 use cairn_rewind::{Files, ForkOptions, RewindOptions, ThreadId};
 use cairn_store::{ErrorKind, SnapshotId};
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,11 @@ pub(crate) struct OpRequest {
     /// this studio made (to undo its files).
     #[serde(default)]
     pub(crate) root: Option<String>,
+    /// What to do with files edited by someone else since the files being left (drift):
+    /// `refuse`, `keep` or `overwrite`, as `--on-drift` takes. A rewind with files refuses by
+    /// default, as `cairn rewind --files` does; a restore checks only when told.
+    #[serde(default)]
+    pub(crate) on_drift: Option<DriftPolicy>,
 }
 
 /// What `/api/apply` takes.
@@ -231,6 +236,7 @@ fn undo_of(safety: Option<SnapshotId>, root: Option<&Path>) -> Option<OpRequest>
         into: None,
         new_thread_id: None,
         root: root.map(|r| r.display().to_string()),
+        on_drift: None,
     })
 }
 
@@ -291,8 +297,14 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                     .root
                     .clone()
                     .filter(|r| Path::new(r) != s.opened.ws.root()),
+                on_drift: req.on_drift,
             };
-            let plan = ws.plan(&id, &RestoreOptions::default())?;
+            let mut options = RestoreOptions::default();
+            if let Some(policy) = req.on_drift {
+                options.on_drift = policy;
+                options.reference = crate::files::drift_reference(&ws, &id, None)?;
+            }
+            let plan = ws.plan(&id, &options)?;
             let dry = cairn_rewind::workspace::dry_run_report(&plan);
             let digest = digest_of(&request, &(&dry, plan.current_root))?;
             let view = OpView {
@@ -333,8 +345,9 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 into: None,
                 new_thread_id: None,
                 root: None,
+                on_drift: rewind_drift(req),
             };
-            let plan = threads.rewind(&thread, &entry, &rewind_options(s, req.files, true))?;
+            let plan = threads.rewind(&thread, &entry, &rewind_options(s, &request, true))?;
             let now = files_now(&s.opened.ws, plan.files.as_ref())?;
             let digest = digest_of(&request, &(&plan, now))?;
             let view = rewind_view(s, &plan)?;
@@ -382,6 +395,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 new_thread_id: Some(plan.thread_id.to_string()),
                 snapshot: None,
                 root: None,
+                on_drift: None,
             };
             // A fork into a directory of its own finds it empty or refuses; in place, the
             // files now are part of what is confirmed, as for a rewind.
@@ -420,9 +434,17 @@ fn files_now(
     }
 }
 
-fn rewind_options(s: &Studio, files: bool, dry_run: bool) -> RewindOptions {
+/// A rewind's drift choice: with files, the request's, else refuse (as `cairn rewind
+/// --files`); without files, none.
+fn rewind_drift(req: &OpRequest) -> Option<DriftPolicy> {
+    req.files
+        .then(|| req.on_drift.unwrap_or(DriftPolicy::Refuse))
+}
+
+fn rewind_options(s: &Studio, req: &OpRequest, dry_run: bool) -> RewindOptions {
     RewindOptions {
-        files: Some(files),
+        files: Some(req.files),
+        on_drift: rewind_drift(req),
         memory: true,
         workspace: Some(s.opened.ws.clone() as Arc<dyn Files>),
         dry_run,
@@ -614,7 +636,7 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
             let report =
                 s.opened
                     .threads
-                    .rewind(&thread, &entry, &rewind_options(s, req.files, false))?;
+                    .rewind(&thread, &entry, &rewind_options(s, req, false))?;
             rewind_view(s, &report)
         }
         Op::Fork => {

@@ -265,6 +265,7 @@ fn restore_request(snapshot: &cairn_store::SnapshotId) -> OpRequest {
         into: None,
         new_thread_id: None,
         root: None,
+        on_drift: None,
     }
 }
 
@@ -471,6 +472,7 @@ fn a_rewind_whose_files_changed_after_its_plan_was_shown_is_refused_with_conflic
         into: None,
         new_thread_id: None,
         root: None,
+        on_drift: None,
     };
     let plan = plan_over_http(&s, &request);
     let exact: OpRequest = serde_json::from_value(plan["request"].clone()).expect("a request");

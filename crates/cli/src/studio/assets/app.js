@@ -287,6 +287,7 @@ function planBody(v) {
     parts.push(pathSection(v.dry_run ? "Files to restore" : "Files restored", f.restore, f.restore_count, "restore"));
     parts.push(pathSection(v.dry_run ? "Files to delete" : "Files deleted", f.delete, f.delete_count, "delete"));
     parts.push(pathSection("Files kept as they are", f.keep, f.keep_count, "keep"));
+    parts.push(pathSection("Edited by someone else since (drift)", f.drifted, f.drifted.length, "drifted"));
     if (f.busy) parts.push(el("div", { class: "warn" }, "BUSY: a command or hold stands on the workspace; the restore would be refused now."));
     if (!f.restore_count && !f.delete_count) parts.push(el("div", { class: "muted" }, "No file changes."));
   } else if (v.op !== "restore") {
@@ -301,13 +302,30 @@ function planBody(v) {
 let pending = null;
 
 // The choices a plan depends on; changing one plans again, so the plan shown is the one confirmed.
+// What to do with files someone else edited since (drift): as `--on-drift` takes it. A
+// rewind with files refuses by default (as `cairn rewind --files`), a restore checks only
+// when a choice is made.
+function driftControl(request, dflt) {
+  const current = request.on_drift || dflt;
+  const choices = [["", "do not check"], ["refuse", "refuse the change"], ["keep", "keep them as they are"], ["overwrite", "overwrite them (the safety snapshot keeps them)"]]
+    .filter(([v]) => v !== "" || !dflt);
+  const select = el("select", {
+    id: "plan-drift",
+    onchange: (ev) => plan({ ...request, on_drift: ev.target.value || null }),
+  }, choices.map(([v, label]) => el("option", { value: v, selected: v === (current || "") ? true : null }, label)));
+  return el("div", {}, el("label", {}, "Files edited by someone else since: ", select));
+}
+
 function planControls(request) {
   if (request.op === "rewind") {
-    return [el("label", {}, el("input", {
+    const out = [el("label", {}, el("input", {
       type: "checkbox", id: "plan-files", checked: request.files ? true : null,
-      onchange: (ev) => plan({ ...request, files: ev.target.checked }),
+      onchange: (ev) => plan({ ...request, files: ev.target.checked, on_drift: null }),
     }), " restore the files too")];
+    if (request.files) out.push(driftControl(request, "refuse"));
+    return out;
   }
+  if (request.op === "restore") return [driftControl(request, null)];
   if (request.op === "fork") {
     const into = el("input", { type: "text", id: "plan-into", size: 40, placeholder: "a new directory (empty: this workspace)", value: request.into || "" });
     const files = el("input", { type: "checkbox", id: "plan-fork-files", checked: request.files ? true : null });
