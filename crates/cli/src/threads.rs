@@ -582,24 +582,37 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
-    // The commands `cairn init claude-code --on-rewind` registered, given the event.
-    if let Some(id) = &report.rewind_id {
-        let event = o
-            .threads
-            .thread_events_since(&thread, cursor, 1000)?
-            .into_iter()
-            .find(|e| {
-                e.kind == cairn_rewind::EventKind::RewindCompleted
-                    && e.data["rewind_id"].as_str() == Some(id.as_str())
-            });
-        if let Some(e) = event {
-            let doc = serde_json::to_value(&e).map_err(|err| {
-                CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
-            })?;
-            crate::agents::run_on_rewind(o.ws.root(), &doc);
-        }
-    }
+    announce_rewind(&o.threads, &thread, cursor, &report, o.ws.root())?;
     ctx.emit(&report, || rewind_text(&report))
+}
+
+/// Runs the commands `cairn init claude-code --on-rewind` registered for the rewind `report`
+/// made, given its `rewind_completed` event (found after `cursor`, taken before the rewind).
+/// Shared by `cairn rewind`, the MCP server and the Studio.
+pub(crate) fn announce_rewind(
+    threads: &cairn_rewind::Threads,
+    thread: &ThreadId,
+    cursor: i64,
+    report: &cairn_rewind::RewindReport,
+    root: &Path,
+) -> Result<()> {
+    let Some(id) = &report.rewind_id else {
+        return Ok(());
+    };
+    let event = threads
+        .thread_events_since(thread, cursor, 1000)?
+        .into_iter()
+        .find(|e| {
+            e.kind == cairn_rewind::EventKind::RewindCompleted
+                && e.data["rewind_id"].as_str() == Some(id.as_str())
+        });
+    if let Some(e) = event {
+        let doc = serde_json::to_value(&e).map_err(|err| {
+            CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
+        })?;
+        crate::agents::run_on_rewind(root, &doc);
+    }
+    Ok(())
 }
 
 fn fork_text(r: &cairn_rewind::ForkReport, root: &Path) -> String {

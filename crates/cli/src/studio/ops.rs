@@ -633,10 +633,20 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
         Op::Rewind => {
             let thread = ThreadId::new(need(&req.thread, "thread")?);
             let entry = resolve_entry(&s.opened.threads, &thread, need(&req.entry, "entry")?)?;
+            let cursor = s.opened.threads.last_cursor()?;
             let report =
                 s.opened
                     .threads
                     .rewind(&thread, &entry, &rewind_options(s, req, false))?;
+            // The commands `cairn init claude-code --on-rewind` registered, as after
+            // `cairn rewind`; one that fails is said on stderr, the rewind stands.
+            crate::threads::announce_rewind(
+                &s.opened.threads,
+                &thread,
+                cursor,
+                &report,
+                s.opened.ws.root(),
+            )?;
             rewind_view(s, &report)
         }
         Op::Fork => {
