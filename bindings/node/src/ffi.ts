@@ -253,7 +253,13 @@ export function defaultLibraryPath(): string {
 
 /** What to do when the library at `libraryPath` is missing or unusable. */
 function loadHint(): string {
-  if (checkoutLibrary() && !process.env.CAIRN_LIB) {
+  if (process.env.CAIRN_LIB) {
+    return (
+      `CAIRN_LIB names that file: point it at a libcairn built for ABI version ${ABI_VERSION} ` +
+      '(`cargo build --release -p cairn-ffi` in a checkout of Cairn builds one), or unset it.'
+    );
+  }
+  if (checkoutLibrary()) {
     return (
       'Build it from the repository root with `cargo build --release -p cairn-ffi` ' +
       '(`npm install` in bindings/node does this), or point CAIRN_LIB at a libcairn built for ABI version ' +
@@ -350,7 +356,7 @@ export function load(libraryPath: string = defaultLibraryPath()): Library {
       'ERR_CAIRN_ABI_MISMATCH',
       libraryPath,
       `${libraryPath} has ABI version ${abi}, but this binding was written for ABI version ${ABI_VERSION}. ` +
-        (checkoutLibrary() && !process.env.CAIRN_LIB
+        (checkoutLibrary() || process.env.CAIRN_LIB
           ? 'Rebuild the library from the same checkout as the binding (`cargo build --release -p cairn-ffi`), ' +
             'or use the binding that matches the library.'
           : `Install the platform package of the same version as cairn (${packageVersion()}), ` +
