@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tarfile
+import zipfile
 from importlib.metadata import files
 from pathlib import Path
 
@@ -51,3 +52,29 @@ def test_the_sdist_carries_the_python_sources_and_only_the_crates_libcairn_needs
     assert "_rust/crates/ffi/src/lib.rs" in names and "_rust/Cargo.lock" in names
     assert not any(n.endswith("libcairn.so") or "/target/" in n or "__pycache__" in n for n in names)
     assert '"crates/ffi"' in cargo_toml and '"crates/cli"' not in cargo_toml
+
+
+def test_a_wheel_built_for_a_manylinux_tag_carries_it_the_library_and_the_licences(tmp_path, monkeypatch):
+    if not (PACKAGE_DIR.parent.parent / "crates" / "ffi").is_dir():
+        pytest.skip("not in a checkout of the repository")
+    import cairn._ffi
+
+    sys.path.insert(0, str(PACKAGE_DIR / "build_backend"))
+    try:
+        import cairn_build
+    finally:
+        sys.path.remove(str(PACKAGE_DIR / "build_backend"))
+    monkeypatch.setenv("CAIRN_LIBRARY", cairn._ffi.LOADED_PATH)
+    monkeypatch.setenv("CAIRN_WHEEL_PLATFORM", "manylinux_2_34_x86_64")
+    name = cairn_build.build_wheel(str(tmp_path))
+    assert name.endswith("-py3-none-manylinux_2_34_x86_64.whl")
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        names = set(whl.namelist())
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/WHEEL"))
+        assert "Tag: py3-none-manylinux_2_34_x86_64" in whl.read(f"{dist_info}/WHEEL").decode()
+    assert "cairn/libcairn.so" in names
+    assert {f"{dist_info}/licenses/LICENSE-MIT", f"{dist_info}/licenses/LICENSE-APACHE"} <= names
+
+    monkeypatch.setenv("CAIRN_WHEEL_PLATFORM", "manylinux 2.34")
+    with pytest.raises(RuntimeError, match="is not a platform tag"):
+        cairn_build.build_wheel(str(tmp_path))
