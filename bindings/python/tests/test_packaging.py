@@ -14,6 +14,18 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
+def _backend():
+    """The build backend (build_backend/cairn_build.py), imported from the checkout."""
+    if not (PACKAGE_DIR.parent.parent / "crates" / "ffi").is_dir():
+        pytest.skip("not in a checkout of the repository")
+    sys.path.insert(0, str(PACKAGE_DIR / "build_backend"))
+    try:
+        import cairn_build
+    finally:
+        sys.path.remove(str(PACKAGE_DIR / "build_backend"))
+    return cairn_build
+
+
 def test_the_installed_wheel_holds_the_library_and_py_typed():
     names = {f.as_posix() for f in files("cairn") or []}
     assert "cairn/libcairn.so" in names
@@ -35,13 +47,7 @@ def test_the_example_agent_loop_runs(tmp_path):
 
 
 def test_the_sdist_carries_the_python_sources_and_only_the_crates_libcairn_needs(tmp_path):
-    if not (PACKAGE_DIR.parent.parent / "crates" / "ffi").is_dir():
-        pytest.skip("not in a checkout of the repository")
-    sys.path.insert(0, str(PACKAGE_DIR / "build_backend"))
-    try:
-        import cairn_build
-    finally:
-        sys.path.remove(str(PACKAGE_DIR / "build_backend"))
+    cairn_build = _backend()
     name = cairn_build.build_sdist(str(tmp_path))
     with tarfile.open(tmp_path / name) as tar:
         members = tar.getnames()
@@ -55,15 +61,9 @@ def test_the_sdist_carries_the_python_sources_and_only_the_crates_libcairn_needs
 
 
 def test_a_wheel_built_for_a_manylinux_tag_carries_it_the_library_and_the_licences(tmp_path, monkeypatch):
-    if not (PACKAGE_DIR.parent.parent / "crates" / "ffi").is_dir():
-        pytest.skip("not in a checkout of the repository")
     import cairn._ffi
 
-    sys.path.insert(0, str(PACKAGE_DIR / "build_backend"))
-    try:
-        import cairn_build
-    finally:
-        sys.path.remove(str(PACKAGE_DIR / "build_backend"))
+    cairn_build = _backend()
     monkeypatch.setenv("CAIRN_LIBRARY", cairn._ffi.LOADED_PATH)
     monkeypatch.setenv("CAIRN_WHEEL_PLATFORM", "manylinux_2_34_x86_64")
     name = cairn_build.build_wheel(str(tmp_path))
