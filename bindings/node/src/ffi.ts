@@ -197,15 +197,102 @@ function libraryFileName(): string {
 }
 
 /**
- * Where the library is looked for: `CAIRN_LIB` when set, else `target/release/` of the Cargo
- * workspace this package sits in (`$CARGO_TARGET_DIR/release/` when that is set).
+ * The prebuilt libraries published beside the `cairn` package, one npm package a platform
+ * (as esbuild and napi-rs do), keyed by {@link platformKey}. `cairn` lists them in its
+ * `optionalDependencies` with `os`, `cpu` and `libc` fields, so npm installs the one that
+ * matches the machine and skips the others.
+ */
+export const PLATFORM_PACKAGES: Readonly<Record<string, string>> = Object.freeze({
+  'linux-x64-gnu': '@cairn/linux-x64-gnu',
+});
+
+/** This machine as the platform packages name it: `linux-x64-gnu`, `linux-arm64-musl`, `darwin-arm64`. */
+export function platformKey(): string {
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`;
+  if (libc === null) {
+    // Node's report names the glibc it runs on; on musl there is none (as napi-rs tells them).
+    const header = (process.report?.getReport?.() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+    libc = header?.glibcVersionRuntime ? 'gnu' : 'musl';
+  }
+  return `linux-${process.arch}-${libc}`;
+}
+
+let libc: 'gnu' | 'musl' | null = null;
+
+/** The file of the installed platform package's libcairn, or null when none is installed. */
+function platformPackageLibrary(): string | null {
+  const pkg = PLATFORM_PACKAGES[platformKey()];
+  if (!pkg) return null;
+  try {
+    return path.join(path.dirname(require.resolve(`${pkg}/package.json`)), libraryFileName());
+  } catch {
+    return null;
+  }
+}
+
+/** `target/<profile>/` of the Cargo workspace this package sits in, or null when not in a checkout. */
+function checkoutLibrary(): string | null {
+  if (__dirname.split(path.sep).includes('node_modules')) return null;
+  const repo = path.resolve(__dirname, '..', '..', '..');
+  if (!fs.existsSync(path.join(repo, 'crates', 'ffi', 'Cargo.toml'))) return null;
+  const target = process.env.CARGO_TARGET_DIR ? path.resolve(repo, process.env.CARGO_TARGET_DIR) : path.join(repo, 'target');
+  return path.join(target, 'release', libraryFileName());
+}
+
+/**
+ * Where the library is looked for: `CAIRN_LIB` when set; else, in a checkout of the
+ * repository, `target/release/` of its Cargo workspace (`$CARGO_TARGET_DIR/release/` when that
+ * is set); else the installed platform package (`@cairn/linux-x64-gnu` on x86-64 Linux).
  */
 export function defaultLibraryPath(): string {
   const env = process.env.CAIRN_LIB;
   if (env) return path.resolve(env);
-  const repo = path.resolve(__dirname, '..', '..', '..');
-  const target = process.env.CARGO_TARGET_DIR ? path.resolve(repo, process.env.CARGO_TARGET_DIR) : path.join(repo, 'target');
-  return path.join(target, 'release', libraryFileName());
+  const checkout = checkoutLibrary();
+  if (checkout) return checkout;
+  const pkg = PLATFORM_PACKAGES[platformKey()];
+  return platformPackageLibrary() ?? path.join('node_modules', pkg ?? `@cairn/${platformKey()}`, libraryFileName());
+}
+
+/** What to do when the library at `libraryPath` is missing or unusable. */
+function loadHint(): string {
+  if (process.env.CAIRN_LIB) {
+    return (
+      `CAIRN_LIB names that file: point it at a libcairn built for ABI version ${ABI_VERSION} ` +
+      '(`cargo build --release -p cairn-ffi` in a checkout of Cairn builds one), or unset it.'
+    );
+  }
+  if (checkoutLibrary()) {
+    return (
+      'Build it from the repository root with `cargo build --release -p cairn-ffi` ' +
+      '(`npm install` in bindings/node does this), or point CAIRN_LIB at a libcairn built for ABI version ' +
+      `${ABI_VERSION}.`
+    );
+  }
+  const key = platformKey();
+  const pkg = PLATFORM_PACKAGES[key];
+  if (pkg) {
+    return (
+      `The prebuilt library for ${key} comes in the package ${pkg}: install it with ` +
+      `\`npm install ${pkg}@${packageVersion()}\` (npm skips it with --omit=optional or --no-optional, ` +
+      'or when the lock file was made on another platform), or point CAIRN_LIB at a libcairn built ' +
+      `for ABI version ${ABI_VERSION}.`
+    );
+  }
+  return (
+    `No prebuilt libcairn is published for ${key} (packages exist for: ${Object.keys(PLATFORM_PACKAGES).join(', ')}). ` +
+    'Build it from a checkout of Cairn with `cargo build --release -p cairn-ffi` and point CAIRN_LIB at ' +
+    `target/release/${libraryFileName()}.`
+  );
+}
+
+/** The version of this `cairn` package (its package.json), for the install hint. */
+function packageVersion(): string {
+  try {
+    const json = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version?: string };
+    return json.version ?? 'latest';
+  } catch {
+    return 'latest';
+  }
 }
 
 let loaded: Library | null = null;
@@ -237,10 +324,7 @@ function declareTypes(): { progressCallback: unknown; progressType: unknown } {
  */
 export function load(libraryPath: string = defaultLibraryPath()): Library {
   if (loaded) return loaded;
-  const hint =
-    'Build it from the repository root with `cargo build --release -p cairn-ffi` ' +
-    '(`npm install` in bindings/node does this), or point CAIRN_LIB at a libcairn built for ABI version ' +
-    `${ABI_VERSION}.`;
+  const hint = loadHint();
   if (!fs.existsSync(libraryPath)) {
     throw new CairnLoadError('ERR_CAIRN_LIBRARY_MISSING', libraryPath, `libcairn not found at ${libraryPath}. ${hint}`);
   }
@@ -274,8 +358,11 @@ export function load(libraryPath: string = defaultLibraryPath()): Library {
       'ERR_CAIRN_ABI_MISMATCH',
       libraryPath,
       `${libraryPath} has ABI version ${abi}, but this binding was written for ABI version ${ABI_VERSION}. ` +
-        'Rebuild the library from the same checkout as the binding (`cargo build --release -p cairn-ffi`), ' +
-        'or use the binding that matches the library.',
+        (checkoutLibrary() || process.env.CAIRN_LIB
+          ? 'Rebuild the library from the same checkout as the binding (`cargo build --release -p cairn-ffi`), ' +
+            'or use the binding that matches the library.'
+          : `Install the platform package of the same version as cairn (${packageVersion()}), ` +
+            `or point CAIRN_LIB at a libcairn built for ABI version ${ABI_VERSION}.`),
     );
   }
   const fns: Record<string, unknown> = {};

@@ -18,6 +18,10 @@ Environment:
     the cargo binary (default: ``cargo`` on PATH).
 ``CAIRN_NO_STRIP``
     set to keep debug information in the bundled library.
+``CAIRN_WHEEL_PLATFORM``
+    the platform tag to give the wheel instead of this machine's (``linux_x86_64``).
+    ``scripts/package`` sets the ``manylinux_2_XX_x86_64`` tag that ``auditwheel show`` finds
+    the library consistent with; pip and PyPI accept only such tags from other machines.
 """
 
 from __future__ import annotations
@@ -130,7 +134,29 @@ def _dist_name() -> str:
 
 
 def _platform_tag() -> str:
+    given = os.environ.get("CAIRN_WHEEL_PLATFORM")
+    if given:
+        if not re.fullmatch(r"[a-z0-9_]+", given):
+            raise RuntimeError(
+                f"CAIRN_WHEEL_PLATFORM={given!r} is not a platform tag (for example "
+                "manylinux_2_34_x86_64)"
+            )
+        return given
     return re.sub(r"[-.]", "_", sysconfig.get_platform())
+
+
+def _licence_files() -> list[tuple[str, bytes]]:
+    """(name in the wheel, content) of the licence files at the workspace root (LICENSE-*)."""
+    try:
+        root = _workspace_root()
+    except RuntimeError:
+        return []
+    name, version = _dist_name(), _version()
+    return [
+        (f"{name}-{version}.dist-info/licenses/{p.name}", p.read_bytes())
+        for p in sorted(root.glob("LICENSE*"))
+        if p.is_file()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,6 +268,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         bundled = _stripped_copy(lib, Path(tmp))
         entries = [(n, p.read_bytes()) for n, p in _package_files()]
         entries.append((f"cairn/{LIB_NAME}", bundled.read_bytes()))
+        entries += _licence_files()
         return _write_wheel(wheel_directory, entries, f"py3-none-{_platform_tag()}")
 
 
@@ -356,6 +383,8 @@ def build_sdist(sdist_directory, config_settings=None):
         add_bytes(f"{RUST_COPY}/Cargo.toml", cargo_toml.encode())
         if (root / "Cargo.lock").is_file():
             add_bytes(f"{RUST_COPY}/Cargo.lock", (root / "Cargo.lock").read_bytes())
+        for lic in sorted(root.glob("LICENSE*")):
+            add_bytes(f"{RUST_COPY}/{lic.name}", lic.read_bytes())
         add_tree(root / "include", f"{RUST_COPY}/include/")
         for m in members:
             add_tree(root / m, f"{RUST_COPY}/{m}/")

@@ -5,12 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 import tarfile
+import zipfile
 from importlib.metadata import files
 from pathlib import Path
 
 import pytest
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _backend():
+    """The build backend (build_backend/cairn_build.py), imported from the checkout."""
+    if not (PACKAGE_DIR.parent.parent / "crates" / "ffi").is_dir():
+        pytest.skip("not in a checkout of the repository")
+    sys.path.insert(0, str(PACKAGE_DIR / "build_backend"))
+    try:
+        import cairn_build
+    finally:
+        sys.path.remove(str(PACKAGE_DIR / "build_backend"))
+    return cairn_build
 
 
 def test_the_installed_wheel_holds_the_library_and_py_typed():
@@ -34,13 +47,7 @@ def test_the_example_agent_loop_runs(tmp_path):
 
 
 def test_the_sdist_carries_the_python_sources_and_only_the_crates_libcairn_needs(tmp_path):
-    if not (PACKAGE_DIR.parent.parent / "crates" / "ffi").is_dir():
-        pytest.skip("not in a checkout of the repository")
-    sys.path.insert(0, str(PACKAGE_DIR / "build_backend"))
-    try:
-        import cairn_build
-    finally:
-        sys.path.remove(str(PACKAGE_DIR / "build_backend"))
+    cairn_build = _backend()
     name = cairn_build.build_sdist(str(tmp_path))
     with tarfile.open(tmp_path / name) as tar:
         members = tar.getnames()
@@ -51,3 +58,23 @@ def test_the_sdist_carries_the_python_sources_and_only_the_crates_libcairn_needs
     assert "_rust/crates/ffi/src/lib.rs" in names and "_rust/Cargo.lock" in names
     assert not any(n.endswith("libcairn.so") or "/target/" in n or "__pycache__" in n for n in names)
     assert '"crates/ffi"' in cargo_toml and '"crates/cli"' not in cargo_toml
+
+
+def test_a_wheel_built_for_a_manylinux_tag_carries_it_the_library_and_the_licences(tmp_path, monkeypatch):
+    import cairn._ffi
+
+    cairn_build = _backend()
+    monkeypatch.setenv("CAIRN_LIBRARY", cairn._ffi.LOADED_PATH)
+    monkeypatch.setenv("CAIRN_WHEEL_PLATFORM", "manylinux_2_34_x86_64")
+    name = cairn_build.build_wheel(str(tmp_path))
+    assert name.endswith("-py3-none-manylinux_2_34_x86_64.whl")
+    with zipfile.ZipFile(tmp_path / name) as whl:
+        names = set(whl.namelist())
+        dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/WHEEL"))
+        assert "Tag: py3-none-manylinux_2_34_x86_64" in whl.read(f"{dist_info}/WHEEL").decode()
+    assert "cairn/libcairn.so" in names
+    assert {f"{dist_info}/licenses/LICENSE-MIT", f"{dist_info}/licenses/LICENSE-APACHE"} <= names
+
+    monkeypatch.setenv("CAIRN_WHEEL_PLATFORM", "manylinux 2.34")
+    with pytest.raises(RuntimeError, match="is not a platform tag"):
+        cairn_build.build_wheel(str(tmp_path))

@@ -36,8 +36,10 @@ def _load() -> tuple[Any, str]:
         lib = ffi.dlopen(path)
     except OSError as e:
         raise ImportError(
-            f"cairn: cannot load libcairn from {path}: {e}. Install the package with "
-            "`pip install ./bindings/python` (it builds and bundles the library)."
+            f"cairn: cannot load libcairn from {path}: {e}. Reinstall the package: "
+            "`pip install --force-reinstall cairn` takes the wheel that bundles the library "
+            "(manylinux x86_64); elsewhere `pip install ./bindings/python` in a checkout builds "
+            "it with cargo."
         ) from e
     found = lib.cairn_abi_version()
     if found != ABI_VERSION:
