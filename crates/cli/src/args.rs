@@ -188,7 +188,7 @@ pub enum Command {
         dry_run, paths?, on_drift?}, rewind {thread, entry, files?, dry_run, paths?, on_drift?}, list_threads {}, thread_log {thread}. Each answers with the \
         fields of the command's --json output as structured content, and a short text; a failure is a tool \
         error (isError) naming the error's kind. Notes and errors of the server itself go to stderr.\n\n\
-        Register it with an agent:\n  \
+        Examples, to register it with an agent:\n  \
         claude mcp add cairn -- cairn mcp      # Claude Code\n  \
         codex mcp add cairn -- cairn mcp       # Codex CLI (~/.codex/config.toml: [mcp_servers.cairn])\n  \
         gemini mcp add cairn cairn mcp         # Gemini CLI (.gemini/settings.json: mcpServers)"
@@ -459,7 +459,7 @@ pub enum HookCommand {
         the files back as they were before that call. PreCompact: a checkpoint before the compaction. \
         Other events: nothing. It prints nothing on stdout, and on any failure it prints one line on stderr \
         and exits with 1, which never blocks the agent.\n\n\
-        Installed by `cairn init claude-code`; to try it by hand:\n  \
+        Installed by `cairn init claude-code`. Example, to try it by hand:\n  \
         echo '{\"session_id\":\"s1\",\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\".\",\"prompt\":\"hi\"}' | cairn hook claude-code"
     )]
     ClaudeCode {

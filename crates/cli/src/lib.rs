@@ -40,7 +40,14 @@ pub fn run() -> i32 {
         .any(|w| w[0] == "hook" && w[1] == "claude-code");
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if is_hook => {
+        // `--help` and `--version` print as for any command.
+        Err(e)
+            if is_hook
+                && !matches!(
+                    e.kind(),
+                    clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+                ) =>
+        {
             eprintln!(
                 "cairn hook: {}",
                 e.to_string().lines().next().unwrap_or("bad arguments")

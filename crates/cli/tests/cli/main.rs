@@ -138,12 +138,37 @@ pub fn exists(p: &Path) -> bool {
 #[test]
 fn every_command_has_help_with_an_example() {
     for cmd in [
-        "snapshot", "list", "show", "diff", "restore", "delete", "prune", "gc", "verify",
-        "recover", "demo",
+        "snapshot",
+        "list",
+        "show",
+        "diff",
+        "restore",
+        "delete",
+        "prune",
+        "gc",
+        "verify",
+        "recover",
+        "demo",
+        "info",
+        "stores",
+        "store move",
+        "workspace adopt",
+        "hook claude-code",
+        "init claude-code",
+        "mcp",
+        "thread new",
+        "thread append",
+        "thread log",
+        "thread list",
+        "rewind",
+        "fork",
+        "studio",
+        "events",
     ] {
         Command::cargo_bin("cairn")
             .expect("bin")
-            .args([cmd, "--help"])
+            .args(cmd.split(' '))
+            .arg("--help")
             .assert()
             .success()
             .stdout(predicate::str::contains("Example"));
