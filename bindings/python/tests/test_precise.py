@@ -80,14 +80,20 @@ def test_a_rewind_with_files_refuses_then_overwrites_what_someone_else_edited(th
     assert over.files.safety_snapshot_id is not None  # which holds the edit
 
 
-def test_a_rewind_with_files_keeps_what_someone_else_edited_and_its_checkpoint_then_knows_it(threads, root):
+def test_a_rewind_with_files_keeps_what_someone_else_edited_and_the_next_rewind_still_protects_it(threads, root):
     cp = _drifted(threads, root)
     kept = threads.rewind("chat", cp, files=True, memory=False, on_drift="keep")
     assert kept.files.restore.drifted == ["b.txt"]
     assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"
-    # The rewind's "Before rewind" checkpoint holds the edit: it is no one else's any more.
-    again = threads.rewind("chat", cp, files=True, memory=False, on_drift="refuse")
-    assert again.files.restore.drifted == [] and (root / "b.txt").read_text() == "b0"
+    # The files that rewind left are its target's (a.txt) and the edit it kept (b.txt): the
+    # next rewind compares with what the rewind put back, so the kept edit is still someone
+    # else's and is refused again, until overwritten on purpose.
+    with pytest.raises(cairn.ConflictError) as e:
+        threads.rewind("chat", cp, files=True, memory=False, on_drift="refuse")
+    assert "b.txt" in str(e.value)
+    assert (root / "b.txt").read_text() == "by someone else"
+    again = threads.rewind("chat", cp, files=True, memory=False, on_drift="overwrite")
+    assert again.files.restore.drifted == ["b.txt"] and (root / "b.txt").read_text() == "b0"
 
 
 def test_a_rewind_with_files_of_chosen_paths_restores_only_them(threads, root):
