@@ -189,11 +189,17 @@ impl Ctx {
     /// `threads-db` file names (a fork's workspace, see [`THREADS_DB_LINK`]), else
     /// `<store>/threads.db`.
     pub fn threads_db(&self) -> Result<PathBuf> {
+        self.threads_db_with(|| self.store_path())
+    }
+
+    /// [`Ctx::threads_db`], with the store (when one is needed) from `store`: a caller that
+    /// has opened the workspace passes its store rather than have it searched for again.
+    fn threads_db_with(&self, store: impl FnOnce() -> Result<PathBuf>) -> Result<PathBuf> {
         match &self.threads_db {
             Some(url) if cairn_rewind::is_pg_url(url) => Ok(PathBuf::from(url)),
             Some(path) => Ok(self.root.join(path)),
             None => {
-                let store = self.store_path()?;
+                let store = store()?;
                 match read_threads_db_link(&store)? {
                     Some(named) => Ok(named),
                     None => Ok(store.join(cairn_rewind::DB_FILE)),
@@ -278,7 +284,8 @@ impl Ctx {
         let ws = Workspace::open(&self.root, options)?;
         // A thread database kept beneath the root (`--threads-db ./threads.db`) is Cairn's own:
         // no snapshot or restore of this command captures or writes it (issue 34.5).
-        if let Ok(db) = self.threads_db() {
+        // The store the workspace opened names it: it is not searched for again.
+        if let Ok(db) = self.threads_db_with(|| Ok(ws.store().path().to_path_buf())) {
             if !db.to_str().is_some_and(cairn_rewind::is_pg_url) {
                 ws.keep_out(&db);
             }
