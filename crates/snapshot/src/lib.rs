@@ -280,7 +280,7 @@ fn walk(
         primed_used: Default::default(),
     };
     let root_dir = walk::Handle::new(walk::DirAt::Open(root_fd));
-    let root_record = walk::record_of(&root_st);
+    let root_record = statcache::StatRecord::of(&root_st);
     let run = || {
         walker.walk_dir(
             &root_dir,

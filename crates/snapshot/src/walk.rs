@@ -116,10 +116,6 @@ pub(crate) struct DirOut {
     pub size: u64,
 }
 
-pub(crate) fn record_of(st: &rustix::fs::Stat) -> StatRecord {
-    StatRecord::of(st)
-}
-
 /// The record of an entry left out: only its type counts (a decision is reused for an entry
 /// of the same name and type), so churn in an ignored file does not change its directory's
 /// record.
@@ -508,7 +504,7 @@ impl Walker<'_> {
                 records.push(excluded_record(name_b, st.st_mode, reason));
                 continue;
             }
-            let fresh = record_of(st);
+            let fresh = StatRecord::of(st);
             let trusted = c.filter(|c| {
                 self.cache.trusts(&c.stat, &fresh)
                     && self.present(&c.stat.blob)
@@ -658,7 +654,8 @@ impl Walker<'_> {
                 match (now, cached.get(wanted)) {
                     (None, None) => true,
                     (Some((_, st)), Some(c)) => {
-                        c.kind == CachedKind::File && self.cache.trusts(&c.stat, &record_of(st))
+                        c.kind == CachedKind::File
+                            && self.cache.trusts(&c.stat, &StatRecord::of(st))
                     }
                     _ => false,
                 }
@@ -753,7 +750,7 @@ impl Walker<'_> {
                 chain,
                 cached_tree,
                 decisions,
-                Some(record_of(st)),
+                Some(StatRecord::of(st)),
             ) {
                 Ok(out) => Ok(Some(dir_record(name_b, st.st_mode, out.id, out.size))),
                 // Gone since it was listed.
@@ -816,7 +813,7 @@ impl Walker<'_> {
                     stat: StatRecord {
                         size: target.len() as u64,
                         blob: id,
-                        ..record_of(st)
+                        ..StatRecord::of(st)
                     },
                 }))
             }
@@ -884,7 +881,7 @@ impl Walker<'_> {
             {
                 return Ok(FileRead::Skip(SkipReason::Changing));
             }
-            let rec_before = record_of(&before);
+            let rec_before = StatRecord::of(&before);
             if rec_before.size > self.rules.max_file_bytes {
                 return Ok(FileRead::Skip(SkipReason::TooLarge));
             }
@@ -903,7 +900,7 @@ impl Walker<'_> {
             }
             let after = rustix::fs::fstat(file.as_fd())
                 .map_err(|e| Error::io("stat", self.abs(path), e.into()))?;
-            let rec_after = record_of(&after);
+            let rec_after = StatRecord::of(&after);
             if rec_after.matches(&rec_before) && n == rec_before.size {
                 return Ok(FileRead::Stored(id, rec_before));
             }
