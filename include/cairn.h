@@ -771,6 +771,29 @@ cairn_status cairn_workspace_diff(const struct cairn_workspace *ws,
                                   struct cairn_error **err_out);
 
 /*
+ [`cairn_workspace_diff`] with options: `options_json` may be empty, or
+ `{"attribute": bool}`. With `"attribute": true` every change carries `"attribution"`: the
+ checkpoint intervals between `a` and `b` (cut by the workspace's snapshots taken between
+ them) the path changed in, oldest first, each `{"from", "to", "label", "checkpoint_kind"?,
+ "thread_id"?, "tool_use_id"?, "tool_name"?, "agent_id"?}`: what the checkpoint opening the
+ interval recorded of the tool call or subagent about to run (a shell command is the Bash
+ call that ran it).
+
+ # Safety
+ `ws` a live handle; names and `options_json` valid for their lengths; `out` writable;
+ `err_out` NULL or writable.
+ */
+cairn_status cairn_workspace_diff_with(const struct cairn_workspace *ws,
+                                       const uint8_t *a,
+                                       size_t a_len,
+                                       const uint8_t *b,
+                                       size_t b_len,
+                                       const uint8_t *options_json,
+                                       size_t options_len,
+                                       struct cairn_buf **out,
+                                       struct cairn_error **err_out);
+
+/*
  Deletes a snapshot and collects garbage; writes the prune report as JSON.
 
  # Safety

@@ -160,6 +160,15 @@ int main(void) {
     CHECK(strstr(diff, "\"path\":\"src/main.c\"") != NULL);
     CHECK(strstr(diff, "\"kind\":\"added\"") != NULL);
     free(diff);
+    /* The same with attribution: each change names the interval "first" opened. */
+    CHECK(cairn_workspace_diff_with(ws, S(snap_id), NULL, 0, S("{\"attribute\":true}"), &buf, &err) == CAIRN_OK);
+    diff = take_json(buf);
+    CHECK(strstr(diff, "\"attribution\":[{\"from\":\"") != NULL);
+    CHECK(strstr(diff, "\"label\":\"first\"") != NULL);
+    free(diff);
+    CHECK(cairn_workspace_diff_with(ws, S(snap_id), NULL, 0, S("{\"atribute\":true}"), &buf, &err) == CAIRN_ERR_INVALID_ARGUMENT);
+    cairn_error_free(err);
+    err = NULL;
 
     CHECK(cairn_workspace_plan(ws, S("first"), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
     cairn_bytes pb = cairn_buf_bytes(buf);

@@ -375,139 +375,7 @@ pub struct ChangeJson {
     pub binary: Option<bool>,
     /// With `--attribute`: the checkpoint intervals it changed in, oldest first.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub attribution: Option<Vec<Attribution>>,
-}
-
-/// A checkpoint interval a path changed in, and what opened it (`cairn diff --attribute`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Attribution {
-    /// The snapshot opening the interval: the files just before the change.
-    pub from: SnapshotId,
-    /// The snapshot closing it (`null`: the files now).
-    pub to: Option<SnapshotId>,
-    /// The opening snapshot's label (a tool call's id, an entry's id, a restore's safety).
-    pub label: Option<String>,
-    /// Its checkpoint kind (`user`, `tool`, `compaction`, `manual`, ...), when a thread took it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub checkpoint_kind: Option<String>,
-    /// The thread that took it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub thread_id: Option<String>,
-    /// The tool call that ran next (an agent's hook before a tool).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_use_id: Option<String>,
-    /// Its tool (`Edit`, `Write`, `Bash`: a shell command is the Bash call that ran it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_name: Option<String>,
-    /// The subagent whose call it was.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-}
-
-impl Attribution {
-    fn of(store: &Store, from: SnapshotId, to: Option<SnapshotId>) -> Result<Attribution> {
-        let m = store.read_manifest(&from)?;
-        let meta: serde_json::Value = serde_json::from_str(&m.metadata).unwrap_or_default();
-        let text = |k: &str| meta[k].as_str().map(str::to_string);
-        Ok(Attribution {
-            from,
-            to,
-            label: m.label,
-            checkpoint_kind: text("cairn_checkpoint_kind"),
-            thread_id: text("cairn_thread_id"),
-            tool_use_id: text("tool_use_id"),
-            tool_name: text("tool_name"),
-            agent_id: text("agent_id"),
-        })
-    }
-
-    /// For people: `toolu_1 (Edit, agent a1)`.
-    fn text(&self) -> String {
-        let who = self
-            .tool_use_id
-            .clone()
-            .or_else(|| self.label.clone())
-            .unwrap_or_else(|| self.from.short());
-        let mut more: Vec<String> = Vec::new();
-        if let Some(t) = &self.tool_name {
-            more.push(t.clone());
-        }
-        if let Some(a) = &self.agent_id {
-            more.push(format!("agent {a}"));
-        }
-        if more.is_empty() {
-            who
-        } else {
-            format!("{who} ({})", more.join(", "))
-        }
-    }
-}
-
-/// Whether a change at `a` and one at `b` concern the same path (one may be a directory
-/// holding the other).
-fn same_path(a: &[u8], b: &[u8]) -> bool {
-    let under = |x: &[u8], d: &[u8]| x.len() > d.len() && x.starts_with(d) && x[d.len()] == b'/';
-    a == b || under(a, b) || under(b, a)
-}
-
-/// For each of `paths`, the checkpoint intervals between `from` and `to` (`None`: the files
-/// now, in `root`) it changed in: the workspace's snapshots taken between the two, in time
-/// order, cut the span into intervals, each diffed.
-fn attribute(
-    store: &Store,
-    ws: Option<&cairn_restore::Workspace>,
-    from: SnapshotId,
-    to: Option<SnapshotId>,
-    paths: &[Vec<u8>],
-) -> Result<Vec<Vec<Attribution>>> {
-    let first = store.read_manifest(&from)?;
-    let end_ms = match &to {
-        Some(t) => Some(store.read_manifest(t)?.created_ms),
-        None => None,
-    };
-    let mut between: Vec<(i64, SnapshotId)> = Vec::new();
-    for id in store.snapshot_ids()? {
-        if id == from || Some(id) == to {
-            continue;
-        }
-        let m = store.read_manifest(&id)?;
-        let inside = m.workspace_id == first.workspace_id
-            && m.created_ms >= first.created_ms
-            && end_ms.is_none_or(|e| m.created_ms <= e);
-        if inside {
-            between.push((m.created_ms, id));
-        }
-    }
-    between.sort();
-    let mut chain: Vec<SnapshotId> = vec![from];
-    chain.extend(between.into_iter().map(|(_, id)| id));
-    let mut out: Vec<Vec<Attribution>> = vec![Vec::new(); paths.len()];
-    for i in 0..chain.len() {
-        let a = chain[i];
-        let (b, changes) = match chain.get(i + 1) {
-            Some(b) => (Some(*b), cairn_snapshot::diff_snapshots(store, &a, b)?),
-            None => match (to, ws) {
-                (Some(t), _) => (Some(t), cairn_snapshot::diff_snapshots(store, &a, &t)?),
-                (None, Some(ws)) => (
-                    None,
-                    cairn_snapshot::diff_workspace(store, ws.root(), ws.id(), &a)?,
-                ),
-                (None, None) => break,
-            },
-        };
-        let mut who: Option<Attribution> = None;
-        for (k, p) in paths.iter().enumerate() {
-            if changes.iter().any(|c| same_path(&c.path, p)) {
-                if who.is_none() {
-                    who = Some(Attribution::of(store, a, b)?);
-                }
-                if let Some(w) = &who {
-                    out[k].push(w.clone());
-                }
-            }
-        }
-    }
-    Ok(out)
+    pub attribution: Option<Vec<cairn_rewind::Attribution>>,
 }
 
 /// What `cairn diff --json` prints.
@@ -562,8 +430,7 @@ pub(crate) fn diff(
         }
     };
     let mut attributions = if with_attribution {
-        let paths: Vec<Vec<u8>> = changes.iter().map(|c| c.path.clone()).collect();
-        attribute(&store, opened.as_ref(), to.0, to.1, &paths)?
+        cairn_rewind::attribute_changes(&store, opened.as_ref(), to.0, to.1, &changes)?
             .into_iter()
             .map(Some)
             .collect()
@@ -617,7 +484,7 @@ pub(crate) fn diff(
             }
             let _ = writeln!(out, "{line}");
             for w in c.attribution.iter().flatten() {
-                let _ = writeln!(out, "     changed after {}", w.text());
+                let _ = writeln!(out, "     changed after {}", w);
             }
             if with_patch {
                 if c.binary == Some(true) {

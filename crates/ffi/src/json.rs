@@ -208,4 +208,14 @@ pub(crate) struct ChangeOut {
     pub kind: cairn_snapshot::ChangeKind,
     pub old: Option<cairn_snapshot::EntryInfo>,
     pub new: Option<cairn_snapshot::EntryInfo>,
+    /// With `"attribute": true`: the checkpoint intervals the path changed in, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Vec<cairn_rewind::Attribution>>,
+}
+
+/// The options of `cairn_workspace_diff_with`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct DiffJson {
+    pub attribute: bool,
 }

@@ -323,26 +323,73 @@ pub unsafe extern "C" fn cairn_workspace_diff(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
+    // SAFETY: the same contract.
+    unsafe { cairn_workspace_diff_with(ws, a, a_len, b, b_len, std::ptr::null(), 0, out, err_out) }
+}
+
+/// [`cairn_workspace_diff`] with options: `options_json` may be empty, or
+/// `{"attribute": bool}`. With `"attribute": true` every change carries `"attribution"`: the
+/// checkpoint intervals between `a` and `b` (cut by the workspace's snapshots taken between
+/// them) the path changed in, oldest first, each `{"from", "to", "label", "checkpoint_kind"?,
+/// "thread_id"?, "tool_use_id"?, "tool_name"?, "agent_id"?}`: what the checkpoint opening the
+/// interval recorded of the tool call or subagent about to run (a shell command is the Bash
+/// call that ran it).
+///
+/// # Safety
+/// `ws` a live handle; names and `options_json` valid for their lengths; `out` writable;
+/// `err_out` NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cairn_workspace_diff_with(
+    ws: *const cairn_workspace,
+    a: *const u8,
+    a_len: usize,
+    b: *const u8,
+    b_len: usize,
+    options_json: *const u8,
+    options_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
     boundary(err_out, || {
         // SAFETY: per the contract.
         let w = &unsafe { handle(ws, "workspace") }?.ws;
         crate::boundary::out(out, "out")?;
         // SAFETY: per the contract.
+        let options: json::DiffJson = json::parse(
+            unsafe { bytes(options_json, options_len, "options_json") }?,
+            "diff options",
+        )?;
+        // SAFETY: per the contract.
         let a = w.store().resolve(unsafe { text(a, a_len, "a") }?)?;
         // SAFETY: per the contract.
         let b = unsafe { text(b, b_len, "b") }?;
-        let changes = if b.is_empty() {
-            cairn_snapshot::diff_workspace(w.store(), w.root(), w.id(), &a)?
+        let b = if b.is_empty() {
+            None
         } else {
-            cairn_snapshot::diff_snapshots(w.store(), &a, &w.store().resolve(b)?)?
+            Some(w.store().resolve(b)?)
+        };
+        let changes = match &b {
+            None => cairn_snapshot::diff_workspace(w.store(), w.root(), w.id(), &a)?,
+            Some(b) => cairn_snapshot::diff_snapshots(w.store(), &a, b)?,
+        };
+        let mut attributions = if options.attribute {
+            cairn_rewind::attribute_changes(w.store(), Some(w.as_ref()), a, b, &changes)?
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None; changes.len()]
         };
         let docs: Vec<ChangeOut> = changes
             .into_iter()
-            .map(|c| ChangeOut {
+            .zip(attributions.drain(..))
+            .map(|(c, attribution)| ChangeOut {
                 path: RelPath(c.path),
                 kind: c.kind,
                 old: c.old,
                 new: c.new,
+                attribution,
             })
             .collect();
         // SAFETY: checked non-null.

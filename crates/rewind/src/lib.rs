@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod attribution;
 mod check;
 mod db;
 pub mod error;
@@ -55,6 +56,7 @@ mod sql;
 mod threads;
 pub mod workspace;
 
+pub use attribution::{attribute, attribute_changes, Attribution};
 pub use check::DbCheck;
 pub use db::SCHEMA_VERSION;
 pub use db::{is_pg_url, redact_url};
