@@ -275,6 +275,22 @@ func (o *RestoreOptions) encode() ([]byte, error) {
 	}{o.DryRun, o.Reference, o.OnDrift, o.Key, o.Paths})
 }
 
+// DiffOptions configure Workspace.DiffWith.
+type DiffOptions struct {
+	// Attribute names, for each change, the checkpoint intervals it changed in and the tool
+	// call or subagent that opened each (Change.Attribution).
+	Attribute bool
+}
+
+func (o *DiffOptions) encode() ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	return json.Marshal(struct {
+		Attribute bool `json:"attribute,omitempty"`
+	}{o.Attribute})
+}
+
 // GCOptions configure Workspace.GC.
 type GCOptions struct {
 	// Grace overrides the workspace's grace period. A zero Grace deletes unreachable

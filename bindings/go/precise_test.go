@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -100,5 +101,62 @@ func TestDriftIsRefusedKeptOrOverwritten(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestADiffWithAttributionNamesTheToolCallOfEachChangeAndTheBashCallOfAShellCommand(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.write("a.txt", "a0\n")
+	f.write("b.txt", "b0\n")
+	f.write("c.txt", "c0\n")
+	snap := func(label string, meta map[string]any) *Snapshot {
+		t.Helper()
+		s, err := f.ws.Snapshot(ctx, &SnapshotOptions{Label: label, Metadata: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	start := snap("before the turn", nil)
+	// What an agent's hooks record: a checkpoint before each tool call, naming the call.
+	snap("toolu_1", map[string]any{"tool_use_id": "toolu_1", "tool_name": "Edit"})
+	f.write("a.txt", "a1\n")
+	snap("toolu_2", map[string]any{"tool_use_id": "toolu_2", "tool_name": "Edit", "agent_id": "agent-7"})
+	f.write("b.txt", "b1\n")
+	snap("toolu_3", map[string]any{"tool_use_id": "toolu_3", "tool_name": "Bash"})
+	sh := exec.Command("sh", "-c", "echo shell > c.txt && echo made > d.txt")
+	sh.Dir = f.root
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("the shell command: %v: %s", err, out)
+	}
+
+	plain, err := f.ws.DiffWith(ctx, start.ID, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range plain {
+		if c.Attribution != nil {
+			t.Fatalf("%s has an attribution without Attribute: %+v", c.Path, c.Attribution)
+		}
+	}
+	changes, err := f.ws.DiffWith(ctx, start.ID, "", &DiffOptions{Attribute: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := map[string][]string{}
+	for _, c := range changes {
+		for _, a := range c.Attribution {
+			who[c.Path] = append(who[c.Path], a.ToolUseID+" "+a.ToolName+" "+a.AgentID)
+		}
+	}
+	want := map[string][]string{
+		"a.txt": {"toolu_1 Edit "},
+		"b.txt": {"toolu_2 Edit agent-7"},
+		"c.txt": {"toolu_3 Bash "},
+		"d.txt": {"toolu_3 Bash "},
+	}
+	if !reflect.DeepEqual(who, want) {
+		t.Fatalf("attribution: got %v, want %v", who, want)
 	}
 }

@@ -218,6 +218,22 @@ type Change struct {
 	Kind ChangeKind `json:"kind"`
 	Old  *EntryInfo `json:"old"` // nil when added
 	New  *EntryInfo `json:"new"` // nil when deleted
+	// With DiffOptions.Attribute: the checkpoint intervals it changed in, oldest first
+	// (nil without).
+	Attribution []Attribution `json:"attribution,omitempty"`
+}
+
+// Attribution is a checkpoint interval a path changed in, and what opened it: the tool call
+// or subagent an agent's hook recorded in the checkpoint before it ran, where known.
+type Attribution struct {
+	From           string  `json:"from"`            // the snapshot opening the interval
+	To             *string `json:"to"`              // the snapshot closing it; nil for the files now
+	Label          *string `json:"label"`           // the opening snapshot's label
+	CheckpointKind string  `json:"checkpoint_kind"` // "user", "tool", ...; "" when no thread took it
+	ThreadID       string  `json:"thread_id"`       // the thread that took it, or ""
+	ToolUseID      string  `json:"tool_use_id"`     // the tool call that ran next, or ""
+	ToolName       string  `json:"tool_name"`       // its tool ("Edit", "Bash", ...), or ""
+	AgentID        string  `json:"agent_id"`        // the subagent whose call it was, or ""
 }
 
 func (c *Change) UnmarshalJSON(b []byte) error {

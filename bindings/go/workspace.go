@@ -159,6 +159,23 @@ func (w *Workspace) Diff(ctx context.Context, a, b string) ([]Change, error) {
 	})
 }
 
+// DiffWith is Diff with options: with opts.Attribute each change's Attribution lists the
+// checkpoint intervals between a and b (cut by the snapshots taken between them) the path
+// changed in, oldest first, each naming the tool call or subagent whose checkpoint opened it
+// (a shell command is the Bash call that ran it). ctx is checked before the call.
+func (w *Workspace) DiffWith(ctx context.Context, a, b string, opts *DiffOptions) ([]Change, error) {
+	doc, err := opts.encode()
+	if err != nil {
+		return nil, err
+	}
+	ap, al := bytesArg(a)
+	bp, bl := bytesArg(b)
+	dp, dl := sliceArg(doc)
+	return result[[]Change](ctx, w, false, "diff", func(ws *C.cairn_workspace, _ *C.cairn_cancel, out **C.cairn_buf, cerr **C.cairn_error) C.cairn_status {
+		return C.cairn_workspace_diff_with(ws, ap, al, bp, bl, dp, dl, out, cerr)
+	})
+}
+
 // Delete deletes a snapshot and collects garbage. ctx is checked before the call.
 func (w *Workspace) Delete(ctx context.Context, name string) (*PruneReport, error) {
 	np, nl := bytesArg(name)

@@ -68,6 +68,8 @@ export const PROTOTYPES = {
     'cairn_status cairn_workspace_show(const cairn_workspace *ws, const uint8_t *name, size_t name_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_diff:
     'cairn_status cairn_workspace_diff(const cairn_workspace *ws, const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_diff_with:
+    'cairn_status cairn_workspace_diff_with(const cairn_workspace *ws, const uint8_t *a, size_t a_len, const uint8_t *b, size_t b_len, const uint8_t *options_json, size_t options_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_delete:
     'cairn_status cairn_workspace_delete(const cairn_workspace *ws, const uint8_t *name, size_t name_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_prune:

@@ -275,6 +275,38 @@ export interface Change {
   kind: ChangeKind;
   old: EntryInfo | null;
   new: EntryInfo | null;
+  /** With `diff(a, b, { attribute: true })`: the checkpoint intervals it changed in, oldest first. */
+  attribution?: Attribution[];
+}
+
+/**
+ * A checkpoint interval a path changed in, and what opened it: the tool call or subagent an
+ * agent's hook recorded in the checkpoint before it ran (a shell command is the Bash call that
+ * ran it), where known.
+ */
+export interface Attribution {
+  /** The snapshot opening the interval: the files just before the change. */
+  from: SnapshotId;
+  /** The snapshot closing it; `null` for the files now. */
+  to: SnapshotId | null;
+  /** The opening snapshot's label (a tool call's id, an entry's id, a restore's safety). */
+  label: string | null;
+  /** Its checkpoint kind (`user`, `tool`, `compaction`, `manual`, ...), when a thread took it. */
+  checkpointKind?: string;
+  /** The thread that took it. */
+  threadId?: string;
+  /** The tool call that ran next. */
+  toolUseId?: string;
+  /** Its tool (`Edit`, `Write`, `Bash`, ...). */
+  toolName?: string;
+  /** The subagent whose call it was. */
+  agentId?: string;
+}
+
+/** Options of `diff()`. */
+export interface DiffOptions extends Cancellable {
+  /** Name, for each change, the checkpoint intervals it changed in and who opened them. */
+  attribute?: boolean;
 }
 
 /** The capture settings a snapshot was taken with. */

@@ -16,6 +16,7 @@ import type {
   CallOptions,
   Change,
   CopyReport,
+  DiffOptions,
   GcOptions,
   GcPlan,
   GcReport,
@@ -171,13 +172,19 @@ export class Workspace extends NativeHandle {
   /**
    * Differences from snapshot `a` to snapshot `b`, or to the live files when `b` is omitted
    * (a walk of the workspace, so it runs on a worker thread). `signal`/`cancel` are checked
-   * before it starts.
+   * before it starts. With `attribute: true` each change carries its `attribution`.
    */
-  async diff(a: string, b?: string | null, options?: CallOptions): Promise<Change[]> {
+  async diff(a: string, b?: string | null, options?: DiffOptions): Promise<Change[]> {
     checkNotCancelled(options);
     const an = text(a);
     const bn = text(b ?? '');
-    return fromNative(await runAsync([this], 'cairn_workspace_diff', ([ws]) => [ws, an, an.length, bn, bn.length]));
+    if (!options?.attribute) {
+      return fromNative(await runAsync([this], 'cairn_workspace_diff', ([ws]) => [ws, an, an.length, bn, bn.length]));
+    }
+    const o = nativeOptions(options);
+    return fromNative(
+      await runAsync([this], 'cairn_workspace_diff_with', ([ws]) => [ws, an, an.length, bn, bn.length, o, o.length]),
+    );
   }
 
   /** Deletes a snapshot and collects garbage. `signal`/`cancel` are checked before it starts. */

@@ -43,3 +43,30 @@ test("drift kept with onDrift 'keep'", async (t) => {
   assert.equal(read(root, 'a.txt'), 'a0\n');
   assert.equal(read(root, 'b.txt'), 'by someone else\n');
 });
+
+test('a diff with attribution names the tool call of each change and the Bash call of a shell command', async (t) => {
+  const { execFileSync } = await import('node:child_process');
+  const { root, ws } = await fixture(t, { 'a.txt': 'a0\n', 'b.txt': 'b0\n', 'c.txt': 'c0\n' });
+  const start = await ws.snapshot({ label: 'before the turn' });
+  // What an agent's hooks record: a checkpoint before each tool call, naming the call.
+  await ws.snapshot({ label: 'toolu_1', metadata: { tool_use_id: 'toolu_1', tool_name: 'Edit' } });
+  writeTree(root, { 'a.txt': 'a1\n' });
+  await ws.snapshot({ label: 'toolu_2', metadata: { tool_use_id: 'toolu_2', tool_name: 'Edit', agent_id: 'agent-7' } });
+  writeTree(root, { 'b.txt': 'b1\n' });
+  await ws.snapshot({ label: 'toolu_3', metadata: { tool_use_id: 'toolu_3', tool_name: 'Bash' } });
+  execFileSync('sh', ['-c', 'echo shell > c.txt && echo made > d.txt'], { cwd: root });
+
+  const plain = await ws.diff(start.id);
+  assert.ok(plain.every((c) => c.attribution === undefined));
+  const changes = await ws.diff(start.id, null, { attribute: true });
+  const who = Object.fromEntries(
+    changes.map((c) => [c.path, c.attribution.map((a) => [a.toolUseId, a.toolName, a.agentId ?? null])]),
+  );
+  assert.deepEqual(who, {
+    'a.txt': [['toolu_1', 'Edit', null]],
+    'b.txt': [['toolu_2', 'Edit', 'agent-7']],
+    'c.txt': [['toolu_3', 'Bash', null]],
+    'd.txt': [['toolu_3', 'Bash', null]],
+  });
+  assert.equal(changes.find((c) => c.path === 'd.txt').attribution[0].to, null);
+});

@@ -116,3 +116,56 @@ def test_a_plan_made_with_keep_is_applied_as_planned(ws, root):
     report = ws.apply(plan)
     assert report.drifted == ["b.txt"]
     assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"
+
+
+def test_a_diff_with_attribution_names_the_tool_call_of_each_change_and_the_bash_call_of_a_shell_command(ws, root):
+    import subprocess
+
+    write(root, "a.txt", "a0")
+    write(root, "b.txt", "b0")
+    write(root, "c.txt", "c0")
+    start = ws.snapshot("before the turn")
+    # What an agent's hooks record: a checkpoint before each tool call, naming the call.
+    ws.snapshot("toolu_1", metadata={"tool_use_id": "toolu_1", "tool_name": "Edit"})
+    write(root, "a.txt", "a1")
+    ws.snapshot("toolu_2", metadata={"tool_use_id": "toolu_2", "tool_name": "Edit", "agent_id": "agent-7"})
+    write(root, "b.txt", "b1")
+    ws.snapshot("toolu_3", metadata={"tool_use_id": "toolu_3", "tool_name": "Bash"})
+    subprocess.run(["sh", "-c", "echo shell > c.txt && echo made > d.txt"], cwd=root, check=True)
+
+    plain = ws.diff(start)
+    assert all(c.attribution is None for c in plain)
+    by_path = {c.path: c.attribution for c in ws.diff(start, attribute=True)}
+    assert sorted(by_path) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+    who = {p: [(a.tool_use_id, a.tool_name, a.agent_id) for a in v] for p, v in by_path.items()}
+    assert who == {
+        "a.txt": [("toolu_1", "Edit", None)],
+        "b.txt": [("toolu_2", "Edit", "agent-7")],
+        "c.txt": [("toolu_3", "Bash", None)],
+        "d.txt": [("toolu_3", "Bash", None)],
+    }
+    assert by_path["c.txt"][0].to is None  # the last interval ends at the files now
+    # Between two snapshots, the interval of a.txt ends at the next checkpoint.
+    end = ws.snapshot("after the turn")
+    closed = {c.path: c.attribution for c in ws.diff(start, end, attribute=True)}
+    assert closed["a.txt"][0].label == "toolu_1" and closed["a.txt"][0].to is not None
+    assert closed["d.txt"][0].to == end.id
+
+
+def test_restore_before_a_prompt_takes_chosen_paths_and_the_drift_choice(threads, root):
+    write(root, "a.txt", "a0")
+    write(root, "b.txt", "b0")
+    threads.create("chat")
+    threads.append("chat", "user", "one")
+    second = threads.append("chat", "user", "two")
+    write(root, "a.txt", "a1")
+    write(root, "b.txt", "b1")
+    threads.append("chat", "user", "three")
+    write(root, "b.txt", "by someone else")
+
+    with pytest.raises(cairn.ConflictError):
+        threads.restore_before("chat", second.entry, files=True, memory=False, on_drift="refuse")
+    assert (root / "a.txt").read_text() == "a1"
+    only_a = threads.restore_before("chat", second.entry, files=True, memory=False, paths=["a.txt"], on_drift="refuse")
+    assert only_a.files.restore.paths == ["a.txt"]
+    assert (root / "a.txt").read_text() == "a0" and (root / "b.txt").read_text() == "by someone else"

@@ -43,6 +43,7 @@ from .errors import (
 )
 from .types import (
     Action,
+    Attribution,
     BadCopy,
     BrokenIndex,
     CacheTrim,

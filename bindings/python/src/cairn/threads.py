@@ -851,9 +851,12 @@ class Threads(Managed):
         lease_wait: _dt.timedelta | float | None = None,
         from_run: str | Run | None = None,
         workspace: Workspace | None = None,
+        paths: Iterable[str | os.PathLike[str]] | None = None,
+        on_drift: Literal["refuse", "keep", "overwrite"] | None = None,
     ) -> RewindReport:
         """"Restore before this prompt": the rewind to just before user entry ``entry``,
-        with the checkpoint taken right before it. Options as for :meth:`rewind`."""
+        with the checkpoint taken right before it. Options as for :meth:`rewind`, ``paths``
+        and ``on_drift`` included."""
         return self._rewind(
             lib.cairn_threads_restore_before,
             thread,
@@ -867,6 +870,8 @@ class Threads(Managed):
             lease_wait,
             from_run,
             workspace,
+            paths=paths,
+            on_drift=on_drift,
         )
 
     def fork(

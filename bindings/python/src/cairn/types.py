@@ -21,6 +21,7 @@ __all__ = [
     "SnapshotInfo",
     "EntryInfo",
     "Change",
+    "Attribution",
     "CaptureSettings",
     "Action",
     "RestorePlan",
@@ -207,11 +208,49 @@ class Change:
     kind: str
     old: EntryInfo | None
     new: EntryInfo | None
+    #: With ``diff(..., attribute=True)``: the checkpoint intervals it changed in, oldest first.
+    attribution: list[Attribution] | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Change:
+        a = d.get("attribution")
         return cls(
-            decode_path(d["path"]), d["kind"], EntryInfo.from_json(d.get("old")), EntryInfo.from_json(d.get("new"))
+            decode_path(d["path"]),
+            d["kind"],
+            EntryInfo.from_json(d.get("old")),
+            EntryInfo.from_json(d.get("new")),
+            None if a is None else [Attribution.from_json(x) for x in a],
+        )
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """A checkpoint interval a path changed in, and what opened it: the tool call
+    (``tool_use_id``, ``tool_name``) or subagent (``agent_id``) an agent's hook recorded in
+    the checkpoint before it ran, where known."""
+
+    #: The snapshot opening the interval: the files just before the change.
+    from_: str
+    #: The snapshot closing it; ``None`` for the files now.
+    to: str | None
+    label: str | None
+    checkpoint_kind: str | None
+    thread_id: str | None
+    tool_use_id: str | None
+    tool_name: str | None
+    agent_id: str | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Attribution:
+        return cls(
+            d["from"],
+            d.get("to"),
+            d.get("label"),
+            d.get("checkpoint_kind"),
+            d.get("thread_id"),
+            d.get("tool_use_id"),
+            d.get("tool_name"),
+            d.get("agent_id"),
         )
 
 

@@ -326,13 +326,25 @@ class Workspace(Managed):
         with self._use() as ws:
             return SnapshotInfo.from_json(call_json(lib.cairn_workspace_show, ws, n, len(n)))
 
-    def diff(self, a: str | SnapshotInfo, b: str | SnapshotInfo | None = None) -> builtins.list[Change]:
+    def diff(
+        self, a: str | SnapshotInfo, b: str | SnapshotInfo | None = None, *, attribute: bool = False
+    ) -> builtins.list[Change]:
         """What changed from snapshot ``a`` to snapshot ``b``, or to the live files when
-        ``b`` is ``None``."""
+        ``b`` is ``None``.
+
+        With ``attribute=True`` each change's ``attribution`` lists the checkpoint intervals
+        it changed in (cut by the snapshots taken between ``a`` and ``b``), oldest first, with
+        the tool call or subagent whose checkpoint opened each (a shell command is the Bash
+        call that ran it); without, ``attribution`` is ``None``."""
         na = _name(a)
         nb = b"" if b is None else _name(b)
         with self._use() as ws:
-            return [Change.from_json(c) for c in call_json(lib.cairn_workspace_diff, ws, na, len(na), nb, len(nb))]
+            if not attribute:
+                docs = call_json(lib.cairn_workspace_diff, ws, na, len(na), nb, len(nb))
+            else:
+                opts = json_arg({"attribute": True})
+                docs = call_json(lib.cairn_workspace_diff_with, ws, na, len(na), nb, len(nb), opts, len(opts))
+            return [Change.from_json(c) for c in docs]
 
     # -- store upkeep -------------------------------------------------------------------------
 
