@@ -55,6 +55,9 @@ def make_story():
     cairn("thread", "new", "--id", "demo")
     u1 = append("user", "Add a logo and say hello properly")
     (WS / "app.py").write_text("def main():\n    print('hello, world')\n\n\nmain()\n")
+    # A snapshot in the middle of the turn, as an agent takes before a tool call: the turn's
+    # diff attributes logo.png to it and app.py to the turn's own checkpoint.
+    cairn("snapshot", "--label", "toolu_logo")
     (WS / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00binary")
     a1 = append("assistant", "Done: app.py greets the world; logo.png added.")
     u2 = append("user", "Now write notes and drop old.txt")
@@ -175,6 +178,11 @@ class Story:
         self.wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#diff-files li"))
         paths = [li.get_attribute("data-path") for li in d.find_elements(By.CSS_SELECTOR, "#diff-files li")]
         assert paths == ["app.py", "logo.png"], paths
+        # Who changed what: each row names the checkpoint interval it changed in.
+        who = self.wait.until(lambda d: {li.get_attribute("data-path"): li.find_element(By.CSS_SELECTOR, ".who").text
+                                         for li in d.find_elements(By.CSS_SELECTOR, "#diff-files li")})
+        assert who["logo.png"] == "by toolu_logo", who
+        assert "toolu_logo" not in who["app.py"] and who["app.py"].startswith("by "), who
         self.click("#diff-files li[data-path='logo.png']")
         self.wait.until(lambda d: "Binary file logo.png" in d.find_element(By.ID, "patch").text)
         self.click("#diff-files li[data-path='app.py']")

@@ -194,7 +194,10 @@ impl Ctx {
 
     /// [`Ctx::threads_db`], with the store (when one is needed) from `store`: a caller that
     /// has opened the workspace passes its store rather than have it searched for again.
-    fn threads_db_with(&self, store: impl FnOnce() -> Result<PathBuf>) -> Result<PathBuf> {
+    pub(crate) fn threads_db_with(
+        &self,
+        store: impl FnOnce() -> Result<PathBuf>,
+    ) -> Result<PathBuf> {
         match &self.threads_db {
             Some(url) if cairn_rewind::is_pg_url(url) => Ok(PathBuf::from(url)),
             Some(path) => Ok(self.root.join(path)),

@@ -757,7 +757,33 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
+    record_restore(ctx, &ws, &report);
     ctx.emit(&report, || done_text(&report, None))
+}
+
+/// Says in the thread database's event log that a restore was applied (`restore_applied`, no
+/// thread), for the processes following it (`cairn events --follow`). Only where a thread
+/// database is in use (a PostgreSQL URL, or a file that exists): a restore is not the place
+/// to create one. The files are restored either way: a failure here is reported, not raised.
+fn record_restore(ctx: &Ctx, ws: &cairn_restore::Workspace, report: &cairn_restore::Report) {
+    let Ok(db) = ctx.threads_db_with(|| Ok(ws.store().path().to_path_buf())) else {
+        return;
+    };
+    if !(cairn_rewind::is_pg_url(&db.to_string_lossy()) || db.exists()) {
+        return;
+    }
+    let recorded = serde_json::to_value(report)
+        .map_err(|e| cairn_rewind::Error::InvalidArgument(format!("the restore report: {e}")))
+        .and_then(|doc| {
+            cairn_rewind::Threads::open(&db, cairn_rewind::ThreadsOptions::default())?
+                .record_restore(ws.id(), ws.root(), &doc)
+        });
+    if let Err(e) = recorded {
+        eprintln!(
+            "cairn: the files are restored, but the restore could not be recorded in the event log of {}: {e}",
+            cairn_rewind::redact_url(&db.to_string_lossy())
+        );
+    }
 }
 
 /// What `cairn delete` and `cairn prune` print with `--json`.

@@ -13,9 +13,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema version this build writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+///
+/// Version 2 has version 1's tables and adds an event kind (`restore_applied`): a build of
+/// version 1 would fail on reading it from the shared log, so it is refused the database
+/// (`UNSUPPORTED`, naming both versions) instead. Opening a version 1 database upgrades it in
+/// place (nothing to rewrite: only the version changes).
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// The whole schema of version 1, created in one transaction.
+/// The tables of every schema version so far (1 and 2), created in one transaction.
 const SCHEMA_V1: &str = r#"
 CREATE TABLE threads (
   id TEXT PRIMARY KEY,
@@ -348,6 +353,15 @@ fn migrate_pg(pg: &mut PgClient, shown: &Path) -> Result<()> {
                 .db("write the schema version")?;
                 Ok(())
             }
+            // Version 1's tables are version 2's: only the version changes.
+            1 => {
+                pg.query(
+                    "UPDATE cairn_schema SET version = ?1 RETURNING version",
+                    [SCHEMA_VERSION],
+                )
+                .db("upgrade the schema version")?;
+                Ok(())
+            }
             SCHEMA_VERSION => Ok(()),
             found => Err(Error::UnsupportedSchema {
                 path: shown.to_path_buf(),
@@ -449,6 +463,10 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .db("write the schema version")?;
         }
+        // Version 1's tables are version 2's: only the version changes.
+        1 => tx
+            .pragma_update(None, "user_version", SCHEMA_VERSION)
+            .db("upgrade the schema version")?,
         SCHEMA_VERSION => {}
         found => {
             return Err(Error::UnsupportedSchema {

@@ -4,7 +4,31 @@ use crate::error::{DbResult, Result};
 use crate::ids::ThreadId;
 use crate::model::{Event, EventKind};
 use crate::sql::params;
-use crate::threads::{conv, json_col, BadValue, Threads};
+use crate::threads::{conv, emit, json_col, BadValue, Threads};
+use std::path::Path;
+
+/// The data of a `restore_applied` event: a restore report's ids and counts (its lists of
+/// restored and deleted paths can be long), with its chosen `paths` and `drifted` paths whole.
+pub(crate) fn restore_data(
+    report: &serde_json::Value,
+    workspace_id: &str,
+    root: &Path,
+) -> serde_json::Value {
+    let count = |k: &str| report[k].as_array().map_or(0, Vec::len);
+    serde_json::json!({
+        "workspace_id": workspace_id,
+        "root": root.to_string_lossy(),
+        "snapshot_id": report["snapshot_id"],
+        "safety_snapshot_id": report["safety_snapshot_id"],
+        "paths": report["paths"],
+        "drifted": report["drifted"],
+        "restored": count("restored"),
+        "deleted": count("deleted"),
+        "kept": count("kept"),
+        "unchanged": report["unchanged"],
+        "journal": report["journal"],
+    })
+}
 
 fn event_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Event> {
     let kind: String = r.get(2)?;
@@ -50,6 +74,25 @@ impl Threads {
             .db("read events")?
             .collect::<crate::sql::SqlResult<_>>()
             .db("read events")
+        })
+    }
+
+    /// Records that a restore of the workspace `workspace_id` at `root` was applied outside
+    /// any thread (a `cairn restore`), from its report (`cairn_restore::Report` as JSON): a
+    /// `restore_applied` event with no thread, so that every process following the log sees
+    /// it. A rewind with files records its own restore; a dry run is not recorded.
+    pub fn record_restore(
+        &self,
+        workspace_id: &str,
+        root: &Path,
+        report: &serde_json::Value,
+    ) -> Result<()> {
+        if report["dry_run"].as_bool().unwrap_or(false) {
+            return Ok(());
+        }
+        let data = restore_data(report, workspace_id, root);
+        self.inner.write("record a restore", |c| {
+            emit(c, None, EventKind::RestoreApplied, data.clone())
         })
     }
 

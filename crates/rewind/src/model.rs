@@ -415,6 +415,10 @@ pub enum EventKind {
     RewindCompleted,
     /// A fork was made.
     ForkCreated,
+    /// Files were restored: by a rewind with files (its `rewind_id`), or by a restore of the
+    /// workspace recorded with [`crate::Threads::record_restore`] (no thread). Since schema
+    /// version 2.
+    RestoreApplied,
 }
 
 impl EventKind {
@@ -427,6 +431,7 @@ impl EventKind {
             EventKind::RewindFailed => "rewind_failed",
             EventKind::RewindCompleted => "rewind_completed",
             EventKind::ForkCreated => "fork_created",
+            EventKind::RestoreApplied => "restore_applied",
         }
     }
 
@@ -439,6 +444,7 @@ impl EventKind {
             "rewind_failed" => EventKind::RewindFailed,
             "rewind_completed" => EventKind::RewindCompleted,
             "fork_created" => EventKind::ForkCreated,
+            "restore_applied" => EventKind::RestoreApplied,
             _ => return None,
         })
     }

@@ -581,13 +581,17 @@ impl Threads {
             match step {
                 Ok(o) => {
                     let text = serde_json::to_string(&o).map_err(|e| corrupt(&id, e))?;
+                    let mut applied = crate::events::restore_data(&o.report, ws.id(), ws.root());
+                    applied["rewind_id"] = serde_json::json!(id);
+                    applied["checkpoint_id"] = serde_json::json!(ch.checkpoint_id);
+                    applied["safety_snapshot_id"] = serde_json::json!(o.safety_snapshot_id);
                     self.inner.write("record the restored files", |c| {
                         c.execute(
                             "UPDATE rewinds SET state = 'files_done', files = ?2 WHERE id = ?1",
                             params![id, text],
                         )
                         .db("record the restored files")?;
-                        Ok(())
+                        emit(c, Some(thread), EventKind::RestoreApplied, applied.clone())
                     })?;
                     outcome = Some(o);
                 }

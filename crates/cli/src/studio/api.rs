@@ -391,6 +391,10 @@ pub(crate) struct DiffQuery {
     limit: Option<usize>,
     /// For `/api/patch`: the path, as hex of its bytes.
     path_hex: Option<String>,
+    /// For `/api/diff`: name, for each change of the page, the checkpoint intervals it
+    /// changed in and the tool call or subagent that opened each.
+    #[serde(default)]
+    attribute: bool,
 }
 
 fn diff_key(s: &Studio, q: &DiffQuery) -> crate::error::Result<DiffKey> {
@@ -438,6 +442,9 @@ pub(crate) struct ChangeJson {
     new_kind: Option<EntryKind>,
     old_size: Option<u64>,
     new_size: Option<u64>,
+    /// With `attribute`: who changed it, per checkpoint interval, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attribution: Option<Vec<cairn_rewind::Attribution>>,
 }
 
 /// What `/api/diff` answers.
@@ -465,6 +472,17 @@ pub(crate) async fn diff(
         let list = changes(s, key, q.offset > 0)?;
         let count = |k: ChangeKind| list.iter().filter(|c| c.kind == k).count();
         let limit = q.limit.unwrap_or(MAX_CHANGES_PAGE).min(MAX_CHANGES_PAGE);
+        let page: Vec<&Change> = list.iter().skip(q.offset).take(limit).collect();
+        let mut attributions = if q.attribute {
+            let paths: Vec<Vec<u8>> = page.iter().map(|c| c.path.clone()).collect();
+            let ws = &s.opened.ws;
+            cairn_rewind::attribute(ws.store(), Some(ws), key.0, key.1, &paths)?
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None; page.len()]
+        };
         Ok(DiffJson {
             from: key.0,
             to: key.1,
@@ -473,11 +491,10 @@ pub(crate) async fn diff(
             modified: count(ChangeKind::Modified),
             deleted: count(ChangeKind::Deleted),
             offset: q.offset,
-            changes: list
-                .iter()
-                .skip(q.offset)
-                .take(limit)
-                .map(|c| ChangeJson {
+            changes: page
+                .into_iter()
+                .zip(attributions.drain(..))
+                .map(|(c, attribution)| ChangeJson {
                     path: RelPath(c.path.clone()),
                     path_hex: hex::encode(&c.path),
                     kind: c.kind,
@@ -485,6 +502,7 @@ pub(crate) async fn diff(
                     new_kind: c.new.as_ref().map(|n| n.kind),
                     old_size: c.old.as_ref().map(|o| o.size),
                     new_size: c.new.as_ref().map(|n| n.size),
+                    attribution,
                 })
                 .collect(),
         })

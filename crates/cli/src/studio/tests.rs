@@ -501,3 +501,52 @@ fn a_rewind_whose_files_changed_after_its_plan_was_shown_is_refused_with_conflic
     let undo = serde_json::to_value(&done).expect("encodes")["undo"].clone();
     assert_eq!(undo["op"], "restore", "{undo}");
 }
+
+#[test]
+fn a_diff_asked_with_attribution_names_the_tool_call_that_changed_each_path() {
+    let s = serve();
+    // The hook's checkpoint before a tool call, naming it; then the tool changes b.txt.
+    let mut who = serde_json::Map::new();
+    who.insert("tool_use_id".into(), "toolu_7".into());
+    who.insert("tool_name".into(), "Write".into());
+    s.studio
+        .opened
+        .threads
+        .checkpoint_as(
+            &ThreadId::new("t"),
+            cairn_rewind::CheckpointKind::Tool,
+            "toolu_7",
+            &cairn_rewind::CheckpointOptions {
+                workspace: Some(s.studio.opened.ws.clone() as Arc<dyn cairn_rewind::Files>),
+                metadata: who,
+                ..cairn_rewind::CheckpointOptions::default()
+            },
+        )
+        .expect("a tool checkpoint");
+    std::fs::write(s.root.join("b.txt"), "by the tool\n").expect("the tool's change");
+    let path = format!("/api/diff?from={}&to=live&attribute=true", s.first.to_hex());
+    let (code, body) = send(s.port, "GET", &path, &[host(s.port), bearer()], "");
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let by_path: std::collections::BTreeMap<String, serde_json::Value> = v["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap_or("").to_string(),
+                c["attribution"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(by_path["b.txt"][0]["tool_use_id"], "toolu_7", "{body}");
+    assert_eq!(by_path["b.txt"][0]["tool_name"], "Write", "{body}");
+    assert_eq!(by_path["b.txt"][0]["checkpoint_kind"], "tool", "{body}");
+    // a.txt changed before the tool's checkpoint: in the interval the user message opened.
+    assert_eq!(by_path["a.txt"][0]["checkpoint_kind"], "user", "{body}");
+    assert_eq!(by_path["a.txt"].as_array().map(Vec::len), Some(1), "{body}");
+    // Without asking, no attribution is computed.
+    let plain = format!("/api/diff?from={}&to=live", s.first.to_hex());
+    let (_, body) = send(s.port, "GET", &plain, &[host(s.port), bearer()], "");
+    assert!(!body.contains("attribution"), "{body}");
+}

@@ -492,6 +492,13 @@ fn events_follow_sees_a_rewind_made_by_another_process_within_a_second() {
         .collect();
     let kinds: Vec<&str> = lines.iter().filter_map(|l| l["kind"].as_str()).collect();
     assert!(kinds.contains(&"rewind_started") && kinds.contains(&"rewind_completed"));
+    // The rewind's files are a restore_applied event of its own, between the two.
+    let applied = lines
+        .iter()
+        .find(|l| l["kind"] == "restore_applied")
+        .expect("the rewind's restore");
+    assert_eq!(applied["data"]["rewind_id"], rewind_id, "{applied}");
+    assert_eq!(applied["thread_id"], "chat");
     let since = f
         .cairn(&["--json", "events", "--since", &last_cursor.to_string()])
         .output()
@@ -682,4 +689,36 @@ fn a_second_rewind_right_after_a_first_is_not_refused_as_drift_but_a_later_user_
         "{v}"
     );
     assert_eq!(f.read("app.py").as_deref(), Some("edited by hand\n"));
+}
+
+#[test]
+fn a_restore_of_a_workspace_with_a_thread_database_is_a_restore_applied_event() {
+    let f = Fixture::new();
+    let _ = drifted_thread(&f);
+    let snap = f.snapshot("base");
+    f.write("a.txt", "changed after the snapshot\n");
+    let report = f.json(&["restore", &snap, "--yes"]);
+    let all = f.cairn(&["--json", "events"]).output().expect("run");
+    let applied: Vec<Value> = String::from_utf8_lossy(&all.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("JSON lines"))
+        .filter(|e| e["kind"] == "restore_applied")
+        .collect();
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    let e = &applied[0];
+    assert_eq!(e["thread_id"], Value::Null, "{e}");
+    assert_eq!(e["data"]["snapshot_id"], report["snapshot_id"], "{e}");
+    assert_eq!(
+        e["data"]["safety_snapshot_id"], report["safety_snapshot_id"],
+        "{e}"
+    );
+    assert_eq!(e["data"]["restored"], 1, "{e}");
+    // A dry run is not an event.
+    f.json(&["restore", &snap, "--dry-run"]);
+    let again = f.cairn(&["--json", "events"]).output().expect("run");
+    let count = String::from_utf8_lossy(&again.stdout)
+        .lines()
+        .filter(|l| l.contains("\"restore_applied\""))
+        .count();
+    assert_eq!(count, 1);
 }

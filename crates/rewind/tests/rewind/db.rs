@@ -45,6 +45,24 @@ fn a_database_of_a_newer_schema_is_refused_as_unsupported() {
 }
 
 #[test]
+fn a_database_of_schema_version_1_is_upgraded_in_place_with_its_data() {
+    let env = env();
+    let t = env.thread("chat");
+    let path = env.threads.path().to_path_buf();
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.pragma_update(None, "user_version", 1)
+        .expect("pretend a version 1 build wrote it");
+    drop(conn);
+    let again = env.reopen(ThreadsOptions::default());
+    assert_eq!(again.thread(&t).expect("thread").id, t);
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!((version, SCHEMA_VERSION), (2, 2));
+}
+
+#[test]
 fn a_file_that_is_not_a_database_is_refused_as_corrupt() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("threads.db");

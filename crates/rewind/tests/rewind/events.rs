@@ -24,6 +24,8 @@ fn events_record_checkpoints_appends_and_rewinds_in_order() {
             EntryAppended,
             EntryAppended,
             RewindStarted,
+            // The files, restored before the conversation moves.
+            RestoreApplied,
             // The rewind's "Before rewind" checkpoint, in the transaction that completes it.
             CheckpointCreated,
             RewindCompleted
@@ -41,8 +43,31 @@ fn events_record_checkpoints_appends_and_rewinds_in_order() {
         .expect("tail");
     assert_eq!(
         tail.iter().map(|e| e.kind).collect::<Vec<_>>(),
-        vec![RewindStarted, CheckpointCreated, RewindCompleted]
+        vec![
+            RewindStarted,
+            RestoreApplied,
+            CheckpointCreated,
+            RewindCompleted
+        ]
     );
+    // What the restore did, for a process that follows the log.
+    let applied = &events[8];
+    assert_eq!(applied.thread_id.as_ref(), Some(&t.thread));
+    assert_eq!(applied.data["rewind_id"], events[7].data["rewind_id"]);
+    assert_eq!(
+        applied.data["workspace_id"],
+        cairn_rewind::Files::id(env.ws.as_ref())
+    );
+    assert!(
+        applied.data["safety_snapshot_id"].is_string(),
+        "{}",
+        applied.data
+    );
+    let u2_checkpoint = t.u2.checkpoint.as_ref().expect("u2's checkpoint");
+    assert_eq!(applied.data["checkpoint_id"], u2_checkpoint.id.as_str());
+    // a.txt back to v2, b.txt deleted.
+    assert_eq!(applied.data["restored"], 1, "{}", applied.data);
+    assert_eq!(applied.data["deleted"], 1, "{}", applied.data);
     assert_eq!(
         env.threads
             .thread_events_since(&t.thread, 0, 1000)
@@ -86,5 +111,44 @@ fn two_handles_on_one_database_see_the_same_thread() {
     assert_eq!(
         env.threads.thread(&t.thread).expect("thread").active_leaf,
         Some(e.entry.id)
+    );
+}
+
+#[test]
+fn a_restore_recorded_outside_any_thread_is_a_restore_applied_event_and_a_dry_run_is_not() {
+    let env = env();
+    let before = env.threads.last_cursor().expect("cursor");
+    let report = serde_json::json!({
+        "snapshot_id": "ab".repeat(32), "dry_run": false, "restored": ["a.txt", "b.txt"],
+        "deleted": ["c.txt"], "unchanged": 4, "kept": [], "drifted": [], "paths": ["a.txt", "b.txt", "c.txt"],
+        "safety_snapshot_id": "cd".repeat(32), "journal": "j1",
+    });
+    let root = std::path::Path::new("/work/project");
+    env.threads
+        .record_restore("ws-1", root, &report)
+        .expect("record");
+    let mut dry = report.clone();
+    dry["dry_run"] = true.into();
+    env.threads
+        .record_restore("ws-1", root, &dry)
+        .expect("a dry run");
+    let events = env.threads.events_since(before, 10).expect("events");
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0];
+    assert_eq!(
+        (e.kind, e.thread_id.clone()),
+        (EventKind::RestoreApplied, None)
+    );
+    assert_eq!(e.data["workspace_id"], "ws-1");
+    assert_eq!(e.data["root"], "/work/project");
+    assert_eq!(e.data["snapshot_id"], "ab".repeat(32));
+    assert_eq!(e.data["safety_snapshot_id"], "cd".repeat(32));
+    assert_eq!(
+        (e.data["restored"].clone(), e.data["deleted"].clone()),
+        (2.into(), 1.into())
+    );
+    assert_eq!(
+        e.data["paths"],
+        serde_json::json!(["a.txt", "b.txt", "c.txt"])
     );
 }

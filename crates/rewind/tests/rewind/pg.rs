@@ -182,6 +182,30 @@ fn a_server_that_never_answers_fails_in_under_ten_seconds() {
 }
 
 #[test]
+fn a_database_of_schema_version_1_is_upgraded_in_place() {
+    let Some(admin) = server("a_database_of_schema_version_1") else {
+        return;
+    };
+    let url = fresh_pg_url(&admin);
+    let threads = open(&url);
+    let t = threads
+        .create_thread(Some("chat".into()), serde_json::json!({}))
+        .expect("a thread");
+    drop(threads);
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    client
+        .batch_execute("UPDATE cairn_schema SET version = 1")
+        .expect("pretend a version 1 build wrote it");
+    let again = open(&url);
+    assert_eq!(again.thread(&t.id).expect("thread").id, t.id);
+    let version: i64 = client
+        .query_one("SELECT version FROM cairn_schema", &[])
+        .expect("version")
+        .get(0);
+    assert_eq!(version, cairn_rewind::SCHEMA_VERSION);
+}
+
+#[test]
 fn a_database_of_a_newer_schema_is_refused_as_unsupported() {
     let Some(admin) = server("a_database_of_a_newer_schema") else {
         return;

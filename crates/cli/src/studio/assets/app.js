@@ -220,13 +220,13 @@ async function showDiff(from, to, title) {
   box.replaceChildren(el("p", { class: "muted" }, "computing…"));
   try {
     const q = "from=" + from + "&to=" + (to || "live");
-    const j = await api("/api/diff?" + q);
+    const j = await api("/api/diff?" + q + "&attribute=true");
     state.diff = { q, total: j.total, loaded: j.changes.length };
     const list = el("ul", { class: "files", id: "diff-files" }, j.changes.map((c) => fileRow(c, q)));
     const more = el("button", { class: "more" }, "more files");
     more.hidden = j.changes.length >= j.total;
     more.addEventListener("click", async () => {
-      const k = await api("/api/diff?" + q + "&offset=" + state.diff.loaded);
+      const k = await api("/api/diff?" + q + "&attribute=true&offset=" + state.diff.loaded);
       list.append(...k.changes.map((c) => fileRow(c, q)));
       state.diff.loaded += k.changes.length;
       more.hidden = state.diff.loaded >= k.total;
@@ -240,9 +240,18 @@ async function showDiff(from, to, title) {
 
 function fileRow(c, q) {
   const letter = { added: "A", modified: "M", deleted: "D", mode_changed: "m", type_changed: "T" }[c.kind] || "?";
+  const who = (c.attribution || []).map(whoText).join("; ");
   const li = el("li", { "data-path": c.path, onclick: () => showPatch(li, c, q) },
-    el("span", { class: "ch " + c.kind }, letter), c.path);
+    el("span", { class: "ch " + c.kind }, letter), c.path,
+    who ? el("span", { class: "who muted", title: "changed in the interval this checkpoint opened" }, " by " + who) : null);
   return li;
+}
+
+// Who opened a checkpoint interval: the tool call (its tool, the subagent), else the label.
+function whoText(a) {
+  const who = a.tool_use_id || a.label || a.from.slice(0, 12);
+  const more = [a.tool_name, a.agent_id ? "agent " + a.agent_id : null].filter(Boolean);
+  return more.length ? who + " (" + more.join(", ") + ")" : who;
 }
 
 async function showPatch(li, c, q) {
