@@ -774,7 +774,7 @@ func (t *Threads) Fork(ctx context.Context, thread, entry string, opts *ForkOpti
 type Event struct {
 	Cursor   int64          `json:"cursor"` // pass it to Events to read what follows
 	ThreadID string         `json:"thread_id"`
-	Kind     string         `json:"kind"` // "thread_created", "entry_appended", "rewind_completed", ...
+	Kind     string         `json:"kind"` // "thread_created", "entry_appended", "restore_applied", "rewind_completed", ...
 	Data     map[string]any `json:"data"`
 	Created  time.Time      `json:"-"`
 }

@@ -835,6 +835,7 @@ export type EventKind =
   | 'checkpoint_created'
   | 'entry_appended'
   | 'rewind_started'
+  | 'restore_applied'
   | 'rewind_failed'
   | 'rewind_completed'
   | 'fork_created';

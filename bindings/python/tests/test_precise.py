@@ -76,6 +76,10 @@ def test_a_rewind_with_files_refuses_then_overwrites_what_someone_else_edited(th
 
     over = threads.rewind("chat", cp, files=True, memory=False, on_drift="overwrite")
     assert over.files.restore.drifted == ["b.txt"]
+    # Other processes following the log see the restore, with what it did.
+    applied = [e for e in threads.events() if e.kind == "restore_applied"]
+    assert len(applied) == 1 and applied[0].data["drifted"] == ["b.txt"], applied
+    assert applied[0].data["safety_snapshot_id"] == over.files.safety_snapshot_id
     assert (root / "b.txt").read_text() == "b0"
     assert over.files.safety_snapshot_id is not None  # which holds the edit
 

@@ -453,6 +453,7 @@ class Event:
     """An event of the database's append-only log; pass ``cursor`` to the next
     :meth:`Threads.events` call. ``kind`` is ``"thread_created"``,
     ``"checkpoint_created"``, ``"entry_appended"``, ``"rewind_started"``,
+    ``"restore_applied"`` (files restored: a rewind's, or a restore of the workspace),
     ``"rewind_failed"``, ``"rewind_completed"`` or ``"fork_created"``."""
 
     cursor: int
