@@ -176,7 +176,18 @@ pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String]) -> Result<()> 
             "before-compaction",
             serde_json::Map::new(),
         ),
-        // SessionStart, Stop, PostToolUse and the rest: nothing a thread needs.
+        // The end of a turn: the files as the agent left them. Not a checkpoint a rewind
+        // restores (it names no entry), but the newest one of the thread, so the drift check of
+        // a later rewind counts only what changed after the agent stopped (the user's edits,
+        // another session's) as someone else's, and never the turn's own last tool call.
+        "Stop" => checkpoint(
+            &ctx,
+            &thread,
+            CheckpointKind::Manual,
+            END_OF_TURN,
+            serde_json::Map::new(),
+        ),
+        // SessionStart, PostToolUse and the rest: nothing a thread needs.
         _ => Ok(()),
     }
 }
@@ -203,6 +214,9 @@ fn checkpoint(
     Ok(())
 }
 
+/// The label of the checkpoint the `Stop` hook takes when a turn ends.
+pub(crate) const END_OF_TURN: &str = "end-of-turn";
+
 /// The hook events `cairn init claude-code` installs, with their matchers.
 fn wanted_hooks(command: &str) -> Vec<(&'static str, Option<String>, String)> {
     vec![
@@ -213,6 +227,7 @@ fn wanted_hooks(command: &str) -> Vec<(&'static str, Option<String>, String)> {
             command.to_string(),
         ),
         ("PreCompact", None, command.to_string()),
+        ("Stop", None, command.to_string()),
     ]
 }
 

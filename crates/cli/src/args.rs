@@ -457,7 +457,8 @@ pub enum HookCommand {
         as a user entry, after a checkpoint of the files. PreToolUse of Write, Edit, MultiEdit, NotebookEdit, \
         Bash (and each --tool): a checkpoint labelled with the tool_use_id, so `cairn restore toolu_…` puts \
         the files back as they were before that call. PreCompact: a checkpoint before the compaction. \
-        Other events: nothing. It prints nothing on stdout, and on any failure it prints one line on stderr \
+        Stop: a checkpoint labelled end-of-turn, the files as the agent left them (so a later rewind's drift \
+        check counts only edits made after the agent stopped as someone else's). Other events: nothing. It prints nothing on stdout, and on any failure it prints one line on stderr \
         and exits with 1, which never blocks the agent.\n\n\
         Installed by `cairn init claude-code`. Example, to try it by hand:\n  \
         echo '{\"session_id\":\"s1\",\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\".\",\"prompt\":\"hi\"}' | cairn hook claude-code"
@@ -475,7 +476,7 @@ pub enum InitCommand {
     /// Install Cairn's hooks in Claude Code's settings (the project's .claude/settings.json).
     #[command(
         after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
-        hooks.UserPromptSubmit, hooks.PreCompact: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
+        hooks.UserPromptSubmit, hooks.PreCompact, hooks.Stop: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
         hooks.PreToolUse: the same, with \"matcher\": \"Write|Edit|MultiEdit|NotebookEdit|Bash\"\n\n\
         --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind and the MCP server's rewind tool), \
         CMD runs with `sh -c` in the workspace root, the rewind_completed event on stdin (as `cairn events --json` \

@@ -171,7 +171,7 @@ fn init_merges_the_hooks_idempotently_keeps_the_rest_and_remove_takes_only_them_
     let v = f.json(&["init", "claude-code"]);
     assert_eq!(
         v["added"],
-        json!(["UserPromptSubmit", "PreToolUse", "PreCompact"]),
+        json!(["UserPromptSubmit", "PreToolUse", "PreCompact", "Stop"]),
         "{v}"
     );
     let now: Value =
@@ -199,7 +199,7 @@ fn init_merges_the_hooks_idempotently_keeps_the_rest_and_remove_takes_only_them_
     let removed = f.json(&["init", "claude-code", "--remove"]);
     assert_eq!(
         removed["removed"].as_array().map(Vec::len),
-        Some(3),
+        Some(4),
         "{removed}"
     );
     let back: Value =
@@ -212,4 +212,53 @@ fn init_merges_the_hooks_idempotently_keeps_the_rest_and_remove_takes_only_them_
         std::fs::read_to_string(&settings).ok().as_deref(),
         Some("{ not json")
     );
+}
+
+#[test]
+fn undoing_the_last_turn_after_its_stop_hook_refuses_only_edits_made_after_the_agent_stopped() {
+    let f = Fixture::new();
+    f.write("README.md", "# demo\n");
+    let stop = json!({"session_id": "s5", "cwd": f.root, "hook_event_name": "Stop",
+                      "stop_hook_active": false});
+    // Turn one.
+    assert_eq!(hook(&f, &prompt(&f, "s5", "one"), &[]).0, Some(0));
+    assert_eq!(hook(&f, &stop, &[]).0, Some(0));
+    // Turn two: the agent's last tool call deletes README.md, then it stops.
+    assert_eq!(hook(&f, &prompt(&f, "s5", "two"), &[]).0, Some(0));
+    assert_eq!(
+        hook(&f, &tool(&f, "s5", "Bash", "toolu_rm"), &[]).0,
+        Some(0)
+    );
+    std::fs::remove_file(f.root.join("README.md")).expect("the tool's deletion");
+    assert_eq!(hook(&f, &stop, &[]).0, Some(0));
+    let listed = f.json(&["list"]).to_string();
+    assert!(listed.contains("end-of-turn"), "{listed}");
+    let log = f.json(&["thread", "log", "claude-s5"]);
+    let second = log["entries"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["text"] == "two"))
+        .expect("the second prompt")
+        .clone();
+    let before = second["parent_id"]
+        .as_str()
+        .expect("its parent")
+        .to_string();
+
+    // Someone edits a file after the agent stopped: that is refused (the default for files).
+    f.write("mine.txt", "the user's\n");
+    let refused = f
+        .cairn(&["--json", "rewind", "claude-s5", &before, "--files", "--yes"])
+        .output()
+        .expect("run");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("mine.txt"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // The turn's own edit is not someone else's: without the user's file, the undo goes
+    // through with the default drift rule and brings README.md back.
+    std::fs::remove_file(f.root.join("mine.txt")).expect("take it back");
+    let undone = f.json(&["rewind", "claude-s5", &before, "--files", "--yes"]);
+    assert_eq!(f.read("README.md").as_deref(), Some("# demo\n"), "{undone}");
 }
