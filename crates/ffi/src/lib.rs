@@ -17,6 +17,8 @@
 
 mod boundary;
 mod json;
+#[cfg(test)]
+mod schema;
 mod threads;
 mod workspace;
 

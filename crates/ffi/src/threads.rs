@@ -41,8 +41,10 @@ fn put_json<T: Serialize>(out: *mut *mut cairn_buf, v: &T) {
 
 /// A checkpoint policy level; omitted fields take their defaults (`enabled` is true).
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "CheckpointPolicy"))]
 #[serde(deny_unknown_fields, default)]
-struct PolicyJson {
+pub(crate) struct PolicyJson {
     enabled: bool,
     exclude: Vec<String>,
     max_file_bytes: Option<u64>,
@@ -75,8 +77,10 @@ impl From<PolicyJson> for Checkpoints {
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "ThreadsOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct OpenJson {
+pub(crate) struct OpenJson {
     checkpoints: Option<PolicyJson>,
     rewind_files: Option<bool>,
     recover: Option<bool>,
@@ -169,8 +173,10 @@ impl cairn_threads {
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "ThreadOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct CreateJson {
+pub(crate) struct CreateJson {
     id: Option<String>,
     metadata: Option<serde_json::Value>,
 }
@@ -226,21 +232,53 @@ pub unsafe extern "C" fn cairn_threads_list(
 }
 
 #[derive(Serialize)]
-struct EntryOut<'a> {
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Entry"))]
+pub(crate) struct EntryOut<'a> {
     #[serde(flatten)]
     entry: &'a cairn_rewind::Entry,
     /// The payload: a string when UTF-8, `{"hex": ...}` otherwise.
     payload: RelPath,
 }
 
+/// What `cairn_threads_append` writes: `cairn_rewind::Appended` with the entry's payload.
+/// Fields in name order, as the document had them when it was made with `json!`.
+#[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Appended"))]
+pub(crate) struct AppendedOut<'a> {
+    /// The checkpoint taken before it.
+    checkpoint: &'a Option<cairn_rewind::Checkpoint>,
+    /// A checkpoint was due and failed: the entry was saved without one.
+    checkpoint_error: &'a Option<cairn_rewind::CheckpointFailure>,
+    /// The entry (the first one, when the admission key was seen before).
+    entry: EntryOut<'a>,
+    /// The admission key was seen before: this is the first entry, and nothing was written.
+    repeated: bool,
+}
+
+impl<'a> AppendedOut<'a> {
+    fn of(a: &'a cairn_rewind::Appended) -> Self {
+        AppendedOut {
+            checkpoint: &a.checkpoint,
+            checkpoint_error: &a.checkpoint_error,
+            entry: EntryOut::of(&a.entry),
+            repeated: a.repeated,
+        }
+    }
+}
+
+impl<'a> EntryOut<'a> {
+    fn of(entry: &'a cairn_rewind::Entry) -> Self {
+        EntryOut {
+            entry,
+            payload: RelPath(entry.payload.clone()),
+        }
+    }
+}
+
 fn entries_out(entries: &[cairn_rewind::Entry]) -> Vec<EntryOut<'_>> {
-    entries
-        .iter()
-        .map(|e| EntryOut {
-            entry: e,
-            payload: RelPath(e.payload.clone()),
-        })
-        .collect()
+    entries.iter().map(EntryOut::of).collect()
 }
 
 /// The entries of a thread as JSON: the active branch, or with `all` every branch (nothing is
@@ -274,8 +312,10 @@ pub unsafe extern "C" fn cairn_threads_log(
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "NewEntry"))]
 #[serde(deny_unknown_fields)]
-struct AppendJson {
+pub(crate) struct AppendJson {
     kind: EntryKind,
     #[serde(default)]
     text: Option<String>,
@@ -351,13 +391,7 @@ pub unsafe extern "C" fn cairn_threads_append(
             wait: ms(e.wait_ms).unwrap_or_default(),
         };
         let appended = t.threads.append(&id, entry, &opts)?;
-        let doc = serde_json::json!({
-            "entry": EntryOut { entry: &appended.entry, payload: RelPath(appended.entry.payload.clone()) },
-            "checkpoint": appended.checkpoint,
-            "checkpoint_error": appended.checkpoint_error,
-            "repeated": appended.repeated,
-        });
-        put_json(out, &doc);
+        put_json(out, &AppendedOut::of(&appended));
         Ok(())
     })
 }
@@ -438,8 +472,10 @@ pub unsafe extern "C" fn cairn_threads_list_checkpoints(
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "NewMemory"))]
 #[serde(deny_unknown_fields)]
-struct MemoryJson {
+pub(crate) struct MemoryJson {
     kind: MemoryKind,
     #[serde(default)]
     text: String,
@@ -512,8 +548,10 @@ pub unsafe extern "C" fn cairn_threads_memory(
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RunOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct RunJson {
+pub(crate) struct RunJson {
     durable: bool,
     lease_ms: Option<u64>,
     parent_run: Option<String>,
@@ -726,8 +764,10 @@ pub unsafe extern "C" fn cairn_threads_runs(
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RewindOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct RewindJson {
+pub(crate) struct RewindJson {
     files: Option<bool>,
     memory: Option<bool>,
     dry_run: bool,
@@ -987,8 +1027,10 @@ fn elsewhere(
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "ForkOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct ForkJson {
+pub(crate) struct ForkJson {
     files: bool,
     source_workspace_id: Option<String>,
     new_thread_id: Option<String>,

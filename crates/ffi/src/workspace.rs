@@ -158,14 +158,14 @@ pub unsafe extern "C" fn cairn_workspace_info(
         // SAFETY: per the contract.
         let w = &unsafe { handle(ws, "workspace") }?.ws;
         crate::boundary::out(out, "out")?;
-        let doc = serde_json::json!({
-            "id": w.id(),
-            "root": RelPath(w.root().as_os_str().as_bytes().to_vec()),
-            "store": RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
-            "store_home": w.store_home(),
-            "recovered": w.recovered(),
-            "remote": w.store().remote().map(|r| r.location()),
-        });
+        let doc = json::WorkspaceInfoOut {
+            id: w.id(),
+            root: RelPath(w.root().as_os_str().as_bytes().to_vec()),
+            store: RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
+            store_home: w.store_home(),
+            recovered: w.recovered(),
+            remote: w.store().remote().map(|r| r.location()),
+        };
         // SAFETY: checked non-null.
         unsafe { put_buf(out, json::to_vec(&doc)) };
         Ok(())
@@ -446,7 +446,10 @@ pub unsafe extern "C" fn cairn_workspace_gc(
                 options.clock_skew = std::time::Duration::from_millis(s);
             }
             let report = w.store().collect_remote(&options)?;
-            let doc = serde_json::json!({ "bytes_freed": report.bytes_freed, "remote": report });
+            let doc = json::RemoteGcOut {
+                bytes_freed: report.bytes_freed,
+                remote: &report,
+            };
             // SAFETY: checked non-null.
             unsafe { put_buf(out, json::to_vec(&doc)) };
             return Ok(());
@@ -512,8 +515,10 @@ pub unsafe extern "C" fn cairn_workspace_verify(
         let w = &unsafe { handle(ws, "workspace") }?.ws;
         crate::boundary::out(out, "out")?;
         let report = w.store().verify()?;
-        let mut doc = serde_json::to_value(&report).expect("serialises");
-        doc["ok"] = serde_json::Value::Bool(report.is_ok());
+        let doc = json::VerifyOut {
+            report: &report,
+            ok: report.is_ok(),
+        };
         // SAFETY: checked non-null.
         unsafe { put_buf(out, json::to_vec(&doc)) };
         Ok(())

@@ -138,6 +138,7 @@ pub struct Appended {
 
 /// A checkpoint that failed; the conversation went on without it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CheckpointFailure {
     /// The error's kind.
     pub kind: ErrorKind,
