@@ -15,6 +15,7 @@
 #![allow(non_camel_case_types)]
 #![deny(missing_docs)]
 
+#[macro_use]
 mod boundary;
 mod json;
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Threads, runs, rewinds and forks across the boundary.
 
 use crate::boundary::*;
-use crate::json;
 use crate::workspace::cairn_workspace;
 use cairn_rewind::{
     AppendOptions, CheckpointOptions, Checkpoints, EntryId, EntryKind, Files, ForkOptions,
@@ -26,17 +25,11 @@ pub struct cairn_run {
 }
 
 fn ws_arg(ws: *const cairn_workspace) -> Option<Arc<dyn Files>> {
-    // SAFETY: NULL or a live handle, per the API contract.
-    unsafe { ws.as_ref() }.map(|w| w.ws.clone() as Arc<dyn Files>)
+    arg!(maybe ws).map(|w| w.ws.clone() as Arc<dyn Files>)
 }
 
 fn ms(v: Option<u64>) -> Option<Duration> {
     v.map(Duration::from_millis)
-}
-
-fn put_json<T: Serialize>(out: *mut *mut cairn_buf, v: &T) {
-    // SAFETY: `out` was checked non-null by the caller.
-    unsafe { put_buf(out, json::to_vec(v)) }
 }
 
 /// A checkpoint policy level; omitted fields take their defaults (`enabled` is true).
@@ -109,16 +102,10 @@ pub unsafe extern "C" fn cairn_threads_open(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let path = unsafe { bytes(path, path_len, "path") }?;
-        // SAFETY: per the contract.
-        let o: OpenJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "threads options",
-        )?;
-        // SAFETY: NULL or live.
-        let ws = unsafe { workspace.as_ref() }.map(|w| w.ws.clone());
+        let out = arg!(out out);
+        let path = arg!(bytes path, path_len, "path");
+        let o: OpenJson = arg!(options options_json, options_len, "threads options");
+        let ws = arg!(maybe workspace).map(|w| w.ws.clone());
         let mut options = ThreadsOptions {
             checkpoints: o.checkpoints.map(Checkpoints::from),
             workspaces: ws.iter().map(|w| w.clone() as Arc<dyn Files>).collect(),
@@ -145,14 +132,10 @@ pub unsafe extern "C" fn cairn_threads_open(
                 options,
             )?
         };
-        // SAFETY: checked non-null.
-        unsafe {
-            *out = Box::into_raw(Box::new(cairn_threads {
-                threads,
-                workspace: ws,
-            }))
-        };
-        Ok(())
+        out.put(cairn_threads {
+            threads,
+            workspace: ws,
+        })
     })
 }
 
@@ -195,20 +178,14 @@ pub unsafe extern "C" fn cairn_threads_create(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let o: CreateJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "thread options",
-        )?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let o: CreateJson = arg!(options options_json, options_len, "thread options");
         let thread = t.threads.create_thread(
             o.id.map(ThreadId::new),
             o.metadata.unwrap_or_else(|| serde_json::json!({})),
         )?;
-        put_json(out, &thread);
-        Ok(())
+        out.json(&thread)
     })
 }
 
@@ -223,11 +200,9 @@ pub unsafe extern "C" fn cairn_threads_list(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        put_json(out, &t.threads.threads()?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        out.json(&t.threads.threads()?)
     })
 }
 
@@ -296,18 +271,15 @@ pub unsafe extern "C" fn cairn_threads_log(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
         let entries = if all {
             t.threads.entries(&id, true)?
         } else {
             t.threads.active_branch(&id)?
         };
-        put_json(out, &entries_out(&entries));
-        Ok(())
+        out.json(&entries_out(&entries))
     })
 }
 
@@ -352,13 +324,10 @@ pub unsafe extern "C" fn cairn_threads_append(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let raw = unsafe { bytes(entry_json, entry_len, "entry") }?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let raw = arg!(bytes entry_json, entry_len, "entry");
         let e: AppendJson = serde_json::from_slice(raw).map_err(|err| {
             FfiError::invalid(format!("the entry is not a valid document: {err}"))
         })?;
@@ -378,8 +347,7 @@ pub unsafe extern "C" fn cairn_threads_append(
         if let Some(m) = e.metadata {
             entry = entry.with_metadata(m);
         }
-        // SAFETY: NULL or live.
-        let run = unsafe { run.as_ref() }.map(|r| r.run.clone());
+        let run = arg!(maybe run).map(|r| r.run.clone());
         let opts = AppendOptions {
             workspace: if run.is_none() {
                 t.workspace_or(workspace)
@@ -391,8 +359,7 @@ pub unsafe extern "C" fn cairn_threads_append(
             wait: ms(e.wait_ms).unwrap_or_default(),
         };
         let appended = t.threads.append(&id, entry, &opts)?;
-        put_json(out, &AppendedOut::of(&appended));
-        Ok(())
+        out.json(&AppendedOut::of(&appended))
     })
 }
 
@@ -425,15 +392,11 @@ pub unsafe extern "C" fn cairn_threads_checkpoint(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let label = unsafe { text(label, label_len, "label") }?;
-        // SAFETY: NULL or live.
-        let run = unsafe { run.as_ref() }.map(|r| r.run.clone());
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let label = arg!(text label, label_len, "label");
+        let run = arg!(maybe run).map(|r| r.run.clone());
         let opts = CheckpointOptions {
             workspace: if run.is_none() {
                 t.workspace_or(workspace)
@@ -443,8 +406,7 @@ pub unsafe extern "C" fn cairn_threads_checkpoint(
             run,
             ..CheckpointOptions::default()
         };
-        put_json(out, &t.threads.checkpoint(&id, label, &opts)?);
-        Ok(())
+        out.json(&t.threads.checkpoint(&id, label, &opts)?)
     })
 }
 
@@ -461,13 +423,10 @@ pub unsafe extern "C" fn cairn_threads_list_checkpoints(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        put_json(out, &t.threads.list_checkpoints(&id)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        out.json(&t.threads.list_checkpoints(&id)?)
     })
 }
 
@@ -499,13 +458,10 @@ pub unsafe extern "C" fn cairn_threads_add_memory(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let raw = unsafe { bytes(memory_json, memory_len, "memory") }?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let raw = arg!(bytes memory_json, memory_len, "memory");
         let m: MemoryJson = serde_json::from_slice(raw).map_err(|err| {
             FfiError::invalid(format!("the memory item is not a valid document: {err}"))
         })?;
@@ -518,8 +474,7 @@ pub unsafe extern "C" fn cairn_threads_add_memory(
                 stands_on: m.stands_on.into_iter().map(EntryId::new).collect(),
             },
         )?;
-        put_json(out, &item);
-        Ok(())
+        out.json(&item)
     })
 }
 
@@ -537,13 +492,10 @@ pub unsafe extern "C" fn cairn_threads_memory(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        put_json(out, &t.threads.memory(&id)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        out.json(&t.threads.memory(&id)?)
     })
 }
 
@@ -582,16 +534,10 @@ pub unsafe extern "C" fn cairn_threads_begin_run(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let o: RunJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "run options",
-        )?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let o: RunJson = arg!(options options_json, options_len, "run options");
         let mut opts = RunOptions {
             workspace: t.workspace_or(workspace),
             durable: o.durable,
@@ -607,10 +553,9 @@ pub unsafe extern "C" fn cairn_threads_begin_run(
         if let Some(w) = ms(o.wait_ms) {
             opts.wait = w;
         }
-        let run = t.threads.begin_run(&id, opts)?;
-        // SAFETY: checked non-null.
-        unsafe { *out = Box::into_raw(Box::new(cairn_run { run })) };
-        Ok(())
+        out.put(cairn_run {
+            run: t.threads.begin_run(&id, opts)?,
+        })
     })
 }
 
@@ -659,10 +604,8 @@ pub unsafe extern "C" fn cairn_threads_heartbeat(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let r = unsafe { handle(run, "run") }?;
+        let t = arg!(handle t, "threads");
+        let r = arg!(handle run, "run");
         t.threads.heartbeat(&r.run)?;
         Ok(())
     })
@@ -683,17 +626,12 @@ pub unsafe extern "C" fn cairn_threads_tool_start(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let r = unsafe { handle(run, "run") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let name = unsafe { text(name, name_len, "name") }?;
+        let t = arg!(handle t, "threads");
+        let r = arg!(handle run, "run");
+        let out = arg!(out out);
+        let name = arg!(text name, name_len, "name");
         let call = t.threads.tool_start(&r.run, name)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, call.as_str().as_bytes().to_vec()) };
-        Ok(())
+        out.bytes(call.as_str().as_bytes().to_vec())
     })
 }
 
@@ -709,10 +647,8 @@ pub unsafe extern "C" fn cairn_threads_tool_finish(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let call = ToolCallId::new(unsafe { text(call, call_len, "call") }?);
+        let t = arg!(handle t, "threads");
+        let call = ToolCallId::new(arg!(text call, call_len, "call"));
         t.threads.tool_finish(&call)?;
         Ok(())
     })
@@ -730,13 +666,10 @@ pub unsafe extern "C" fn cairn_threads_end_run(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let r = unsafe { handle(run, "run") }?;
-        crate::boundary::out(out, "out")?;
-        put_json(out, &t.threads.end_run(&r.run)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let r = arg!(handle run, "run");
+        let out = arg!(out out);
+        out.json(&t.threads.end_run(&r.run)?)
     })
 }
 
@@ -753,13 +686,10 @@ pub unsafe extern "C" fn cairn_threads_runs(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        put_json(out, &t.threads.runs(&id)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        out.json(&t.threads.runs(&id)?)
     })
 }
 
@@ -804,48 +734,26 @@ fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> FfiResult<Rewind
     Ok(r)
 }
 
-/// Shared body of rewind and restore_before.
-///
-/// # Safety
-/// As `cairn_threads_rewind`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn rewind_like(
-    t: *const cairn_threads,
-    thread: *const u8,
-    thread_len: usize,
-    entry: *const u8,
-    entry_len: usize,
-    options_json: *const u8,
-    options_len: usize,
+/// The rewind of `cairn_threads_rewind` (to `entry`, an entry or a checkpoint) and of
+/// `cairn_threads_restore_before` (`before`: to just before user entry `entry`), once their
+/// arguments are checked.
+fn rewind_like(
+    t: &cairn_threads,
+    thread: &str,
+    entry: &str,
+    options: RewindJson,
     workspace: *const cairn_workspace,
-    out: *mut *mut cairn_buf,
-    err_out: *mut *mut cairn_error,
     before: bool,
-) -> cairn_status {
-    boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let name = unsafe { text(entry, entry_len, "entry") }?;
-        // SAFETY: per the contract.
-        let o: RewindJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "rewind options",
-        )?;
-        let opts = rewind_options(o, t.workspace_or(workspace))?;
-        let report = if before {
-            t.threads.restore_before(&id, &EntryId::new(name), &opts)?
-        } else if name.starts_with(cairn_rewind::CheckpointId::PREFIX) {
-            let cp = cairn_rewind::CheckpointId::new(name);
-            t.threads.rewind_to_checkpoint(&id, &cp, &opts)?
-        } else {
-            t.threads.rewind(&id, &EntryId::new(name), &opts)?
-        };
-        put_json(out, &report);
-        Ok(())
+) -> FfiResult<cairn_rewind::RewindReport> {
+    let id = ThreadId::new(thread);
+    let opts = rewind_options(options, t.workspace_or(workspace))?;
+    Ok(if before {
+        t.threads.restore_before(&id, &EntryId::new(entry), &opts)?
+    } else if entry.starts_with(cairn_rewind::CheckpointId::PREFIX) {
+        let cp = cairn_rewind::CheckpointId::new(entry);
+        t.threads.rewind_to_checkpoint(&id, &cp, &opts)?
+    } else {
+        t.threads.rewind(&id, &EntryId::new(entry), &opts)?
     })
 }
 
@@ -876,22 +784,14 @@ pub unsafe extern "C" fn cairn_threads_rewind(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
-    // SAFETY: forwarded contract.
-    unsafe {
-        rewind_like(
-            t,
-            thread,
-            thread_len,
-            entry,
-            entry_len,
-            options_json,
-            options_len,
-            workspace,
-            out,
-            err_out,
-            false,
-        )
-    }
+    boundary(err_out, || {
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let thread = arg!(text thread, thread_len, "thread");
+        let entry = arg!(text entry, entry_len, "entry");
+        let options = arg!(options options_json, options_len, "rewind options");
+        out.json(&rewind_like(t, thread, entry, options, workspace, false)?)
+    })
 }
 
 /// "Restore before this prompt": the rewind to just before user entry `entry`. Options and
@@ -912,22 +812,14 @@ pub unsafe extern "C" fn cairn_threads_restore_before(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
-    // SAFETY: forwarded contract.
-    unsafe {
-        rewind_like(
-            t,
-            thread,
-            thread_len,
-            entry,
-            entry_len,
-            options_json,
-            options_len,
-            workspace,
-            out,
-            err_out,
-            true,
-        )
-    }
+    boundary(err_out, || {
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let thread = arg!(text thread, thread_len, "thread");
+        let entry = arg!(text entry, entry_len, "entry");
+        let options = arg!(options options_json, options_len, "rewind options");
+        out.json(&rewind_like(t, thread, entry, options, workspace, true)?)
+    })
 }
 
 /// A workspace of another machine as this one sees it, for a fork's `"source_workspace_id"`:
@@ -1073,18 +965,11 @@ pub unsafe extern "C" fn cairn_threads_fork(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let entry = EntryId::new(unsafe { text(entry, entry_len, "entry") }?);
-        // SAFETY: per the contract.
-        let o: ForkJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "fork options",
-        )?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let entry = EntryId::new(arg!(text entry, entry_len, "entry"));
+        let o: ForkJson = arg!(options options_json, options_len, "fork options");
         let target = t.workspace_or(workspace);
         let source = match (&o.source_workspace_id, source.is_null()) {
             (Some(other), true) => Some(elsewhere(t, &id, other, target.as_ref())?),
@@ -1112,8 +997,7 @@ pub unsafe extern "C" fn cairn_threads_fork(
         if let Some(v) = ms(o.lease_wait_ms) {
             opts.lease_wait = v;
         }
-        put_json(out, &t.threads.fork(&id, &entry, &opts)?);
-        Ok(())
+        out.json(&t.threads.fork(&id, &entry, &opts)?)
     })
 }
 
@@ -1131,11 +1015,9 @@ pub unsafe extern "C" fn cairn_threads_events(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
         let limit = if limit == 0 { 1000 } else { limit };
-        put_json(out, &t.threads.events_since(cursor, limit)?);
-        Ok(())
+        out.json(&t.threads.events_since(cursor, limit)?)
     })
 }
