@@ -3,8 +3,9 @@
 use crate::error::{DbResult, Result};
 use crate::ids::ThreadId;
 use crate::model::{Event, EventKind};
+use crate::rows::{conv, json_col, BadValue};
 use crate::sql::params;
-use crate::threads::{conv, json_col, BadValue, Threads};
+use crate::threads::Threads;
 
 fn event_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Event> {
     let kind: String = r.get(2)?;
