@@ -298,6 +298,10 @@ type GCOptions struct {
 	Grace *time.Duration
 	// DryRun returns the plan and changes nothing.
 	DryRun bool
+	// ClockSkew is how far the clocks of the machines sharing a remote may differ (default a
+	// minute). Only for a workspace whose store caches a remote: elsewhere it is refused
+	// (KindInvalidArgument).
+	ClockSkew *time.Duration
 }
 
 func (o *GCOptions) encode() ([]byte, error) {
@@ -308,8 +312,13 @@ func (o *GCOptions) encode() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	skew, err := millis(o.ClockSkew, "GCOptions.ClockSkew")
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(struct {
-		GraceMS *uint64 `json:"grace_ms,omitempty"`
-		DryRun  bool    `json:"dry_run,omitempty"`
-	}{grace, o.DryRun})
+		GraceMS     *uint64 `json:"grace_ms,omitempty"`
+		DryRun      bool    `json:"dry_run,omitempty"`
+		ClockSkewMS *uint64 `json:"clock_skew_ms,omitempty"`
+	}{grace, o.DryRun, skew})
 }

@@ -294,14 +294,20 @@ func (c *Checkpoint) UnmarshalJSON(b []byte) error {
 	return withCreated(b, (*plain)(c), &c.Created)
 }
 
+// CheckpointFailure is a checkpoint that failed; the conversation went on without it.
+type CheckpointFailure struct {
+	Kind    string `json:"kind"` // the error's kind: "IO", "DENIED", ...
+	Message string `json:"message"`
+}
+
 // Appended says what Threads.Append did.
 type Appended struct {
 	Entry Entry `json:"entry"`
 	// Checkpoint is the checkpoint taken before the entry, if one was.
 	Checkpoint *Checkpoint `json:"checkpoint"`
 	// CheckpointError says why a checkpoint the policy asked for failed (the entry was
-	// saved anyway).
-	CheckpointError string `json:"checkpoint_error"`
+	// saved anyway); nil when none failed.
+	CheckpointError *CheckpointFailure `json:"checkpoint_error"`
 	// Repeated: the key was appended before; Entry is that first entry.
 	Repeated bool `json:"repeated"`
 }

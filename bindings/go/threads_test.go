@@ -43,7 +43,7 @@ func TestTheWholeThreadFlowThroughTheGoAPI(t *testing.T) {
 	// A user message checkpoints the files before it.
 	f.write("a.txt", "v1")
 	u1 := f.append(th, "chat", EntryUser, "hello")
-	if u1.Checkpoint == nil || u1.Entry.Checkpoint == nil || u1.CheckpointError != "" || u1.Entry.Payload != "hello" {
+	if u1.Checkpoint == nil || u1.Entry.Checkpoint == nil || u1.CheckpointError != nil || u1.Entry.Payload != "hello" {
 		t.Fatalf("first user entry: %+v", u1)
 	}
 	// Payloads are bytes: a non-UTF-8 one round-trips.

@@ -349,6 +349,9 @@ type Plan struct {
 	Drifted     []string        `json:"drifted"`   // paths changed since the reference snapshot
 	Reference   string          `json:"reference"` // "" when none
 	Paths       []string        `json:"paths"`     // the paths it is restricted to; nil: all
+	// OnDrift is what the plan was told to do with drifted paths; Apply checks again with it
+	// unless given another.
+	OnDrift DriftPolicy `json:"on_drift"`
 
 	raw []byte // the document, passed back to the library unchanged
 }
@@ -499,6 +502,8 @@ type GCPlan struct {
 	TempFiles        []string             `json:"temp_files"`
 	YoungUnreachable uint64               `json:"young_unreachable"`
 	Foreign          []string             `json:"foreign"` // reported, never touched
+	// Symlinks in the store's object directories (never the store's own): removed.
+	Symlinks []string `json:"symlinks"`
 }
 
 // GCReport says what a collection did. For a dry run only Plan is set.
@@ -528,6 +533,11 @@ type RemoteGCReport struct {
 	PacksDeleted     int    `json:"packs_deleted"`
 	LargeDeleted     int    `json:"large_deleted"`
 	BytesFreed       uint64 `json:"bytes_freed"`
+	// SnapshotsDuringRun counts the manifests that appeared while the collection ran (marked
+	// too).
+	SnapshotsDuringRun int `json:"snapshots_during_run"`
+	// Unreadable lists snapshots whose objects could not all be read: nothing was deleted.
+	Unreadable []UnreadableSnapshot `json:"unreadable"`
 }
 
 // CacheTrim says what Workspace.TrimCache did.

@@ -19,6 +19,7 @@ import type {
   Appended,
   CallOptions,
   Checkpoint,
+  CreateThreadOptions,
   Entry,
   EntryId,
   EntryOptions,
@@ -84,7 +85,7 @@ export class Threads extends NativeHandle {
   }
 
   /** Creates a thread (an `id` that exists already is `'VALIDATION'`). */
-  async create(options?: { id?: ThreadId; metadata?: Record<string, unknown> }): Promise<Thread> {
+  async create(options?: CreateThreadOptions): Promise<Thread> {
     const o = nativeOptions(options);
     return fromNative(await runAsync([this], 'cairn_threads_create', ([t]) => [t, o, o.length]));
   }

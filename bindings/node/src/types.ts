@@ -163,6 +163,11 @@ export interface GcOptions extends Cancellable {
   graceMs?: number;
   /** Return the plan; delete nothing. */
   dryRun?: boolean;
+  /**
+   * How far the clocks of the machines sharing a remote may differ, in milliseconds (default a
+   * minute). Only for a workspace with a `remote`; elsewhere it is `'INVALID_ARGUMENT'`.
+   */
+  clockSkewMs?: number;
 }
 
 /** Options of an operation that takes only a signal or token. */
@@ -415,7 +420,10 @@ export interface GcPlan {
   orphanPacks: string[];
   tempFiles: string[];
   youngUnreachable: number;
+  /** Entries of the store's object directories that are not its own: reported, never touched. */
   foreign: string[];
+  /** Symlinks in the store's object directories (never the store's own): removed. */
+  symlinks: string[];
   /** On a workspace with a remote: what the remote's collector would do (the rest is then absent). */
   remote?: RemoteGcReport;
 }
@@ -557,6 +565,14 @@ export interface ThreadsOptions {
   busyTimeoutMs?: number;
 }
 
+/** How `Threads.create` makes a thread. */
+export interface CreateThreadOptions {
+  /** The thread's id (default: one is made); an id that exists already is `'VALIDATION'`. */
+  id?: ThreadId;
+  /** Its metadata (any JSON object). */
+  metadata?: Record<string, unknown>;
+}
+
 /** A thread. */
 export interface Thread {
   id: ThreadId;
@@ -618,13 +634,21 @@ export interface EntryOptions {
   workspace?: import('./workspace.js').Workspace;
 }
 
+/** A checkpoint that failed; the conversation went on without it. */
+export interface CheckpointFailure {
+  /** The error's kind (`'IO'`, `'DENIED'`, ...). */
+  kind: string;
+  /** Its message. */
+  message: string;
+}
+
 /** What an append did. */
 export interface Appended {
   entry: Entry;
   /** The checkpoint taken before the entry, if any. */
   checkpoint: Checkpoint | null;
   /** Set when the checkpoint failed; the entry is saved anyway. */
-  checkpointError: string | null;
+  checkpointError: CheckpointFailure | null;
   /** The key was seen before: this is the first entry, nothing was added. */
   repeated: boolean;
 }

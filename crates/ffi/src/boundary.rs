@@ -210,7 +210,6 @@ impl<E: Classify + std::fmt::Display> From<E> for FfiError {
 
 pub(crate) type FfiResult<T> = Result<T, FfiError>;
 
-/// Runs `body` inside the panic boundary; writes the error to `err_out` (if not NULL).
 /// What a caught panic said.
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -243,6 +242,7 @@ pub(crate) unsafe fn free_boxed<T>(ptr: *mut T, what: &str) {
     }
 }
 
+/// Runs `body` inside the panic boundary; writes the error to `err_out` (if not NULL).
 pub(crate) fn boundary(
     err_out: *mut *mut cairn_error,
     body: impl FnOnce() -> FfiResult<()>,
@@ -301,13 +301,84 @@ pub(crate) unsafe fn text<'a>(ptr: *const u8, len: usize, what: &str) -> FfiResu
     std::str::from_utf8(b).map_err(|_| FfiError::invalid(format!("{what} is not UTF-8")))
 }
 
-/// Writes an owned buffer to `out`.
+/// An out-pointer checked non-NULL (by [`arg!`]`(out p)`): writing the function's output
+/// through it is safe, and done once (`put` takes it).
+pub(crate) struct Out<T>(*mut *mut T);
+
+impl<T> Out<T> {
+    /// Checks `p`, named `what` in the error.
+    ///
+    /// # Safety
+    /// `p` must be NULL or writable for one pointer until the function returns.
+    pub(crate) unsafe fn new(p: *mut *mut T, what: &str) -> FfiResult<Self> {
+        if p.is_null() {
+            Err(FfiError::null(what))
+        } else {
+            Ok(Out(p))
+        }
+    }
+
+    /// Writes `value`, boxed: the caller owns it (and frees it with its `_free`).
+    pub(crate) fn put(self, value: T) -> FfiResult<()> {
+        // SAFETY: non-NULL and writable, as `new` was told.
+        unsafe { *self.0 = Box::into_raw(Box::new(value)) };
+        Ok(())
+    }
+}
+
+impl Out<cairn_buf> {
+    /// Writes `v` as a JSON document.
+    pub(crate) fn json<V: serde::Serialize>(self, v: &V) -> FfiResult<()> {
+        self.bytes(crate::json::to_vec(v))
+    }
+
+    /// Writes `bytes` (text that is not a JSON document).
+    pub(crate) fn bytes(self, bytes: Vec<u8>) -> FfiResult<()> {
+        self.put(cairn_buf { bytes })
+    }
+}
+
+/// One argument of an exported function, checked and as Rust sees it; on a bad one, returns
+/// its error from the enclosing body (which runs inside [`boundary`]). This is the prologue
+/// every function repeated (rustls-ffi's `try_ref_from_ptr!`, `try_slice!`...): the safety
+/// of each form is the function's contract, which says what every pointer is.
 ///
-/// # Safety
-/// `out` must be non-null and writable.
-pub(crate) unsafe fn put_buf(out: *mut *mut cairn_buf, bytes: Vec<u8>) {
-    // SAFETY: checked non-null by the caller; writable per the API contract.
-    unsafe { *out = Box::into_raw(Box::new(cairn_buf { bytes })) };
+/// - `arg!(handle p, "what")`: the live handle `p` as `&T`; NULL is `CAIRN_ERR_NULL_ARGUMENT`
+///   ("what must not be NULL").
+/// - `arg!(maybe p)`: a handle that may be NULL, as `Option<&T>`.
+/// - `arg!(out p)`: the out-pointer `p`, checked non-NULL, as an [`Out`].
+/// - `arg!(bytes p, len, "what")`: `(p, len)` as `&[u8]` (`(NULL, 0)` is empty).
+/// - `arg!(text p, len, "what")`: `(p, len)` as UTF-8 `&str`.
+/// - `arg!(options p, len, "what")`: `(p, len)` parsed as an options document (empty: the
+///   defaults; unknown fields refused), named "what" in errors; the argument itself is
+///   "options", or the name given last (`arg!(options p, len, "what", "arg")`).
+macro_rules! arg {
+    (handle $p:expr, $what:expr) => {
+        // SAFETY: NULL or a live handle of this library, per the function's contract.
+        unsafe { $crate::boundary::handle($p, $what) }?
+    };
+    (maybe $p:expr) => {
+        // SAFETY: NULL or a live handle of this library, per the function's contract.
+        unsafe { $p.as_ref() }
+    };
+    (out $p:expr) => {
+        // SAFETY: NULL or writable for one pointer, per the function's contract.
+        unsafe { $crate::boundary::Out::new($p, "out") }?
+    };
+    (bytes $p:expr, $len:expr, $what:expr) => {
+        // SAFETY: NULL or valid for `len` bytes, per the function's contract.
+        unsafe { $crate::boundary::bytes($p, $len, $what) }?
+    };
+    (text $p:expr, $len:expr, $what:expr) => {
+        // SAFETY: NULL or valid for `len` bytes, per the function's contract.
+        unsafe { $crate::boundary::text($p, $len, $what) }?
+    };
+    (options $p:expr, $len:expr, $what:expr) => {
+        arg!(options $p, $len, $what, "options")
+    };
+    (options $p:expr, $len:expr, $what:expr, $name:expr) => {
+        $crate::json::parse(arg!(bytes $p, $len, $name), $what)?
+    };
 }
 
 /// Dereferences a handle, or fails with `CAIRN_ERR_NULL_ARGUMENT`.
@@ -317,15 +388,6 @@ pub(crate) unsafe fn put_buf(out: *mut *mut cairn_buf, bytes: Vec<u8>) {
 pub(crate) unsafe fn handle<'a, T>(p: *const T, what: &str) -> FfiResult<&'a T> {
     // SAFETY: per the caller's contract.
     unsafe { p.as_ref() }.ok_or_else(|| FfiError::null(what))
-}
-
-/// Checks an out-pointer.
-pub(crate) fn out<T>(p: *mut *mut T, what: &str) -> FfiResult<()> {
-    if p.is_null() {
-        Err(FfiError::null(what))
-    } else {
-        Ok(())
-    }
 }
 
 /// The status of an error (`CAIRN_ERR_NULL_ARGUMENT` for NULL).
@@ -437,13 +499,9 @@ pub unsafe extern "C" fn cairn_cancel_new(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        crate::boundary::out(out, "out")?;
-        let b = Box::new(cairn_cancel {
+        arg!(out out).put(cairn_cancel {
             token: cairn_store::CancelToken::new(),
-        });
-        // SAFETY: checked non-null above.
-        unsafe { *out = Box::into_raw(b) };
-        Ok(())
+        })
     })
 }
 
@@ -455,9 +513,7 @@ pub unsafe extern "C" fn cairn_cancel_new(
 #[no_mangle]
 pub unsafe extern "C" fn cairn_cancel_cancel(cancel: *const cairn_cancel) -> cairn_status {
     boundary(std::ptr::null_mut(), || {
-        // SAFETY: per the contract.
-        let c = unsafe { handle(cancel, "cancel") }?;
-        c.token.cancel();
+        arg!(handle cancel, "cancel").token.cancel();
         Ok(())
     })
 }

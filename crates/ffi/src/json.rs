@@ -22,6 +22,8 @@ pub(crate) fn to_vec<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Retention"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RetainJson {
     pub count: Option<usize>,
@@ -40,6 +42,8 @@ impl RetainJson {
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "WorkspaceOptions"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct OpenJson {
     pub store: Option<String>,
@@ -58,6 +62,8 @@ pub(crate) struct OpenJson {
 /// How a remote store is reached (`cairn_remote::RemoteOptions`); unset fields fall back to
 /// the `AWS_*` variables and the defaults. Not `Debug`: it holds the secret key.
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RemoteOptions"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RemoteOptionsJson {
     pub endpoint: Option<String>,
@@ -109,6 +115,8 @@ impl RemoteOptionsJson {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "SnapshotOptions"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct SnapshotJson {
     pub label: Option<String>,
@@ -122,6 +130,8 @@ pub(crate) struct SnapshotJson {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RestoreOptions"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RestoreJson {
     pub dry_run: bool,
@@ -132,6 +142,8 @@ pub(crate) struct RestoreJson {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "GcOptions"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct GcJson {
     pub grace_ms: Option<u64>,
@@ -140,6 +152,8 @@ pub(crate) struct GcJson {
 }
 
 #[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Skipped"))]
 pub(crate) struct SkippedOut {
     pub path: RelPath,
     pub reason: cairn_store::SkipReason,
@@ -147,6 +161,8 @@ pub(crate) struct SkippedOut {
 }
 
 #[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "SnapshotKept"))]
 pub(crate) struct KeptOut {
     pub path: RelPath,
     pub reason: cairn_snapshot::ExcludeReason,
@@ -154,6 +170,8 @@ pub(crate) struct KeptOut {
 }
 
 #[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "SnapshotInfo"))]
 pub(crate) struct SnapshotOut {
     pub id: SnapshotId,
     pub label: Option<String>,
@@ -195,6 +213,8 @@ impl SnapshotOut {
 }
 
 #[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "SnapshotTaken"))]
 pub(crate) struct TakenOut {
     #[serde(flatten)]
     pub snapshot: SnapshotOut,
@@ -203,6 +223,8 @@ pub(crate) struct TakenOut {
 }
 
 #[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Change"))]
 pub(crate) struct ChangeOut {
     pub path: RelPath,
     pub kind: cairn_snapshot::ChangeKind,
@@ -215,7 +237,52 @@ pub(crate) struct ChangeOut {
 
 /// The options of `cairn_workspace_diff_with`.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "DiffOptions"))]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct DiffJson {
     pub attribute: bool,
+}
+
+/// What `cairn_workspace_info` writes. Fields in name order, as the document had them when it
+/// was made with `json!`.
+#[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "WorkspaceInfo"))]
+pub(crate) struct WorkspaceInfoOut<'a> {
+    /// The workspace's id.
+    pub id: &'a str,
+    /// The restores a crash interrupted that opening it completed.
+    pub recovered: &'a [cairn_restore::Recovery],
+    /// The remote store the store caches (`s3://bucket/prefix`, never with credentials).
+    pub remote: Option<String>,
+    /// The workspace root.
+    pub root: RelPath,
+    /// The store directory.
+    pub store: RelPath,
+    /// Why the store is where it is.
+    pub store_home: cairn_restore::home::StoreHome,
+}
+
+/// What `cairn_workspace_gc` writes for a workspace whose store caches a remote.
+#[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RemoteGcDone"))]
+pub(crate) struct RemoteGcOut<'a> {
+    /// Bytes the remote shrank by (as in `remote`).
+    pub bytes_freed: u64,
+    /// The remote collector's report.
+    pub remote: &'a cairn_store::RemoteGcReport,
+}
+
+/// What `cairn_workspace_verify` writes: the report, and whether all is well.
+#[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Verified"))]
+pub(crate) struct VerifyOut<'a> {
+    /// The report.
+    #[serde(flatten)]
+    pub report: &'a cairn_store::verify::VerifyReport,
+    /// Whether all is well.
+    pub ok: bool,
 }

@@ -15,8 +15,11 @@
 #![allow(non_camel_case_types)]
 #![deny(missing_docs)]
 
+#[macro_use]
 mod boundary;
 mod json;
+#[cfg(test)]
+mod schema;
 mod threads;
 mod workspace;
 

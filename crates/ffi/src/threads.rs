@@ -1,7 +1,6 @@
 //! Threads, runs, rewinds and forks across the boundary.
 
 use crate::boundary::*;
-use crate::json;
 use crate::workspace::cairn_workspace;
 use cairn_rewind::{
     AppendOptions, CheckpointOptions, Checkpoints, EntryId, EntryKind, Files, ForkOptions,
@@ -26,23 +25,19 @@ pub struct cairn_run {
 }
 
 fn ws_arg(ws: *const cairn_workspace) -> Option<Arc<dyn Files>> {
-    // SAFETY: NULL or a live handle, per the API contract.
-    unsafe { ws.as_ref() }.map(|w| w.ws.clone() as Arc<dyn Files>)
+    arg!(maybe ws).map(|w| w.ws.clone() as Arc<dyn Files>)
 }
 
 fn ms(v: Option<u64>) -> Option<Duration> {
     v.map(Duration::from_millis)
 }
 
-fn put_json<T: Serialize>(out: *mut *mut cairn_buf, v: &T) {
-    // SAFETY: `out` was checked non-null by the caller.
-    unsafe { put_buf(out, json::to_vec(v)) }
-}
-
 /// A checkpoint policy level; omitted fields take their defaults (`enabled` is true).
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "CheckpointPolicy"))]
 #[serde(deny_unknown_fields, default)]
-struct PolicyJson {
+pub(crate) struct PolicyJson {
     enabled: bool,
     exclude: Vec<String>,
     max_file_bytes: Option<u64>,
@@ -75,8 +70,10 @@ impl From<PolicyJson> for Checkpoints {
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "ThreadsOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct OpenJson {
+pub(crate) struct OpenJson {
     checkpoints: Option<PolicyJson>,
     rewind_files: Option<bool>,
     recover: Option<bool>,
@@ -105,16 +102,10 @@ pub unsafe extern "C" fn cairn_threads_open(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let path = unsafe { bytes(path, path_len, "path") }?;
-        // SAFETY: per the contract.
-        let o: OpenJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "threads options",
-        )?;
-        // SAFETY: NULL or live.
-        let ws = unsafe { workspace.as_ref() }.map(|w| w.ws.clone());
+        let out = arg!(out out);
+        let path = arg!(bytes path, path_len, "path");
+        let o: OpenJson = arg!(options options_json, options_len, "threads options");
+        let ws = arg!(maybe workspace).map(|w| w.ws.clone());
         let mut options = ThreadsOptions {
             checkpoints: o.checkpoints.map(Checkpoints::from),
             workspaces: ws.iter().map(|w| w.clone() as Arc<dyn Files>).collect(),
@@ -141,14 +132,10 @@ pub unsafe extern "C" fn cairn_threads_open(
                 options,
             )?
         };
-        // SAFETY: checked non-null.
-        unsafe {
-            *out = Box::into_raw(Box::new(cairn_threads {
-                threads,
-                workspace: ws,
-            }))
-        };
-        Ok(())
+        out.put(cairn_threads {
+            threads,
+            workspace: ws,
+        })
     })
 }
 
@@ -169,8 +156,10 @@ impl cairn_threads {
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "ThreadOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct CreateJson {
+pub(crate) struct CreateJson {
     id: Option<String>,
     metadata: Option<serde_json::Value>,
 }
@@ -189,20 +178,14 @@ pub unsafe extern "C" fn cairn_threads_create(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let o: CreateJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "thread options",
-        )?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let o: CreateJson = arg!(options options_json, options_len, "thread options");
         let thread = t.threads.create_thread(
             o.id.map(ThreadId::new),
             o.metadata.unwrap_or_else(|| serde_json::json!({})),
         )?;
-        put_json(out, &thread);
-        Ok(())
+        out.json(&thread)
     })
 }
 
@@ -217,30 +200,60 @@ pub unsafe extern "C" fn cairn_threads_list(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        put_json(out, &t.threads.threads()?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        out.json(&t.threads.threads()?)
     })
 }
 
 #[derive(Serialize)]
-struct EntryOut<'a> {
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Entry"))]
+pub(crate) struct EntryOut<'a> {
     #[serde(flatten)]
     entry: &'a cairn_rewind::Entry,
     /// The payload: a string when UTF-8, `{"hex": ...}` otherwise.
     payload: RelPath,
 }
 
+/// What `cairn_threads_append` writes: `cairn_rewind::Appended` with the entry's payload.
+/// Fields in name order, as the document had them when it was made with `json!`.
+#[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "Appended"))]
+pub(crate) struct AppendedOut<'a> {
+    /// The checkpoint taken before it.
+    checkpoint: &'a Option<cairn_rewind::Checkpoint>,
+    /// A checkpoint was due and failed: the entry was saved without one.
+    checkpoint_error: &'a Option<cairn_rewind::CheckpointFailure>,
+    /// The entry (the first one, when the admission key was seen before).
+    entry: EntryOut<'a>,
+    /// The admission key was seen before: this is the first entry, and nothing was written.
+    repeated: bool,
+}
+
+impl<'a> AppendedOut<'a> {
+    fn of(a: &'a cairn_rewind::Appended) -> Self {
+        AppendedOut {
+            checkpoint: &a.checkpoint,
+            checkpoint_error: &a.checkpoint_error,
+            entry: EntryOut::of(&a.entry),
+            repeated: a.repeated,
+        }
+    }
+}
+
+impl<'a> EntryOut<'a> {
+    fn of(entry: &'a cairn_rewind::Entry) -> Self {
+        EntryOut {
+            entry,
+            payload: RelPath(entry.payload.clone()),
+        }
+    }
+}
+
 fn entries_out(entries: &[cairn_rewind::Entry]) -> Vec<EntryOut<'_>> {
-    entries
-        .iter()
-        .map(|e| EntryOut {
-            entry: e,
-            payload: RelPath(e.payload.clone()),
-        })
-        .collect()
+    entries.iter().map(EntryOut::of).collect()
 }
 
 /// The entries of a thread as JSON: the active branch, or with `all` every branch (nothing is
@@ -258,24 +271,23 @@ pub unsafe extern "C" fn cairn_threads_log(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
         let entries = if all {
             t.threads.entries(&id, true)?
         } else {
             t.threads.active_branch(&id)?
         };
-        put_json(out, &entries_out(&entries));
-        Ok(())
+        out.json(&entries_out(&entries))
     })
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "NewEntry"))]
 #[serde(deny_unknown_fields)]
-struct AppendJson {
+pub(crate) struct AppendJson {
     kind: EntryKind,
     #[serde(default)]
     text: Option<String>,
@@ -312,13 +324,10 @@ pub unsafe extern "C" fn cairn_threads_append(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let raw = unsafe { bytes(entry_json, entry_len, "entry") }?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let raw = arg!(bytes entry_json, entry_len, "entry");
         let e: AppendJson = serde_json::from_slice(raw).map_err(|err| {
             FfiError::invalid(format!("the entry is not a valid document: {err}"))
         })?;
@@ -338,8 +347,7 @@ pub unsafe extern "C" fn cairn_threads_append(
         if let Some(m) = e.metadata {
             entry = entry.with_metadata(m);
         }
-        // SAFETY: NULL or live.
-        let run = unsafe { run.as_ref() }.map(|r| r.run.clone());
+        let run = arg!(maybe run).map(|r| r.run.clone());
         let opts = AppendOptions {
             workspace: if run.is_none() {
                 t.workspace_or(workspace)
@@ -351,14 +359,7 @@ pub unsafe extern "C" fn cairn_threads_append(
             wait: ms(e.wait_ms).unwrap_or_default(),
         };
         let appended = t.threads.append(&id, entry, &opts)?;
-        let doc = serde_json::json!({
-            "entry": EntryOut { entry: &appended.entry, payload: RelPath(appended.entry.payload.clone()) },
-            "checkpoint": appended.checkpoint,
-            "checkpoint_error": appended.checkpoint_error,
-            "repeated": appended.repeated,
-        });
-        put_json(out, &doc);
-        Ok(())
+        out.json(&AppendedOut::of(&appended))
     })
 }
 
@@ -391,15 +392,11 @@ pub unsafe extern "C" fn cairn_threads_checkpoint(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let label = unsafe { text(label, label_len, "label") }?;
-        // SAFETY: NULL or live.
-        let run = unsafe { run.as_ref() }.map(|r| r.run.clone());
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let label = arg!(text label, label_len, "label");
+        let run = arg!(maybe run).map(|r| r.run.clone());
         let opts = CheckpointOptions {
             workspace: if run.is_none() {
                 t.workspace_or(workspace)
@@ -409,8 +406,7 @@ pub unsafe extern "C" fn cairn_threads_checkpoint(
             run,
             ..CheckpointOptions::default()
         };
-        put_json(out, &t.threads.checkpoint(&id, label, &opts)?);
-        Ok(())
+        out.json(&t.threads.checkpoint(&id, label, &opts)?)
     })
 }
 
@@ -427,19 +423,18 @@ pub unsafe extern "C" fn cairn_threads_list_checkpoints(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        put_json(out, &t.threads.list_checkpoints(&id)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        out.json(&t.threads.list_checkpoints(&id)?)
     })
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "NewMemory"))]
 #[serde(deny_unknown_fields)]
-struct MemoryJson {
+pub(crate) struct MemoryJson {
     kind: MemoryKind,
     #[serde(default)]
     text: String,
@@ -463,13 +458,10 @@ pub unsafe extern "C" fn cairn_threads_add_memory(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let raw = unsafe { bytes(memory_json, memory_len, "memory") }?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let raw = arg!(bytes memory_json, memory_len, "memory");
         let m: MemoryJson = serde_json::from_slice(raw).map_err(|err| {
             FfiError::invalid(format!("the memory item is not a valid document: {err}"))
         })?;
@@ -482,8 +474,7 @@ pub unsafe extern "C" fn cairn_threads_add_memory(
                 stands_on: m.stands_on.into_iter().map(EntryId::new).collect(),
             },
         )?;
-        put_json(out, &item);
-        Ok(())
+        out.json(&item)
     })
 }
 
@@ -501,19 +492,18 @@ pub unsafe extern "C" fn cairn_threads_memory(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        put_json(out, &t.threads.memory(&id)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        out.json(&t.threads.memory(&id)?)
     })
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RunOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct RunJson {
+pub(crate) struct RunJson {
     durable: bool,
     lease_ms: Option<u64>,
     parent_run: Option<String>,
@@ -544,16 +534,10 @@ pub unsafe extern "C" fn cairn_threads_begin_run(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let o: RunJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "run options",
-        )?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let o: RunJson = arg!(options options_json, options_len, "run options");
         let mut opts = RunOptions {
             workspace: t.workspace_or(workspace),
             durable: o.durable,
@@ -569,10 +553,9 @@ pub unsafe extern "C" fn cairn_threads_begin_run(
         if let Some(w) = ms(o.wait_ms) {
             opts.wait = w;
         }
-        let run = t.threads.begin_run(&id, opts)?;
-        // SAFETY: checked non-null.
-        unsafe { *out = Box::into_raw(Box::new(cairn_run { run })) };
-        Ok(())
+        out.put(cairn_run {
+            run: t.threads.begin_run(&id, opts)?,
+        })
     })
 }
 
@@ -621,10 +604,8 @@ pub unsafe extern "C" fn cairn_threads_heartbeat(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let r = unsafe { handle(run, "run") }?;
+        let t = arg!(handle t, "threads");
+        let r = arg!(handle run, "run");
         t.threads.heartbeat(&r.run)?;
         Ok(())
     })
@@ -645,17 +626,12 @@ pub unsafe extern "C" fn cairn_threads_tool_start(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let r = unsafe { handle(run, "run") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let name = unsafe { text(name, name_len, "name") }?;
+        let t = arg!(handle t, "threads");
+        let r = arg!(handle run, "run");
+        let out = arg!(out out);
+        let name = arg!(text name, name_len, "name");
         let call = t.threads.tool_start(&r.run, name)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, call.as_str().as_bytes().to_vec()) };
-        Ok(())
+        out.bytes(call.as_str().as_bytes().to_vec())
     })
 }
 
@@ -671,10 +647,8 @@ pub unsafe extern "C" fn cairn_threads_tool_finish(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let call = ToolCallId::new(unsafe { text(call, call_len, "call") }?);
+        let t = arg!(handle t, "threads");
+        let call = ToolCallId::new(arg!(text call, call_len, "call"));
         t.threads.tool_finish(&call)?;
         Ok(())
     })
@@ -692,13 +666,10 @@ pub unsafe extern "C" fn cairn_threads_end_run(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        // SAFETY: per the contract.
-        let r = unsafe { handle(run, "run") }?;
-        crate::boundary::out(out, "out")?;
-        put_json(out, &t.threads.end_run(&r.run)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let r = arg!(handle run, "run");
+        let out = arg!(out out);
+        out.json(&t.threads.end_run(&r.run)?)
     })
 }
 
@@ -715,19 +686,18 @@ pub unsafe extern "C" fn cairn_threads_runs(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        put_json(out, &t.threads.runs(&id)?);
-        Ok(())
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        out.json(&t.threads.runs(&id)?)
     })
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "RewindOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct RewindJson {
+pub(crate) struct RewindJson {
     files: Option<bool>,
     memory: Option<bool>,
     dry_run: bool,
@@ -764,48 +734,26 @@ fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> FfiResult<Rewind
     Ok(r)
 }
 
-/// Shared body of rewind and restore_before.
-///
-/// # Safety
-/// As `cairn_threads_rewind`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn rewind_like(
-    t: *const cairn_threads,
-    thread: *const u8,
-    thread_len: usize,
-    entry: *const u8,
-    entry_len: usize,
-    options_json: *const u8,
-    options_len: usize,
+/// The rewind of `cairn_threads_rewind` (to `entry`, an entry or a checkpoint) and of
+/// `cairn_threads_restore_before` (`before`: to just before user entry `entry`), once their
+/// arguments are checked.
+fn rewind_like(
+    t: &cairn_threads,
+    thread: &str,
+    entry: &str,
+    options: RewindJson,
     workspace: *const cairn_workspace,
-    out: *mut *mut cairn_buf,
-    err_out: *mut *mut cairn_error,
     before: bool,
-) -> cairn_status {
-    boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let name = unsafe { text(entry, entry_len, "entry") }?;
-        // SAFETY: per the contract.
-        let o: RewindJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "rewind options",
-        )?;
-        let opts = rewind_options(o, t.workspace_or(workspace))?;
-        let report = if before {
-            t.threads.restore_before(&id, &EntryId::new(name), &opts)?
-        } else if name.starts_with(cairn_rewind::CheckpointId::PREFIX) {
-            let cp = cairn_rewind::CheckpointId::new(name);
-            t.threads.rewind_to_checkpoint(&id, &cp, &opts)?
-        } else {
-            t.threads.rewind(&id, &EntryId::new(name), &opts)?
-        };
-        put_json(out, &report);
-        Ok(())
+) -> FfiResult<cairn_rewind::RewindReport> {
+    let id = ThreadId::new(thread);
+    let opts = rewind_options(options, t.workspace_or(workspace))?;
+    Ok(if before {
+        t.threads.restore_before(&id, &EntryId::new(entry), &opts)?
+    } else if entry.starts_with(cairn_rewind::CheckpointId::PREFIX) {
+        let cp = cairn_rewind::CheckpointId::new(entry);
+        t.threads.rewind_to_checkpoint(&id, &cp, &opts)?
+    } else {
+        t.threads.rewind(&id, &EntryId::new(entry), &opts)?
     })
 }
 
@@ -836,22 +784,14 @@ pub unsafe extern "C" fn cairn_threads_rewind(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
-    // SAFETY: forwarded contract.
-    unsafe {
-        rewind_like(
-            t,
-            thread,
-            thread_len,
-            entry,
-            entry_len,
-            options_json,
-            options_len,
-            workspace,
-            out,
-            err_out,
-            false,
-        )
-    }
+    boundary(err_out, || {
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let thread = arg!(text thread, thread_len, "thread");
+        let entry = arg!(text entry, entry_len, "entry");
+        let options = arg!(options options_json, options_len, "rewind options");
+        out.json(&rewind_like(t, thread, entry, options, workspace, false)?)
+    })
 }
 
 /// "Restore before this prompt": the rewind to just before user entry `entry`. Options and
@@ -872,22 +812,14 @@ pub unsafe extern "C" fn cairn_threads_restore_before(
     out: *mut *mut cairn_buf,
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
-    // SAFETY: forwarded contract.
-    unsafe {
-        rewind_like(
-            t,
-            thread,
-            thread_len,
-            entry,
-            entry_len,
-            options_json,
-            options_len,
-            workspace,
-            out,
-            err_out,
-            true,
-        )
-    }
+    boundary(err_out, || {
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let thread = arg!(text thread, thread_len, "thread");
+        let entry = arg!(text entry, entry_len, "entry");
+        let options = arg!(options options_json, options_len, "rewind options");
+        out.json(&rewind_like(t, thread, entry, options, workspace, true)?)
+    })
 }
 
 /// A workspace of another machine as this one sees it, for a fork's `"source_workspace_id"`:
@@ -987,8 +919,10 @@ fn elsewhere(
 }
 
 #[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "ForkOptions"))]
 #[serde(deny_unknown_fields, default)]
-struct ForkJson {
+pub(crate) struct ForkJson {
     files: bool,
     source_workspace_id: Option<String>,
     new_thread_id: Option<String>,
@@ -1031,18 +965,11 @@ pub unsafe extern "C" fn cairn_threads_fork(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = ThreadId::new(unsafe { text(thread, thread_len, "thread") }?);
-        // SAFETY: per the contract.
-        let entry = EntryId::new(unsafe { text(entry, entry_len, "entry") }?);
-        // SAFETY: per the contract.
-        let o: ForkJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "fork options",
-        )?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
+        let id = ThreadId::new(arg!(text thread, thread_len, "thread"));
+        let entry = EntryId::new(arg!(text entry, entry_len, "entry"));
+        let o: ForkJson = arg!(options options_json, options_len, "fork options");
         let target = t.workspace_or(workspace);
         let source = match (&o.source_workspace_id, source.is_null()) {
             (Some(other), true) => Some(elsewhere(t, &id, other, target.as_ref())?),
@@ -1070,8 +997,7 @@ pub unsafe extern "C" fn cairn_threads_fork(
         if let Some(v) = ms(o.lease_wait_ms) {
             opts.lease_wait = v;
         }
-        put_json(out, &t.threads.fork(&id, &entry, &opts)?);
-        Ok(())
+        out.json(&t.threads.fork(&id, &entry, &opts)?)
     })
 }
 
@@ -1089,11 +1015,9 @@ pub unsafe extern "C" fn cairn_threads_events(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let t = unsafe { handle(t, "threads") }?;
-        crate::boundary::out(out, "out")?;
+        let t = arg!(handle t, "threads");
+        let out = arg!(out out);
         let limit = if limit == 0 { 1000 } else { limit };
-        put_json(out, &t.threads.events_since(cursor, limit)?);
-        Ok(())
+        out.json(&t.threads.events_since(cursor, limit)?)
     })
 }

@@ -19,7 +19,7 @@ pub struct cairn_hold {
     _hold: cairn_restore::Hold,
 }
 
-fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<RestoreOptions> {
+fn restore_options(bytes: &[u8], cancel: Option<&cairn_cancel>) -> FfiResult<RestoreOptions> {
     let o: json::RestoreJson = json::parse(bytes, "restore options")?;
     Ok(RestoreOptions {
         dry_run: o.dry_run,
@@ -30,8 +30,7 @@ fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<Resto
         on_drift: o.on_drift.unwrap_or_default(),
         paths: chosen_paths(&o.paths)?,
         key: o.key,
-        // SAFETY: NULL or a live token, per the API contract.
-        cancel: unsafe { cancel.as_ref() }.map(|c| c.token.clone()),
+        cancel: cancel.map(|c| c.token.clone()),
         crash_after_ops: None,
     })
 }
@@ -74,17 +73,12 @@ pub unsafe extern "C" fn cairn_workspace_open(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let root = unsafe { bytes(root, root_len, "root") }?;
+        let out = arg!(out out);
+        let root = arg!(bytes root, root_len, "root");
         if root.is_empty() {
             return Err(FfiError::invalid("root must not be empty"));
         }
-        // SAFETY: per the contract.
-        let o: json::OpenJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "workspace options",
-        )?;
+        let o: json::OpenJson = arg!(options options_json, options_len, "workspace options");
         let mut options = WorkspaceOptions {
             store: o.store.map(PathBuf::from),
             id: o.id,
@@ -120,13 +114,9 @@ pub unsafe extern "C" fn cairn_workspace_open(
             (None, None) => {}
         }
         let ws = Workspace::open(PathBuf::from(OsStr::from_bytes(root)), options)?;
-        // SAFETY: checked non-null.
-        unsafe {
-            *out = Box::into_raw(Box::new(cairn_workspace {
-                ws: std::sync::Arc::new(ws),
-            }))
-        };
-        Ok(())
+        out.put(cairn_workspace {
+            ws: std::sync::Arc::new(ws),
+        })
     })
 }
 
@@ -155,20 +145,17 @@ pub unsafe extern "C" fn cairn_workspace_info(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        let doc = serde_json::json!({
-            "id": w.id(),
-            "root": RelPath(w.root().as_os_str().as_bytes().to_vec()),
-            "store": RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
-            "store_home": w.store_home(),
-            "recovered": w.recovered(),
-            "remote": w.store().remote().map(|r| r.location()),
-        });
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&doc)) };
-        Ok(())
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let doc = json::WorkspaceInfoOut {
+            id: w.id(),
+            root: RelPath(w.root().as_os_str().as_bytes().to_vec()),
+            store: RelPath(w.store().path().as_os_str().as_bytes().to_vec()),
+            store_home: w.store_home(),
+            recovered: w.recovered(),
+            remote: w.store().remote().map(|r| r.location()),
+        };
+        out.json(&doc)
     })
 }
 
@@ -193,14 +180,9 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let o: json::SnapshotJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "snapshot options",
-        )?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let o: json::SnapshotJson = arg!(options options_json, options_len, "snapshot options");
         let mut opts = w.snapshot_options();
         opts.label = o.label;
         opts.metadata = o.metadata.unwrap_or_default();
@@ -218,8 +200,7 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
         if let Some(v) = o.use_stat_cache {
             opts.use_stat_cache = v;
         }
-        // SAFETY: NULL or a live token.
-        opts.cancel = unsafe { cancel.as_ref() }.map(|c| c.token.clone());
+        opts.cancel = arg!(maybe cancel).map(|c| c.token.clone());
         let mut cb = |p: &cairn_snapshot::Progress| -> bool {
             let Some(f) = progress else { return true };
             let cp = cairn_progress {
@@ -249,9 +230,7 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
                 .collect(),
             prune_error: outcome.prune.and_then(|r| r.err()),
         };
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&doc)) };
-        Ok(())
+        out.json(&doc)
     })
 }
 
@@ -266,17 +245,14 @@ pub unsafe extern "C" fn cairn_workspace_list(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
         let (list, _) = w.store().list_snapshots()?;
         let docs: Vec<SnapshotOut> = list
             .iter()
             .map(|e| SnapshotOut::new(e.id, &e.manifest))
             .collect();
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&docs)) };
-        Ok(())
+        out.json(&docs)
     })
 }
 
@@ -293,17 +269,11 @@ pub unsafe extern "C" fn cairn_workspace_show(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = w
-            .store()
-            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let id = w.store().resolve(arg!(text name, name_len, "name"))?;
         let m = w.store().read_manifest(&id)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&SnapshotOut::new(id, &m))) };
-        Ok(())
+        out.json(&SnapshotOut::new(id, &m))
     })
 }
 
@@ -352,18 +322,11 @@ pub unsafe extern "C" fn cairn_workspace_diff_with(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let options: json::DiffJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options_json") }?,
-            "diff options",
-        )?;
-        // SAFETY: per the contract.
-        let a = w.store().resolve(unsafe { text(a, a_len, "a") }?)?;
-        // SAFETY: per the contract.
-        let b = unsafe { text(b, b_len, "b") }?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let options: json::DiffJson = arg!(options options_json, options_len, "diff options");
+        let a = w.store().resolve(arg!(text a, a_len, "a"))?;
+        let b = arg!(text b, b_len, "b");
         let b = if b.is_empty() {
             None
         } else {
@@ -392,9 +355,7 @@ pub unsafe extern "C" fn cairn_workspace_diff_with(
                 attribution,
             })
             .collect();
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&docs)) };
-        Ok(())
+        out.json(&docs)
     })
 }
 
@@ -411,17 +372,11 @@ pub unsafe extern "C" fn cairn_workspace_delete(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = w
-            .store()
-            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let id = w.store().resolve(arg!(text name, name_len, "name"))?;
         let report = w.store().delete_snapshot(&id, &w.options().gc)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&report)) };
-        Ok(())
+        out.json(&report)
     })
 }
 
@@ -439,18 +394,11 @@ pub unsafe extern "C" fn cairn_workspace_prune(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let r: json::RetainJson = json::parse(
-            unsafe { bytes(retain_json, retain_len, "retain") }?,
-            "retention",
-        )?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let r: json::RetainJson = arg!(options retain_json, retain_len, "retention", "retain");
         let report = w.store().prune(&r.to_retention(), &w.options().gc)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&report)) };
-        Ok(())
+        out.json(&report)
     })
 }
 
@@ -473,14 +421,9 @@ pub unsafe extern "C" fn cairn_workspace_gc(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let o: json::GcJson = json::parse(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            "gc options",
-        )?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let o: json::GcJson = arg!(options options_json, options_len, "gc options");
         if w.store().remote().is_some() {
             let mut options = cairn_store::RemoteGcOptions {
                 dry_run: o.dry_run,
@@ -493,10 +436,11 @@ pub unsafe extern "C" fn cairn_workspace_gc(
                 options.clock_skew = std::time::Duration::from_millis(s);
             }
             let report = w.store().collect_remote(&options)?;
-            let doc = serde_json::json!({ "bytes_freed": report.bytes_freed, "remote": report });
-            // SAFETY: checked non-null.
-            unsafe { put_buf(out, json::to_vec(&doc)) };
-            return Ok(());
+            let doc = json::RemoteGcOut {
+                bytes_freed: report.bytes_freed,
+                remote: &report,
+            };
+            return out.json(&doc);
         }
         if o.clock_skew_ms.is_some() {
             return Err(FfiError::invalid(
@@ -507,14 +451,11 @@ pub unsafe extern "C" fn cairn_workspace_gc(
         if let Some(g) = o.grace_ms {
             gc.grace = std::time::Duration::from_millis(g);
         }
-        let doc = if o.dry_run {
-            json::to_vec(&cairn_store::gc::plan(w.store(), &gc)?)
+        if o.dry_run {
+            out.json(&cairn_store::gc::plan(w.store(), &gc)?)
         } else {
-            json::to_vec(&w.store().gc(&gc)?)
-        };
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, doc) };
-        Ok(())
+            out.json(&w.store().gc(&gc)?)
+        }
     })
 }
 
@@ -533,13 +474,10 @@ pub unsafe extern "C" fn cairn_workspace_trim_cache(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
         let report = w.store().trim_cache(max_bytes)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&report)) };
-        Ok(())
+        out.json(&report)
     })
 }
 
@@ -555,15 +493,14 @@ pub unsafe extern "C" fn cairn_workspace_verify(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
         let report = w.store().verify()?;
-        let mut doc = serde_json::to_value(&report).expect("serialises");
-        doc["ok"] = serde_json::Value::Bool(report.is_ok());
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&doc)) };
-        Ok(())
+        let doc = json::VerifyOut {
+            report: &report,
+            ok: report.is_ok(),
+        };
+        out.json(&doc)
     })
 }
 
@@ -581,19 +518,12 @@ pub unsafe extern "C" fn cairn_workspace_copy(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        // SAFETY: per the contract.
-        let t = &unsafe { handle(to, "to") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = w
-            .store()
-            .resolve(unsafe { text(name, name_len, "name") }?)?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let t = &arg!(handle to, "to").ws;
+        let out = arg!(out out);
+        let id = w.store().resolve(arg!(text name, name_len, "name"))?;
         let report = w.store().copy_snapshot_to(&id, t.store())?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&report)) };
-        Ok(())
+        out.json(&report)
     })
 }
 
@@ -615,22 +545,15 @@ pub unsafe extern "C" fn cairn_workspace_plan(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = w
-            .store()
-            .resolve(unsafe { text(name, name_len, "name") }?)?;
-        // SAFETY: per the contract.
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let id = w.store().resolve(arg!(text name, name_len, "name"))?;
         let opts = restore_options(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            cancel,
+            arg!(bytes options_json, options_len, "options"),
+            arg!(maybe cancel),
         )?;
         let plan = w.plan(&id, &opts)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&plan)) };
-        Ok(())
+        out.json(&plan)
     })
 }
 
@@ -653,25 +576,20 @@ pub unsafe extern "C" fn cairn_workspace_apply(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let plan_bytes = unsafe { bytes(plan_json, plan_len, "plan") }?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let plan_bytes = arg!(bytes plan_json, plan_len, "plan");
         let plan: cairn_restore::Plan = serde_json::from_slice(plan_bytes)
             .map_err(|e| FfiError::invalid(format!("the plan is not a plan document: {e}")))?;
-        // SAFETY: per the contract.
-        let option_bytes = unsafe { bytes(options_json, options_len, "options") }?;
-        let mut opts = restore_options(option_bytes, cancel)?;
+        let option_bytes = arg!(bytes options_json, options_len, "options");
+        let mut opts = restore_options(option_bytes, arg!(maybe cancel))?;
         // Without an `on_drift` of its own, the plan is checked again as it was made.
         let o: json::RestoreJson = json::parse(option_bytes, "restore options")?;
         if o.on_drift.is_none() {
             opts.on_drift = plan.on_drift;
         }
         let report = w.apply(&plan, &opts)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&report)) };
-        Ok(())
+        out.json(&report)
     })
 }
 
@@ -698,22 +616,15 @@ pub unsafe extern "C" fn cairn_workspace_restore(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let id = w
-            .store()
-            .resolve(unsafe { text(name, name_len, "name") }?)?;
-        // SAFETY: per the contract.
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let id = w.store().resolve(arg!(text name, name_len, "name"))?;
         let opts = restore_options(
-            unsafe { bytes(options_json, options_len, "options") }?,
-            cancel,
+            arg!(bytes options_json, options_len, "options"),
+            arg!(maybe cancel),
         )?;
         let report = w.restore(&id, &opts)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&report)) };
-        Ok(())
+        out.json(&report)
     })
 }
 
@@ -762,13 +673,10 @@ unsafe fn recoveries(
     f: fn(&Workspace) -> cairn_restore::Result<Vec<cairn_restore::Recovery>>,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
         let r = f(w)?;
-        // SAFETY: checked non-null.
-        unsafe { put_buf(out, json::to_vec(&r)) };
-        Ok(())
+        out.json(&r)
     })
 }
 
@@ -787,16 +695,13 @@ pub unsafe extern "C" fn cairn_workspace_hold(
     err_out: *mut *mut cairn_error,
 ) -> cairn_status {
     boundary(err_out, || {
-        // SAFETY: per the contract.
-        let w = &unsafe { handle(ws, "workspace") }?.ws;
-        crate::boundary::out(out, "out")?;
-        // SAFETY: per the contract.
-        let what = unsafe { text(what, what_len, "what") }?;
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let what = arg!(text what, what_len, "what");
         let pid = u32::try_from(pid).ok();
-        let hold = w.hold(what, pid)?;
-        // SAFETY: checked non-null.
-        unsafe { *out = Box::into_raw(Box::new(cairn_hold { _hold: hold })) };
-        Ok(())
+        out.put(cairn_hold {
+            _hold: w.hold(what, pid)?,
+        })
     })
 }
 

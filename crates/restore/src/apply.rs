@@ -29,6 +29,8 @@ use std::sync::Arc;
 
 /// What a restore did (or, for a dry run, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "RestoreReport"))]
 pub struct Report {
     /// The snapshot restored.
     pub snapshot_id: SnapshotId,

@@ -286,6 +286,7 @@ pub fn adopt(root: &Path, id: &str, given: Option<&Path>, force: bool) -> Result
 
 /// Where a workspace's store was found, and why there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StoreHome {
     /// Named by the caller (`--store`, `WorkspaceOptions::store`).

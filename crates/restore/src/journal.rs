@@ -224,6 +224,7 @@ fn boot_id() -> Option<String> {
 
 /// What completing a pending journal did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Recovery {
     /// The journal.
     pub journal: String,

@@ -29,6 +29,8 @@ macro_rules! actions {
 
         /// [`Action`] as JSON: an object tagged by `op`.
         #[derive(Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[cfg_attr(feature = "schema", schemars(rename = "Action"))]
         #[serde(remote = "Action", tag = "op", rename_all = "snake_case")]
         enum TaggedAction {
             $($variant { $($field: $ty,)* },)*
@@ -126,6 +128,7 @@ impl Action {
 
 /// Why a path is left as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum KeptReason {
     /// A default exclude (`.git`, `node_modules`, `.cairn`, the store).
@@ -157,6 +160,7 @@ pub enum KeptReason {
 
 /// A path left alone, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KeptPath {
     /// The path.
     pub path: RelPath,
@@ -166,6 +170,7 @@ pub struct KeptPath {
 
 /// What to do with paths edited since the reference snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DriftPolicy {
     /// Overwrite them (the safety snapshot keeps them) and list them in `drifted`.
@@ -244,6 +249,8 @@ macro_rules! plan_form {
     ($(#[$doc:meta])* $name:ident, #[$attr:meta]) => {
         $(#[$doc])*
         #[derive(Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[cfg_attr(feature = "schema", schemars(rename = "Plan"))]
         #[serde(remote = "Plan")]
         struct $name {
             snapshot_id: SnapshotId,
@@ -278,6 +285,32 @@ plan_form!(
     CompactPlan,
     #[serde(skip)]
 );
+
+/// The schema of a plan and of an action is their JSON form's.
+#[cfg(feature = "schema")]
+mod schema {
+    use super::{Action, JsonPlan, Plan, TaggedAction};
+    use schemars::{JsonSchema, Schema, SchemaGenerator};
+    use std::borrow::Cow;
+
+    impl JsonSchema for Action {
+        fn schema_name() -> Cow<'static, str> {
+            TaggedAction::schema_name()
+        }
+        fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+            TaggedAction::json_schema(generator)
+        }
+    }
+
+    impl JsonSchema for Plan {
+        fn schema_name() -> Cow<'static, str> {
+            JsonPlan::schema_name()
+        }
+        fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+            JsonPlan::json_schema(generator)
+        }
+    }
+}
 
 impl Serialize for Plan {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 /// A checkpoint interval a path changed in, and what opened it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Attribution {
     /// The snapshot opening the interval: the files just before the change.
     pub from: SnapshotId,

@@ -3,8 +3,10 @@
 use crate::error::{DbResult, Result};
 use crate::ids::ThreadId;
 use crate::model::{Event, EventKind};
+use crate::rows::emit;
+use crate::rows::{conv, json_col, BadValue};
 use crate::sql::params;
-use crate::threads::{conv, emit, json_col, BadValue, Threads};
+use crate::threads::Threads;
 use std::path::Path;
 
 /// The data of a `restore_applied` event: a restore report's ids and counts (its lists of

@@ -8,11 +8,9 @@ use crate::lineage::{ChosenFiles, Lineage};
 use crate::model::{CheckpointRef, EventKind};
 use crate::report::{ForkReport, RunsReport};
 use crate::rewind::{busy_workspace, files_report, insert_hold, plan_restore, FilesFrom};
+use crate::rows::{emit, load_checkpoint, note_workspace, thread_exists};
 use crate::sql::params;
-use crate::threads::{
-    canonical_root, emit, load_checkpoint, note_workspace, thread_exists, thread_exists_error,
-    Threads,
-};
+use crate::threads::{canonical_root, thread_exists_error, Threads};
 use cairn_store::{SnapshotId, Store};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -108,7 +106,7 @@ impl Threads {
         if !lin.entries.contains_key(at_entry) {
             let exists = self
                 .inner
-                .read(|c| crate::threads::load_entry(c, at_entry))?
+                .read(|c| crate::rows::load_entry(c, at_entry))?
                 .is_some();
             return Err(if exists {
                 Error::validation(

@@ -4,9 +4,10 @@
 use crate::error::{Error, Result};
 use crate::ids::{RunId, ThreadId};
 use crate::model::{roots_overlap, RunStatus};
+use crate::rows::HoldRow;
 use crate::runs::{active_runs, stop_runs, RunRow, ToolRow};
 use crate::sql::Conn;
-use crate::threads::{describe_op, HoldRow, Threads, POLL};
+use crate::threads::{describe_op, Threads, POLL};
 use std::path::Path;
 use std::time::{Duration, Instant};
 

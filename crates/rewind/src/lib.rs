@@ -31,7 +31,8 @@
 //!
 //! # Feature flags
 //!
-//! None.
+//! - `schema`: derives `schemars::JsonSchema` for the reports the C ABI sends out (off by
+//!   default; `cairn-ffi`'s tests turn it on to make `include/cairn.schema.json`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -51,6 +52,7 @@ pub mod model;
 pub mod policy;
 pub mod report;
 mod rewind;
+mod rows;
 mod runs;
 mod sql;
 mod threads;

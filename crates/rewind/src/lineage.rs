@@ -4,8 +4,8 @@
 use crate::error::{DbResult, Error, Result};
 use crate::ids::{CheckpointId, EntryId, ThreadId};
 use crate::model::{Checkpoint, EntryKind, Thread};
+use crate::rows::{conv, load_checkpoint, require_thread, BadValue, CHECKPOINT_COLS};
 use crate::sql::{params, Conn, OptionalExtension};
-use crate::threads::{conv, load_checkpoint, require_thread, BadValue, CHECKPOINT_COLS};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -291,7 +291,7 @@ impl Lineage {
         for (t, _) in &self.threads {
             let rows = stmt
                 .query_map([t], |r| {
-                    Ok((crate::threads::checkpoint_row(r)?, r.get::<_, i64>(10)?))
+                    Ok((crate::rows::checkpoint_row(r)?, r.get::<_, i64>(10)?))
                 })
                 .db("list checkpoints")?
                 .collect::<crate::sql::SqlResult<Vec<_>>>()

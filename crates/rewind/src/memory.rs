@@ -9,8 +9,9 @@ use crate::error::{DbResult, Error, Result};
 use crate::ids::{EntryId, MemoryId, ThreadId};
 use crate::lineage::Lineage;
 use crate::model::{MemoryItem, MemoryKind, MemoryStatus, NewMemory};
+use crate::rows::require_thread;
 use crate::sql::{params, Conn, OptionalExtension};
-use crate::threads::{require_thread, Threads};
+use crate::threads::Threads;
 use std::collections::HashSet;
 
 const MEMORY_COLS: &str =

@@ -10,6 +10,7 @@ pub const FILE_CHECKPOINT_KEY: &str = "file_checkpoint";
 
 /// The kind of an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A user message: a checkpoint is taken before it when the policy is on.
@@ -99,6 +100,7 @@ impl NewEntry {
 
 /// A checkpoint reference: which snapshot of which workspace holds the files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CheckpointRef {
     /// The checkpoint (this crate's record of it).
     pub checkpoint_id: CheckpointId,
@@ -108,11 +110,13 @@ pub struct CheckpointRef {
     pub workspace_id: String,
     /// That workspace's root.
     #[serde(with = "crate::model::path_text")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub root: PathBuf,
 }
 
 /// An entry of a thread.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Entry {
     /// Its id.
     pub id: EntryId,
@@ -144,6 +148,7 @@ pub struct Entry {
 
 /// Why a checkpoint was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckpointKind {
     /// Before a user message.
@@ -187,6 +192,7 @@ impl CheckpointKind {
 
 /// A checkpoint: a snapshot this crate took, bound to a thread and an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Checkpoint {
     /// Its id.
     pub id: CheckpointId,
@@ -205,6 +211,7 @@ pub struct Checkpoint {
     pub workspace_id: String,
     /// The workspace's root.
     #[serde(with = "crate::model::path_text")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub root: PathBuf,
     /// The run that took it.
     pub run_id: Option<RunId>,
@@ -226,6 +233,7 @@ impl Checkpoint {
 
 /// A thread.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Thread {
     /// Its id.
     pub id: ThreadId,
@@ -258,6 +266,7 @@ pub struct Branch {
 
 /// What a memory item is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryKind {
     /// A fact or note remembered from entries.
@@ -268,6 +277,7 @@ pub enum MemoryKind {
 
 /// Whether a memory item still holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case", tag = "status")]
 pub enum MemoryStatus {
     /// It holds.
@@ -296,6 +306,7 @@ pub struct NewMemory {
 
 /// A memory item.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryItem {
     /// Its id.
     pub id: MemoryId,
@@ -319,6 +330,7 @@ pub struct MemoryItem {
 
 /// The state of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Running (going while its lease holds).
@@ -358,6 +370,7 @@ impl RunStatus {
 
 /// A run as the database knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunInfo {
     /// Its id.
     pub id: RunId,
@@ -367,6 +380,7 @@ pub struct RunInfo {
     pub workspace_id: Option<String>,
     /// The workspace's root.
     #[serde(serialize_with = "crate::model::opt_path_text::serialize")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub root: Option<PathBuf>,
     /// Whether it survives its process (another process may resume it).
     pub durable: bool,
@@ -388,6 +402,7 @@ pub struct RunInfo {
 
 /// The runs of a thread that matter to a rewind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ThreadRuns {
     /// Runs going on (running, lease not run out).
     pub going: Vec<RunInfo>,
@@ -399,6 +414,7 @@ pub struct ThreadRuns {
 
 /// What an event says happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A thread was created.
@@ -452,6 +468,7 @@ impl EventKind {
 
 /// An event of the append-only log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Event {
     /// Its cursor: pass it to [`crate::Threads::events_since`] to read what follows.
     pub cursor: i64,

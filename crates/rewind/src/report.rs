@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 /// What a rewind did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct RewindReport {
     /// The rewind record (`None` for a dry run).
@@ -33,6 +34,7 @@ pub struct RewindReport {
 
 /// The conversation part of a rewind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ConversationReport {
     /// The active leaf moved.
     pub rewound: bool,
@@ -48,6 +50,7 @@ pub const BEFORE_REWIND: &str = "Before rewind";
 
 /// The files part of a rewind or fork.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FilesReport {
     /// The entry whose checkpoint was restored.
     pub entry_id: Option<EntryId>,
@@ -62,6 +65,7 @@ pub struct FilesReport {
     pub workspace_id: String,
     /// Its root.
     #[serde(with = "crate::model::path_text")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub root: PathBuf,
     /// The snapshot of the files before they changed: restoring it undoes the files part.
     pub safety_snapshot_id: Option<SnapshotId>,
@@ -77,6 +81,7 @@ pub struct FilesReport {
 
 /// The memory part of a rewind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemoryReport {
     /// Items that stood only on cut entries, now stale (reason `rewound`).
     pub staled: Vec<MemoryId>,
@@ -84,6 +89,7 @@ pub struct MemoryReport {
 
 /// The runs part of a rewind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunsReport {
     /// Runs that were going when the rewind started.
     pub going: Vec<RunId>,
@@ -97,6 +103,7 @@ pub struct RunsReport {
 
 /// What a fork did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ForkReport {
     /// The new thread (the id it would have, for a dry run).

@@ -28,9 +28,10 @@ use crate::report::{
     BlockedRewind, ConversationReport, FilesReport, MemoryReport, Recovery, RewindReport,
     RunsReport, BEFORE_REWIND,
 };
+use crate::rows::{emit, load_entry};
 use crate::runs::{active_runs, load_run, stop_runs};
 use crate::sql::{params, Conn, OptionalExtension};
-use crate::threads::{canonical_root, emit, load_entry, Threads};
+use crate::threads::{canonical_root, Threads};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::PathBuf;

@@ -11,10 +11,9 @@ use crate::files::Files;
 use crate::ids::{RunId, ThreadId, ToolCallId};
 use crate::model::{root_bytes, root_path, roots_overlap, RunInfo, RunStatus, ThreadRuns};
 use crate::policy::{Checkpoints, EffectivePolicy};
+use crate::rows::{conv, note_workspace, require_thread, BadValue};
 use crate::sql::{params, Conn, OptionalExtension};
-use crate::threads::{
-    canonical_root, conv, note_workspace, require_thread, BadValue, Threads, POLL,
-};
+use crate::threads::{canonical_root, Threads, POLL};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

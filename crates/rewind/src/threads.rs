@@ -5,10 +5,14 @@ use crate::error::{DbResult, Error, FilesError, Result};
 use crate::files::{CheckpointRequest, Files};
 use crate::ids::{CheckpointId, EntryId, RunId, ThreadId};
 use crate::model::{
-    root_bytes, root_path, Branch, Checkpoint, CheckpointKind, CheckpointRef, Entry, EntryKind,
-    EventKind, NewEntry, Thread, FILE_CHECKPOINT_KEY,
+    root_bytes, root_path, Branch, Checkpoint, CheckpointKind, Entry, EntryKind, EventKind,
+    NewEntry, Thread, FILE_CHECKPOINT_KEY,
 };
 use crate::policy::{Checkpoints, EffectivePolicy};
+use crate::rows::{
+    active_entries, emit, lineage_entries, load_checkpoint, load_entry, note_workspace,
+    require_thread, thread_exists, HoldRow,
+};
 use crate::runs::{Run, RunShared};
 use crate::sql::{params, Conn, OptionalExtension, PgClient};
 use cairn_store::{Classify, ErrorKind, SnapshotId};
@@ -138,6 +142,7 @@ pub struct Appended {
 
 /// A checkpoint that failed; the conversation went on without it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CheckpointFailure {
     /// The error's kind.
     pub kind: ErrorKind,
@@ -332,195 +337,9 @@ impl Inner {
     }
 }
 
-/// Appends an event to the log.
-pub(crate) fn emit(
-    conn: &Conn<'_>,
-    thread: Option<&ThreadId>,
-    kind: EventKind,
-    data: serde_json::Value,
-) -> Result<()> {
-    conn.execute(
-        "INSERT INTO events (thread_id, kind, data, created_ms) VALUES (?1, ?2, ?3, ?4)",
-        params![thread, kind.name(), data.to_string(), conn.now_ms()],
-    )
-    .db("append an event")?;
-    Ok(())
-}
-
 /// The root a workspace is recorded and compared under: canonical when it resolves.
 pub(crate) fn canonical_root(ws: &dyn Files) -> PathBuf {
     std::fs::canonicalize(ws.root()).unwrap_or_else(|_| ws.root().to_path_buf())
-}
-
-pub(crate) fn conv<T, E>(idx: usize, r: std::result::Result<T, E>) -> crate::sql::SqlResult<T>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    r.map_err(|e| crate::error::DbError::Value {
-        column: idx,
-        message: e.to_string(),
-    })
-}
-
-#[derive(Debug)]
-pub(crate) struct BadValue(pub String);
-
-impl std::fmt::Display for BadValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unexpected value '{}'", self.0)
-    }
-}
-
-impl std::error::Error for BadValue {}
-
-pub(crate) fn snapshot_col(idx: usize, s: String) -> crate::sql::SqlResult<SnapshotId> {
-    conv(idx, SnapshotId::from_hex(&s))
-}
-
-pub(crate) fn json_col(idx: usize, s: String) -> crate::sql::SqlResult<serde_json::Value> {
-    conv(idx, serde_json::from_str(&s))
-}
-
-/// The columns of an entry with its checkpoint, for [`entry_row`].
-pub(crate) const ENTRY_COLS: &str = "e.seq, e.id, e.thread_id, e.parent_id, e.kind, e.payload, \
-     e.metadata, e.run_id, e.key, e.created_ms, c.id, c.snapshot_id, c.workspace_id, c.root";
-
-/// The table expression [`ENTRY_COLS`] reads from.
-pub(crate) const ENTRY_FROM: &str = "entries e LEFT JOIN checkpoints c ON c.id = e.checkpoint_id";
-
-/// A checkpoint reference from the columns id, snapshot id, workspace id and root at `at`.
-fn checkpoint_ref_cols(
-    r: &crate::sql::Row,
-    at: usize,
-) -> crate::sql::SqlResult<Option<CheckpointRef>> {
-    let Some(id) = r.get::<_, Option<CheckpointId>>(at)? else {
-        return Ok(None);
-    };
-    Ok(Some(CheckpointRef {
-        checkpoint_id: id,
-        snapshot_id: snapshot_col(at + 1, r.get(at + 1)?)?,
-        workspace_id: r.get(at + 2)?,
-        root: root_path(r.get(at + 3)?),
-    }))
-}
-
-pub(crate) fn entry_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Entry> {
-    let kind: String = r.get(4)?;
-    let checkpoint = checkpoint_ref_cols(r, 10)?;
-    Ok(Entry {
-        seq: r.get(0)?,
-        id: r.get(1)?,
-        thread_id: r.get(2)?,
-        parent_id: r.get(3)?,
-        kind: conv(4, EntryKind::parse(&kind).ok_or(BadValue(kind.clone())))?,
-        payload: r.get(5)?,
-        metadata: json_col(6, r.get(6)?)?,
-        run_id: r.get(7)?,
-        key: r.get(8)?,
-        created_ms: r.get(9)?,
-        checkpoint,
-        on_active_branch: false,
-    })
-}
-
-pub(crate) const CHECKPOINT_COLS: &str =
-    "c.id, c.thread_id, c.entry_id, c.kind, c.label, c.snapshot_id, c.workspace_id, c.root, c.run_id, c.created_ms, c.seq";
-
-pub(crate) fn checkpoint_row(r: &crate::sql::Row) -> crate::sql::SqlResult<Checkpoint> {
-    let kind: String = r.get(3)?;
-    Ok(Checkpoint {
-        id: r.get(0)?,
-        thread_id: r.get(1)?,
-        entry_id: r.get(2)?,
-        kind: conv(
-            3,
-            CheckpointKind::parse(&kind).ok_or(BadValue(kind.clone())),
-        )?,
-        label: r.get(4)?,
-        snapshot_id: snapshot_col(5, r.get(5)?)?,
-        workspace_id: r.get(6)?,
-        root: root_path(r.get(7)?),
-        run_id: r.get(8)?,
-        created_ms: r.get(9)?,
-    })
-}
-
-pub(crate) fn load_checkpoint(conn: &Conn<'_>, id: &CheckpointId) -> Result<Option<Checkpoint>> {
-    conn.query_row(
-        &format!("SELECT {CHECKPOINT_COLS} FROM checkpoints c WHERE c.id = ?1"),
-        [id],
-        checkpoint_row,
-    )
-    .optional()
-    .db("read a checkpoint")
-}
-
-pub(crate) fn load_entry(conn: &Conn<'_>, id: &EntryId) -> Result<Option<Entry>> {
-    conn.query_row(
-        &format!("SELECT {ENTRY_COLS} FROM {ENTRY_FROM} WHERE e.id = ?1"),
-        [id],
-        entry_row,
-    )
-    .optional()
-    .db("read an entry")
-}
-
-pub(crate) fn load_thread(conn: &Conn<'_>, id: &ThreadId) -> Result<Option<Thread>> {
-    conn.query_row(
-        "SELECT t.id, t.active_leaf, t.parent_thread, t.fork_entry, t.metadata, t.created_ms, \
-         c.id, c.snapshot_id, c.workspace_id, c.root \
-         FROM threads t LEFT JOIN checkpoints c ON c.id = t.file_checkpoint_at \
-         WHERE t.id = ?1 AND t.state = 'ready'",
-        [id],
-        |r| {
-            let file_checkpoint_at = checkpoint_ref_cols(r, 6)?;
-            Ok(Thread {
-                id: r.get(0)?,
-                active_leaf: r.get(1)?,
-                parent_thread: r.get(2)?,
-                fork_entry: r.get(3)?,
-                metadata: json_col(4, r.get(4)?)?,
-                created_ms: r.get(5)?,
-                file_checkpoint_at,
-            })
-        },
-    )
-    .optional()
-    .db("read a thread")
-}
-
-pub(crate) fn require_thread(conn: &Conn<'_>, id: &ThreadId) -> Result<Thread> {
-    load_thread(conn, id)?.ok_or_else(|| {
-        Error::not_found(
-            format!("thread {id}"),
-            "create it with create_thread, or list the threads with threads()",
-        )
-    })
-}
-
-/// Records that a thread used a workspace (checkpoints from it may be restored there).
-pub(crate) fn note_workspace(
-    conn: &Conn<'_>,
-    thread: &ThreadId,
-    workspace_id: &str,
-    root: &Path,
-) -> Result<()> {
-    conn.execute(
-        "INSERT INTO thread_workspaces (thread_id, workspace_id, root, first_ms) \
-         VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-        params![thread, workspace_id, root_bytes(root), conn.now_ms()],
-    )
-    .db("record the thread's workspace")?;
-    Ok(())
-}
-
-/// A hold of a thread or workspace by a rewind or fork in flight.
-#[derive(Debug, Clone)]
-pub(crate) struct HoldRow {
-    pub(crate) thread_id: Option<ThreadId>,
-    pub(crate) workspace_id: Option<String>,
-    pub(crate) root: Option<PathBuf>,
-    pub(crate) op: String,
 }
 
 impl Threads {
@@ -778,6 +597,28 @@ impl Threads {
         entry: NewEntry,
         opts: &AppendOptions,
     ) -> Result<Appended> {
+        self.check_append(thread, &entry, opts)?;
+        let entry_id = EntryId::generate();
+        let admission = match self.admit(thread, &entry_id, opts)? {
+            Admission::Repeated(first) => return Ok(*first),
+            Admission::Fresh(admission) => admission,
+        };
+        let result = self.write_entry(thread, entry, opts, &entry_id);
+        if let (Err(_), Some((key, guard))) = (&result, &admission) {
+            self.release_admission(thread, key, &guard.op);
+        }
+        drop(admission);
+        result
+    }
+
+    /// The first step of [`Threads::append`]: the entry's metadata is an object, the run (if
+    /// any) is this thread's and alive, and a rewind a crash interrupted is finished first.
+    fn check_append(
+        &self,
+        thread: &ThreadId,
+        entry: &NewEntry,
+        opts: &AppendOptions,
+    ) -> Result<()> {
         check_object(&entry.metadata, "entry metadata")?;
         if let Some(run) = &opts.run {
             if run.thread_id() != thread {
@@ -794,40 +635,49 @@ impl Threads {
             .as_ref()
             .and_then(|r| r.shared.workspace.clone())
             .or_else(|| opts.workspace.clone());
-        self.settle_thread(thread, ws_for_recovery.as_deref())?;
-        let entry_id = EntryId::generate();
-        let guard = match &opts.key {
-            Some(_) => Some(self.inner.begin_op(format!("admit:{entry_id}"))?),
-            None => None,
-        };
-        match (&opts.key, &guard) {
-            (Some(key), Some(g)) => {
-                if let Some(first) = self.admit(thread, key, &entry_id, &g.op, opts.wait)? {
-                    return Ok(first);
-                }
-            }
-            _ => self.inner.read(|c| {
-                require_thread(c, thread)?;
-                self.check_not_held(c, thread)
-            })?,
-        }
-        let result = self.append_admitted(thread, entry, opts, &entry_id);
-        if let (Err(_), Some(key), Some(g)) = (&result, &opts.key, &guard) {
-            let _ = self.inner.write("release an admission", |c| {
-                c.execute(
-                    "DELETE FROM admissions WHERE thread_id = ?1 AND key = ?2 AND op = ?3 AND state = 'pending'",
-                    params![thread, key, g.op],
-                )
-                .db("release an admission")?;
-                Ok(())
-            });
-        }
-        drop(guard);
-        result
+        self.settle_thread(thread, ws_for_recovery.as_deref())
     }
 
-    /// Reserves an admission key. `Some` when the key was admitted before: the first entry.
-    fn admit(
+    /// Admits the entry: without a key, the thread must exist and no rewind hold it; with one,
+    /// the key is reserved (or was admitted before: the first entry is the answer).
+    fn admit<'k>(
+        &self,
+        thread: &ThreadId,
+        entry_id: &EntryId,
+        opts: &'k AppendOptions,
+    ) -> Result<Admission<'k, '_>> {
+        let Some(key) = &opts.key else {
+            self.inner.read(|c| {
+                require_thread(c, thread)?;
+                self.check_not_held(c, thread)
+            })?;
+            return Ok(Admission::Fresh(None));
+        };
+        let guard = self.inner.begin_op(format!("admit:{entry_id}"))?;
+        Ok(
+            match self.admit_key(thread, key, entry_id, &guard.op, opts.wait)? {
+                Some(first) => Admission::Repeated(Box::new(first)),
+                None => Admission::Fresh(Some((key, guard))),
+            },
+        )
+    }
+
+    /// Gives up a reserved admission key whose entry could not be written, so that the key
+    /// can be tried again.
+    fn release_admission(&self, thread: &ThreadId, key: &str, op: &str) {
+        let _ = self.inner.write("release an admission", |c| {
+            c.execute(
+                "DELETE FROM admissions WHERE thread_id = ?1 AND key = ?2 AND op = ?3 AND state = 'pending'",
+                params![thread, key, op],
+            )
+            .db("release an admission")?;
+            Ok(())
+        });
+    }
+
+    /// Reserves admission key `key` for `entry_id`. `Some` when the key was admitted before:
+    /// the first entry.
+    fn admit_key(
         &self,
         thread: &ThreadId,
         key: &str,
@@ -903,73 +753,19 @@ impl Threads {
         }
     }
 
-    fn append_admitted(
+    /// The steps of an admitted append: the checkpoint before it (when one is due), then in
+    /// one transaction the checkpoint's record, the entry's row and the event; the entry as
+    /// written.
+    fn write_entry(
         &self,
         thread: &ThreadId,
         entry: NewEntry,
         opts: &AppendOptions,
         entry_id: &EntryId,
     ) -> Result<Appended> {
-        let (workspace, policy, run_id) = match &opts.run {
-            Some(run) => (
-                run.shared.workspace.clone(),
-                if run.is_subagent() {
-                    EffectivePolicy::off()
-                } else {
-                    run.shared.policy.clone()
-                },
-                Some(run.id().clone()),
-            ),
-            None => (
-                opts.workspace.clone(),
-                EffectivePolicy::resolve(self.inner.options.checkpoints.as_ref(), None, None),
-                None,
-            ),
-        };
-        let mut checkpoint: Option<(CheckpointId, SnapshotId, String, PathBuf)> = None;
-        let mut checkpoint_error = None;
-        if let Some(ws) = workspace
-            .as_deref()
-            .filter(|_| policy.takes_before(entry.kind))
-        {
-            let cp_id = CheckpointId::generate();
-            let kind = CheckpointKind::of_entry(entry.kind);
-            self.inner.keep_out_of(ws);
-            match take_snapshot(
-                ws,
-                &policy,
-                thread,
-                Some(entry_id),
-                &cp_id,
-                kind,
-                entry_id.as_str(),
-                &serde_json::Map::new(),
-            ) {
-                Ok(snap) => {
-                    checkpoint = Some((cp_id, snap, ws.id().to_string(), canonical_root(ws)))
-                }
-                Err(e) => {
-                    checkpoint_error = Some(CheckpointFailure {
-                        kind: e.kind(),
-                        message: format!("checkpoint before entry {entry_id} failed: {e}"),
-                    })
-                }
-            }
-        }
-        let mut metadata = entry.metadata;
-        if let (Some((cp_id, snap, ws_id, root)), Some(map)) =
-            (&checkpoint, metadata.as_object_mut())
-        {
-            map.insert(
-                FILE_CHECKPOINT_KEY.to_string(),
-                serde_json::json!({
-                    "checkpoint_id": cp_id,
-                    "snapshot_id": snap,
-                    "workspace_id": ws_id,
-                    "root": root.to_string_lossy(),
-                }),
-            );
-        }
+        let run_id = opts.run.as_ref().map(|r| r.id().clone());
+        let (checkpoint, checkpoint_error) = self.checkpoint_before(thread, &entry, opts, entry_id);
+        let metadata = metadata_with_checkpoint(entry.metadata.clone(), checkpoint.as_ref());
         self.inner.write("append an entry", |c| {
             let t = require_thread(c, thread)?;
             self.check_not_held(c, thread)?;
@@ -977,78 +773,29 @@ impl Threads {
                 self.check_run_alive_in(c, run)?;
             }
             let now = c.now_ms();
-            if let Some((cp_id, snap, ws_id, root)) = &checkpoint {
-                c.execute(
-                    "INSERT INTO checkpoints (id, thread_id, entry_id, kind, snapshot_id, workspace_id, root, run_id, created_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                    params![
-                        cp_id,
-                        thread,
-                        entry_id,
-                        CheckpointKind::of_entry(entry.kind).name(),
-                        snap.to_hex(),
-                        ws_id,
-                        root_bytes(root),
-                        run_id,
-                        now
-                    ],
-                )
-                .db("record a checkpoint")?;
-                note_workspace(c, thread, ws_id, root)?;
-                emit(
-                    c,
-                    Some(thread),
-                    EventKind::CheckpointCreated,
-                    serde_json::json!({
-                        "checkpoint_id": cp_id, "entry_id": entry_id, "snapshot_id": snap,
-                        "workspace_id": ws_id, "kind": CheckpointKind::of_entry(entry.kind),
-                    }),
-                )?;
+            if let Some(cp) = &checkpoint {
+                record_checkpoint(c, thread, entry_id, entry.kind, cp, run_id.as_ref(), now)?;
             }
-            c.execute(
-                "INSERT INTO entries (id, thread_id, parent_id, kind, payload, metadata, checkpoint_id, run_id, key, created_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![
-                    entry_id,
-                    thread,
-                    t.active_leaf,
-                    entry.kind.name(),
-                    entry.payload,
-                    metadata.to_string(),
-                    checkpoint.as_ref().map(|c| &c.0),
-                    run_id,
-                    opts.key,
-                    now
-                ],
-            )
-            .db("append an entry")?;
-            c.execute(
-                "UPDATE threads SET active_leaf = ?2 WHERE id = ?1",
-                params![thread, entry_id],
-            )
-            .db("move the active leaf")?;
-            if let Some(key) = &opts.key {
-                c.execute(
-                    "UPDATE admissions SET state = 'done', entry_id = ?3 WHERE thread_id = ?1 AND key = ?2",
-                    params![thread, key, entry_id],
-                )
-                .db("complete an admission")?;
-            }
-            emit(
-                c,
-                Some(thread),
-                EventKind::EntryAppended,
-                serde_json::json!({
-                    "entry_id": entry_id, "kind": entry.kind, "parent_id": t.active_leaf,
-                    "checkpoint_id": checkpoint.as_ref().map(|c| &c.0),
-                }),
-            )?;
-            let mut entry = load_entry(c, entry_id)?
-                .ok_or_else(|| Error::not_found(format!("entry {entry_id}"), "it was just written"))?;
+            let row = EntryRow {
+                id: entry_id,
+                thread,
+                parent: t.active_leaf.as_ref(),
+                entry: &entry,
+                metadata: &metadata,
+                checkpoint: checkpoint.as_ref().map(|cp| &cp.id),
+                run: run_id.as_ref(),
+                key: opts.key.as_deref(),
+                now,
+            };
+            insert_entry(c, &row)?;
+            emit_appended(c, &row)?;
+            let mut entry = load_entry(c, entry_id)?.ok_or_else(|| {
+                Error::not_found(format!("entry {entry_id}"), "it was just written")
+            })?;
             // It is the thread's new active leaf.
             entry.on_active_branch = true;
             let checkpoint = match &checkpoint {
-                Some((cp_id, ..)) => load_checkpoint(c, cp_id)?,
+                Some(cp) => load_checkpoint(c, &cp.id)?,
                 None => None,
             };
             Ok(Appended {
@@ -1058,6 +805,67 @@ impl Threads {
                 repeated: false,
             })
         })
+    }
+
+    /// The checkpoint an append takes before its entry, when the policy (the run's, else the
+    /// handle's) wants one and there is a workspace: what was taken, or why it failed.
+    fn checkpoint_before(
+        &self,
+        thread: &ThreadId,
+        entry: &NewEntry,
+        opts: &AppendOptions,
+        entry_id: &EntryId,
+    ) -> (Option<TakenCheckpoint>, Option<CheckpointFailure>) {
+        let (workspace, policy) = match &opts.run {
+            Some(run) => (
+                run.shared.workspace.clone(),
+                if run.is_subagent() {
+                    EffectivePolicy::off()
+                } else {
+                    run.shared.policy.clone()
+                },
+            ),
+            None => (
+                opts.workspace.clone(),
+                EffectivePolicy::resolve(self.inner.options.checkpoints.as_ref(), None, None),
+            ),
+        };
+        let Some(ws) = workspace
+            .as_deref()
+            .filter(|_| policy.takes_before(entry.kind))
+        else {
+            return (None, None);
+        };
+        let cp_id = CheckpointId::generate();
+        let kind = CheckpointKind::of_entry(entry.kind);
+        self.inner.keep_out_of(ws);
+        match take_snapshot(
+            ws,
+            &policy,
+            thread,
+            Some(entry_id),
+            &cp_id,
+            kind,
+            entry_id.as_str(),
+            &serde_json::Map::new(),
+        ) {
+            Ok(snapshot) => (
+                Some(TakenCheckpoint {
+                    id: cp_id,
+                    snapshot,
+                    workspace_id: ws.id().to_string(),
+                    root: canonical_root(ws),
+                }),
+                None,
+            ),
+            Err(e) => (
+                None,
+                Some(CheckpointFailure {
+                    kind: e.kind(),
+                    message: format!("checkpoint before entry {entry_id} failed: {e}"),
+                }),
+            ),
+        }
     }
 
     /// Takes a checkpoint by hand, at the thread's active leaf, whatever the automatic policy
@@ -1246,6 +1054,143 @@ impl Threads {
     }
 }
 
+/// How [`Threads::admit`] let an append in.
+enum Admission<'k, 'g> {
+    /// Its key was admitted before: the first entry is the answer, nothing is written.
+    Repeated(Box<Appended>),
+    /// It is to be written; with a key, the key and the admission reserving it (released if
+    /// the write fails).
+    Fresh(Option<(&'k str, OpGuard<'g>)>),
+}
+
+/// The checkpoint an append took before its entry, not yet recorded.
+struct TakenCheckpoint {
+    id: CheckpointId,
+    snapshot: SnapshotId,
+    workspace_id: String,
+    root: PathBuf,
+}
+
+/// The entry's metadata, naming its checkpoint under [`FILE_CHECKPOINT_KEY`] when one was
+/// taken.
+fn metadata_with_checkpoint(
+    mut metadata: serde_json::Value,
+    checkpoint: Option<&TakenCheckpoint>,
+) -> serde_json::Value {
+    if let (Some(cp), Some(map)) = (checkpoint, metadata.as_object_mut()) {
+        map.insert(
+            FILE_CHECKPOINT_KEY.to_string(),
+            serde_json::json!({
+                "checkpoint_id": cp.id,
+                "snapshot_id": cp.snapshot,
+                "workspace_id": cp.workspace_id,
+                "root": cp.root.to_string_lossy(),
+            }),
+        );
+    }
+    metadata
+}
+
+/// Records the checkpoint taken before entry `entry_id`: its row, the thread's use of the
+/// workspace, and its event.
+fn record_checkpoint(
+    c: &Conn<'_>,
+    thread: &ThreadId,
+    entry_id: &EntryId,
+    kind: EntryKind,
+    cp: &TakenCheckpoint,
+    run_id: Option<&RunId>,
+    now: i64,
+) -> Result<()> {
+    c.execute(
+        "INSERT INTO checkpoints (id, thread_id, entry_id, kind, snapshot_id, workspace_id, root, run_id, created_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            cp.id,
+            thread,
+            entry_id,
+            CheckpointKind::of_entry(kind).name(),
+            cp.snapshot.to_hex(),
+            cp.workspace_id,
+            root_bytes(&cp.root),
+            run_id,
+            now
+        ],
+    )
+    .db("record a checkpoint")?;
+    note_workspace(c, thread, &cp.workspace_id, &cp.root)?;
+    emit(
+        c,
+        Some(thread),
+        EventKind::CheckpointCreated,
+        serde_json::json!({
+            "checkpoint_id": cp.id, "entry_id": entry_id, "snapshot_id": cp.snapshot,
+            "workspace_id": cp.workspace_id, "kind": CheckpointKind::of_entry(kind),
+        }),
+    )
+}
+
+/// An entry's row as an append writes it.
+struct EntryRow<'a> {
+    id: &'a EntryId,
+    thread: &'a ThreadId,
+    parent: Option<&'a EntryId>,
+    entry: &'a NewEntry,
+    metadata: &'a serde_json::Value,
+    checkpoint: Option<&'a CheckpointId>,
+    run: Option<&'a RunId>,
+    key: Option<&'a str>,
+    now: i64,
+}
+
+/// Inserts the entry after the thread's active leaf, makes it the leaf, and completes its
+/// admission key.
+fn insert_entry(c: &Conn<'_>, row: &EntryRow<'_>) -> Result<()> {
+    c.execute(
+        "INSERT INTO entries (id, thread_id, parent_id, kind, payload, metadata, checkpoint_id, run_id, key, created_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            row.id,
+            row.thread,
+            row.parent,
+            row.entry.kind.name(),
+            row.entry.payload,
+            row.metadata.to_string(),
+            row.checkpoint,
+            row.run,
+            row.key,
+            row.now
+        ],
+    )
+    .db("append an entry")?;
+    c.execute(
+        "UPDATE threads SET active_leaf = ?2 WHERE id = ?1",
+        params![row.thread, row.id],
+    )
+    .db("move the active leaf")?;
+    if let Some(key) = row.key {
+        c.execute(
+            "UPDATE admissions SET state = 'done', entry_id = ?3 WHERE thread_id = ?1 AND key = ?2",
+            params![row.thread, key, row.id],
+        )
+        .db("complete an admission")?;
+    }
+    Ok(())
+}
+
+/// The event of an appended entry.
+fn emit_appended(c: &Conn<'_>, row: &EntryRow<'_>) -> Result<()> {
+    emit(
+        c,
+        Some(row.thread),
+        EventKind::EntryAppended,
+        serde_json::json!({
+            "entry_id": row.id, "kind": row.entry.kind, "parent_id": row.parent,
+            "checkpoint_id": row.checkpoint,
+        }),
+    )
+}
+
 pub(crate) fn describe_op(op: &str) -> String {
     match op.split_once(':') {
         Some(("rewind", id)) => format!("rewind {id}"),
@@ -1285,13 +1230,6 @@ pub(crate) fn take_snapshot(
     })
 }
 
-pub(crate) fn thread_exists(c: &Conn<'_>, id: &ThreadId) -> Result<bool> {
-    c.query_row("SELECT 1 FROM threads WHERE id = ?1", [id], |_| Ok(()))
-        .optional()
-        .db("look up a thread")
-        .map(|o| o.is_some())
-}
-
 pub(crate) fn thread_exists_error(id: &ThreadId) -> Error {
     Error::validation(
         format!("a thread named {id} exists already; choose another id, or leave it to Cairn"),
@@ -1307,44 +1245,4 @@ fn check_object(v: &serde_json::Value, what: &str) -> Result<()> {
             "{what} must be a JSON object, not {v}"
         )))
     }
-}
-
-/// The entries from the first to `leaf`, in order.
-pub(crate) fn active_entries(c: &Conn<'_>, leaf: Option<&EntryId>) -> Result<Vec<Entry>> {
-    let Some(leaf) = leaf else {
-        return Ok(Vec::new());
-    };
-    let sql = format!(
-        "WITH RECURSIVE chain(id, depth) AS ( \
-           SELECT id, 0 FROM entries WHERE id = ?1 \
-           UNION ALL SELECT p.parent_id, chain.depth + 1 FROM entries p JOIN chain ON p.id = chain.id \
-             WHERE p.parent_id IS NOT NULL) \
-         SELECT {ENTRY_COLS} FROM chain JOIN entries e ON e.id = chain.id \
-         LEFT JOIN checkpoints c ON c.id = e.checkpoint_id ORDER BY chain.depth DESC"
-    );
-    c.prepare(&sql)
-        .db("read the active branch")?
-        .query_map([leaf], entry_row)
-        .db("read the active branch")?
-        .collect::<crate::sql::SqlResult<_>>()
-        .db("read the active branch")
-}
-
-/// Every entry a thread sees: the prefix it shares with the threads it was forked from, and
-/// its own entries, in the order they were written.
-pub(crate) fn lineage_entries(c: &Conn<'_>, t: &Thread) -> Result<Vec<Entry>> {
-    let sql = format!(
-        "WITH RECURSIVE prefix(id) AS ( \
-           SELECT CAST(?2 AS TEXT) WHERE CAST(?2 AS TEXT) IS NOT NULL \
-           UNION ALL SELECT p.parent_id FROM entries p JOIN prefix ON p.id = prefix.id \
-             WHERE p.parent_id IS NOT NULL) \
-         SELECT {ENTRY_COLS} FROM {ENTRY_FROM} \
-         WHERE e.thread_id = ?1 OR e.id IN (SELECT id FROM prefix) ORDER BY e.seq"
-    );
-    c.prepare(&sql)
-        .db("read a thread's entries")?
-        .query_map(params![t.id, t.fork_entry], entry_row)
-        .db("read a thread's entries")?
-        .collect::<crate::sql::SqlResult<_>>()
-        .db("read a thread's entries")
 }

@@ -10,6 +10,7 @@ use std::path::Path;
 
 /// What changed at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ChangeKind {
     /// Present only in the newer side.
@@ -26,6 +27,7 @@ pub enum ChangeKind {
 
 /// One side of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EntryInfo {
     /// What it is.
     pub kind: EntryKind,

@@ -26,6 +26,7 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[".git", "node_modules", ".cairn"];
 
 /// Why an entry was left out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ExcludeReason {
     /// A default exclude (`.git`, `node_modules`, `.cairn`, the store).

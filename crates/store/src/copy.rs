@@ -11,6 +11,7 @@ use std::collections::HashSet;
 
 /// What a copy did.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CopyReport {
     /// The snapshot copied (the same id in both stores).
     pub snapshot: SnapshotId,

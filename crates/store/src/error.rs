@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 /// The classification of every error Cairn reports, shared by all crates, the C ABI and the
 /// bindings. The discriminants are the C status codes and never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[repr(u32)]
 pub enum ErrorKind {
     /// Not an error (the C status `CAIRN_OK`).

@@ -66,6 +66,7 @@ impl GcOptions {
 
 /// A snapshot (or a tree of one) whose objects could not all be read while marking.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Unreadable {
     /// The snapshot concerned.
     pub snapshot: SnapshotId,
@@ -75,6 +76,7 @@ pub struct Unreadable {
 
 /// One pack in a plan.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PackPlan {
     /// The pack's id.
     pub pack: ObjectId,
@@ -88,6 +90,7 @@ pub struct PackPlan {
 
 /// What a sweep would do. Produced by [`plan`]; changing nothing, it is the dry run.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GcPlan {
     /// Snapshots marked.
     pub snapshots: usize,
@@ -120,6 +123,7 @@ pub struct GcPlan {
 
 /// What a collection did.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GcReport {
     /// True when the sweep was deferred: an operation marker was held, or the store caches a
     /// remote whose own collector decides (`remote::collect`).

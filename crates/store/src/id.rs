@@ -127,6 +127,21 @@ impl serde::Serialize for ObjectId {
     }
 }
 
+/// In JSON an id is its 64 lowercase hex digits.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ObjectId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ObjectId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An object id: 64 lowercase hex digits.",
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$"
+        })
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ObjectId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {
@@ -143,6 +158,7 @@ macro_rules! typed_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         #[serde(transparent)]
         pub struct $name(pub ObjectId);
 

@@ -15,6 +15,7 @@ pub const MANIFEST_VERSION: u32 = 1;
 
 /// Why a path was left out of a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum SkipReason {
     /// Larger than the snapshot's `max_file_bytes`.
@@ -57,6 +58,7 @@ pub struct Skipped {
 
 /// What taking a snapshot cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Stats {
     /// Files recorded.
     pub files: u64,
@@ -80,6 +82,7 @@ pub struct Stats {
 
 /// The capture settings a snapshot was taken with; a restore of it uses the same.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CaptureSettings {
     /// Exclude globs, the workspace's and the call's together (defaults not included).
     pub excludes: Vec<String>,

@@ -123,6 +123,28 @@ impl Serialize for RelPath {
     }
 }
 
+/// In JSON a path is a string when it is UTF-8, else `{"hex": ...}` of its bytes.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for RelPath {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Path".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A path (relative to the workspace root where it is one): a string when it is UTF-8, else {\"hex\": ...} of its bytes.",
+            "anyOf": [
+                { "type": "string" },
+                {
+                    "type": "object",
+                    "properties": { "hex": { "type": "string" } },
+                    "required": ["hex"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for RelPath {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if d.is_human_readable() {

@@ -674,6 +674,7 @@ impl Default for RemoteGcOptions {
 
 /// What a collection of the remote did.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct RemoteGcReport {
     /// Manifests marked (including those written during the run).
@@ -1018,6 +1019,7 @@ impl Store {
 
 /// What [`Store::trim_cache`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct CacheTrim {
     /// Packs and large objects removed from the cache (the remote keeps them).

@@ -36,6 +36,7 @@ impl Retention {
 
 /// What a prune or a delete did.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PruneReport {
     /// Snapshots deleted.
     pub deleted: Vec<SnapshotId>,

@@ -220,6 +220,7 @@ impl LoadedPack {
 
 /// A pack index that could not be loaded.
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BrokenIndex {
     /// Its path.
     pub path: PathBuf,

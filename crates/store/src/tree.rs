@@ -36,6 +36,8 @@ const S_IFDIR: u32 = 0o040000;
 
 /// What a tree entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "FileKind"))]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A regular file; its id names a blob of its content.

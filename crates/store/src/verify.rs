@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 /// A copy of an object that failed its check.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BadCopy {
     /// The object.
     pub id: ObjectId,
@@ -22,6 +23,7 @@ pub struct BadCopy {
 
 /// The check of one snapshot.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SnapshotCheck {
     /// The snapshot.
     pub id: SnapshotId,
@@ -42,6 +44,7 @@ impl SnapshotCheck {
 
 /// What [`verify`] found.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VerifyReport {
     /// Object copies checked.
     pub copies_checked: u64,

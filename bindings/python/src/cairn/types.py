@@ -326,6 +326,9 @@ class RestorePlan:
     """The plan as the library wrote it (what :meth:`Workspace.apply` sends back)."""
     paths: list[str] = field(default_factory=list)
     """The paths the restore is restricted to (empty: the whole workspace)."""
+    on_drift: str = "overwrite"
+    """What it was told to do with drifted paths (``"overwrite"``, ``"refuse"`` or ``"skip"``);
+    :meth:`Workspace.apply` checks again with it unless given another."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any], document: bytes) -> RestorePlan:
@@ -344,6 +347,7 @@ class RestorePlan:
             reference=d.get("reference"),
             document=document,
             paths=_paths(d.get("paths", [])),
+            on_drift=d.get("on_drift", "overwrite"),
         )
 
 
@@ -505,6 +509,9 @@ class GcPlan:
     young_unreachable: int
     """Unreachable objects kept because they are younger than the grace period."""
     foreign: list[str]
+    """Entries of the store's object directories that are not its own: reported, never touched."""
+    symlinks: list[str] = field(default_factory=list)
+    """Symlinks in the store's object directories (never the store's own): removed."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> GcPlan:
@@ -519,6 +526,7 @@ class GcPlan:
             temp_files=_paths(d.get("temp_files", [])),
             young_unreachable=d.get("young_unreachable", 0),
             foreign=_paths(d.get("foreign", [])),
+            symlinks=_paths(d.get("symlinks", [])),
         )
 
 
@@ -711,6 +719,8 @@ class RemoteGcReport:
     bytes_freed: int
     live_leases: int = 0
     unreadable: list[Any] = field(default_factory=list)
+    snapshots_during_run: int = 0
+    """Manifests that appeared while the collection ran (marked too)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RemoteGcReport:
@@ -725,6 +735,7 @@ class RemoteGcReport:
             bytes_freed=d.get("bytes_freed", 0),
             live_leases=d.get("live_leases", 0),
             unreadable=list(d.get("unreadable", [])),
+            snapshots_during_run=d.get("snapshots_during_run", 0),
         )
 
 

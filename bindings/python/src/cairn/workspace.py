@@ -372,15 +372,28 @@ class Workspace(Managed):
         with self._use() as ws:
             return PruneReport.from_json(call_json(lib.cairn_workspace_prune, ws, doc, len(doc)))
 
-    def gc(self, *, grace: _dt.timedelta | float | None = None, dry_run: bool = False) -> GcReport:
+    def gc(
+        self,
+        *,
+        grace: _dt.timedelta | float | None = None,
+        dry_run: bool = False,
+        clock_skew: _dt.timedelta | float | None = None,
+    ) -> GcReport:
         """Collects garbage: objects no snapshot reaches and older than ``grace``
         (timedelta or seconds; default the workspace's). With ``dry_run``, changes nothing
         and returns the plan (``report.plan``).
 
         On a workspace with a ``remote``, the remote's collector runs (``report.remote``):
         it marks unreachable objects in one run and deletes them in a later one, ``grace``
-        (default an hour) after."""
-        doc = json_arg(_options(grace_ms=None if grace is None else millis(grace), dry_run=dry_run or None))
+        (default an hour) after; ``clock_skew`` is how far the machines' clocks may differ
+        (default a minute; only for a remote, else ``InvalidArgument``)."""
+        doc = json_arg(
+            _options(
+                grace_ms=None if grace is None else millis(grace),
+                dry_run=dry_run or None,
+                clock_skew_ms=None if clock_skew is None else millis(clock_skew),
+            )
+        )
         with self._use() as ws:
             result = call_json(lib.cairn_workspace_gc, ws, doc, len(doc))
         if "remote" in result:
