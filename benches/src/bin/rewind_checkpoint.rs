@@ -78,10 +78,10 @@ fn run(args: Args) -> Result<(), String> {
                 .restore(&base.id, &RestoreOptions::default())
                 .map_err(|e| format!("restore: {e}"))?;
             restore[mode].push(t.elapsed().as_secs_f64() * 1e3);
-            if report.restored.len() < edits.modified.len() {
+            if report.summary.restored.len() < edits.modified.len() {
                 return Err(format!(
                     "the restore wrote {} paths for {} edits",
-                    report.restored.len(),
+                    report.summary.restored.len(),
                     edits.modified.len()
                 ));
             }

@@ -681,15 +681,26 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     };
     section(
         "restore",
-        report.restored.iter().map(|p| p.to_string()).collect(),
+        report
+            .summary
+            .restored
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     );
     section(
         "delete",
-        report.deleted.iter().map(|p| p.to_string()).collect(),
+        report
+            .summary
+            .deleted
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     );
     // The default excludes (`.git`, `node_modules`, the store) are always left alone: counted,
     // not listed.
     let (defaults, kept): (Vec<&KeptPath>, Vec<&KeptPath>) = report
+        .summary
         .kept
         .iter()
         .partition(|k| k.reason == KeptReason::Excluded);
@@ -701,19 +712,24 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     );
     section(
         "drifted",
-        report.drifted.iter().map(|p| p.to_string()).collect(),
+        report
+            .summary
+            .drifted
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     );
     let _ = writeln!(
         out,
         "  {} to restore, {} to delete, {} {}, {} left alone ({} by the default excludes)",
-        report.restored.len(),
-        report.deleted.len(),
-        report.unchanged,
+        report.summary.restored.len(),
+        report.summary.deleted.len(),
+        report.summary.unchanged,
         unchanged_words(report),
-        report.kept.len(),
+        report.summary.kept.len(),
         defaults.len()
     );
-    if report.busy {
+    if report.summary.busy {
         let _ = writeln!(
             out,
             "  BUSY: a command or hold stands on the workspace; the restore would be refused now"
@@ -743,9 +759,9 @@ fn kept_reason(k: &KeptPath) -> String {
 pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
     let mut out = format!(
         "restored {} paths, deleted {}, {} {}\n",
-        report.restored.len(),
-        report.deleted.len(),
-        report.unchanged,
+        report.summary.restored.len(),
+        report.summary.deleted.len(),
+        report.summary.unchanged,
         unchanged_words(report)
     );
     if let Some(s) = report.safety_snapshot_id {
@@ -858,7 +874,7 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     let plan = plan?;
-    let dry = cairn_rewind::workspace::dry_run_report(&plan);
+    let dry = Report::dry_run(&plan);
     if dry_run {
         return ctx.emit(&dry, || {
             plan_text(&dry, ws.root()) + "dry run: nothing was changed\n"
@@ -878,8 +894,8 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         "restore",
         &format!(
             "Restore {} paths and delete {} in {}?",
-            dry.restored.len(),
-            dry.deleted.len(),
+            dry.summary.restored.len(),
+            dry.summary.deleted.len(),
             ws.root().display()
         ),
         yes,

@@ -33,20 +33,28 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+// Reading order, each module using only those before it: error, safe, home, site (what every
+// step works on), hold, plan, report, exec (the executor), journal (records and recovers a
+// restore), apply (runs one), workspace (the façade whose methods call them all).
 pub mod apply;
 pub mod error;
+mod exec;
+pub mod hold;
 pub mod home;
 pub mod journal;
 pub mod plan;
+pub mod report;
 mod safe;
+mod site;
 pub mod workspace;
 
-pub use apply::{apply, files_after, restore, Report};
+pub use apply::files_after;
 pub use error::{Error, Result};
+pub use hold::{Hold, HoldInfo};
+pub use home::default_workspace_id;
 pub use journal::{Journal, Recovery, State as JournalState, StrayStaged};
 pub use plan::{
-    normalize_paths, plan, Action, DriftPolicy, KeptPath, KeptReason, Plan, RestoreOptions,
+    normalize_paths, Action, DriftPolicy, KeptPath, KeptReason, Plan, RestoreOptions, Summary,
 };
-pub use workspace::{
-    default_workspace_id, Hold, HoldInfo, SnapshotOutcome, Workspace, WorkspaceOptions,
-};
+pub use report::Report;
+pub use workspace::{SnapshotOutcome, Workspace, WorkspaceOptions};

@@ -1,7 +1,8 @@
 //! Restore planning: every change is listed before any is made. The dry run *is* the plan.
 
 use crate::error::{Error, Result};
-use crate::workspace::Workspace;
+use crate::hold;
+use crate::site::Site;
 use cairn_snapshot::{ExcludeReason, Kept, Options as SnapshotOptions};
 use cairn_store::relpath::join;
 use cairn_store::{
@@ -201,6 +202,25 @@ pub struct RestoreOptions {
     pub crash_after_ops: Option<usize>,
 }
 
+/// What a restore changes and leaves alone: part of its [`Plan`], repeated in its [`crate::Report`].
+/// In JSON its fields sit among the plan's (and the report's), not nested.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Paths written or re-made.
+    pub restored: Vec<RelPath>,
+    /// Paths removed (a directory with everything in it).
+    pub deleted: Vec<RelPath>,
+    /// Files already as the snapshot holds them, and with chosen paths the snapshot's files
+    /// outside them (left as they are, whatever they hold).
+    pub unchanged: u64,
+    /// Paths left alone, and why.
+    pub kept: Vec<KeptPath>,
+    /// Whether a hold stands (a restore would be refused with `BUSY`).
+    pub busy: bool,
+    /// Paths the restore changes that differ from the reference snapshot.
+    pub drifted: Vec<RelPath>,
+}
+
 /// A restore plan: every change, before any is made. A plain value; [`crate::apply`] does
 /// exactly what it lists.
 ///
@@ -218,19 +238,8 @@ pub struct Plan {
     pub capture: CaptureSettings,
     /// The changes, in order.
     pub actions: Vec<Action>,
-    /// Paths written or re-made.
-    pub restored: Vec<RelPath>,
-    /// Paths removed (a directory with everything in it).
-    pub deleted: Vec<RelPath>,
-    /// Files already as the snapshot holds them, and with chosen paths the snapshot's files
-    /// outside them (left as they are, whatever they hold).
-    pub unchanged: u64,
-    /// Paths left alone, and why.
-    pub kept: Vec<KeptPath>,
-    /// Whether a hold stands (a restore would be refused with `BUSY`).
-    pub busy: bool,
-    /// Paths the restore changes that differ from the reference snapshot.
-    pub drifted: Vec<RelPath>,
+    /// What the changes restore, delete and leave alone (what its [`crate::Report`] repeats).
+    pub summary: Summary,
     /// The reference snapshot, if one was given.
     pub reference: Option<SnapshotId>,
     /// The paths the restore was restricted to (empty: the whole workspace).
@@ -239,9 +248,10 @@ pub struct Plan {
     pub on_drift: DriftPolicy,
 }
 
-/// Defines a serde form of [`Plan`]: its fields, then `paths` and `on_drift` with `$attr`.
+/// Defines a serde form of [`Plan`]: its fields, its summary (with `$summary`, if given),
+/// then `paths` and `on_drift` with `$attr`.
 macro_rules! plan_form {
-    ($(#[$doc:meta])* $name:ident, #[$attr:meta]) => {
+    ($(#[$doc:meta])* $name:ident, summary $(#[$summary:meta])?, #[$attr:meta]) => {
         $(#[$doc])*
         #[derive(Serialize, Deserialize)]
         #[serde(remote = "Plan")]
@@ -251,12 +261,8 @@ macro_rules! plan_form {
             current_root: TreeId,
             capture: CaptureSettings,
             actions: Vec<Action>,
-            restored: Vec<RelPath>,
-            deleted: Vec<RelPath>,
-            unchanged: u64,
-            kept: Vec<KeptPath>,
-            busy: bool,
-            drifted: Vec<RelPath>,
+            $(#[$summary])?
+            summary: Summary,
             reference: Option<SnapshotId>,
             #[$attr]
             paths: Vec<RelPath>,
@@ -270,12 +276,15 @@ plan_form!(
     /// [`Plan`] as JSON: every field (`paths` and `on_drift` may be absent: the whole
     /// workspace, overwrite).
     JsonPlan,
+    summary #[serde(flatten)],
     #[serde(default)]
 );
 
 plan_form!(
-    /// [`Plan`] in binary formats: every field but `paths` and `on_drift` (journal format 2).
+    /// [`Plan`] in binary formats: every field but `paths` and `on_drift` (journal format 2);
+    /// the summary a nested struct, which postcard writes as its fields in line.
     CompactPlan,
+    summary,
     #[serde(skip)]
 );
 
@@ -494,7 +503,7 @@ impl Planner<'_> {
         match y {
             Some(y) if y.kind == EntryKind::Dir => {
                 let ty = (self.current_tree)(&TreeId(y.id))?;
-                self.dir(p, tx.as_ref(), Some(&ty))?;
+                self.compare_dirs(p, tx.as_ref(), Some(&ty))?;
                 // A directory the target lacks, left empty by the removals under it, goes too:
                 // it only held what the chosen paths remove (so restoring the safety snapshot
                 // of a restore that made it takes it away again).
@@ -533,7 +542,7 @@ impl Planner<'_> {
                         mode: x.mode,
                     });
                     self.restored.push(path.clone());
-                    self.dir(p, Some(&tx), None)?;
+                    self.compare_dirs(p, Some(&tx), None)?;
                     if x.mode & 0o700 != 0o700 {
                         self.modes.push(Action::SetMode {
                             path,
@@ -633,7 +642,9 @@ impl Planner<'_> {
         Ok(n)
     }
 
-    fn dir(&mut self, path: &[u8], t: Option<&Tree>, c: Option<&Tree>) -> Result<()> {
+    /// Plans directory `path` (the root is `b""`): `t` the target's tree, `c` the current
+    /// one, either absent. Walks both entry lists in name order, each name planned once.
+    fn compare_dirs(&mut self, path: &[u8], t: Option<&Tree>, c: Option<&Tree>) -> Result<()> {
         let empty = Tree::default();
         let (te, ce) = (t.unwrap_or(&empty).entries(), c.unwrap_or(&empty).entries());
         self.visited_leaves += te.iter().filter(|e| e.kind != EntryKind::Dir).count() as u64;
@@ -699,7 +710,7 @@ impl Planner<'_> {
                 std::cmp::Ordering::Equal => {
                     let (x, y) = (te[i].clone(), ce[j].clone());
                     let p = join(path, &x.name);
-                    self.both(&p, &x, &y)?;
+                    self.compare_entries(&p, &x, &y)?;
                     i += 1;
                     j += 1;
                 }
@@ -708,14 +719,15 @@ impl Planner<'_> {
         Ok(())
     }
 
-    fn both(&mut self, p: &[u8], x: &TreeEntry, y: &TreeEntry) -> Result<()> {
+    /// Plans path `p`, which both sides have: `x` the target's entry, `y` the current one.
+    fn compare_entries(&mut self, p: &[u8], x: &TreeEntry, y: &TreeEntry) -> Result<()> {
         if x.kind == EntryKind::Dir && y.kind == EntryKind::Dir {
             if x.id == y.id {
                 self.same_subtrees.push(TreeId(y.id));
             } else {
                 let tx = (self.target_tree)(&TreeId(x.id))?;
                 let ty = (self.current_tree)(&TreeId(y.id))?;
-                self.dir(p, Some(&tx), Some(&ty))?;
+                self.compare_dirs(p, Some(&tx), Some(&ty))?;
             }
             if x.mode != y.mode {
                 self.modes.push(Action::SetMode {
@@ -771,7 +783,7 @@ impl Planner<'_> {
                 });
                 self.restored.push(path.clone());
                 let tx = (self.target_tree)(&TreeId(x.id))?;
-                self.dir(p, Some(&tx), None)?;
+                self.compare_dirs(p, Some(&tx), None)?;
                 if x.mode & 0o700 != 0o700 {
                     self.modes.push(Action::SetMode {
                         path,
@@ -875,7 +887,7 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Computes a plan; `DENIED` when it would lose data; `CONFLICT` for drift with `Refuse`.
-pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
+pub(crate) fn compute(ws: &Site, inputs: Inputs<'_>) -> Result<Plan> {
     let mut p = Planner {
         target_tree: inputs.target_tree,
         current_tree: inputs.current.trees,
@@ -909,7 +921,7 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
     };
     let t = (inputs.target_tree)(&inputs.target_root)?;
     let c = (inputs.current.trees)(&inputs.current.root)?;
-    p.dir(b"", Some(&t), Some(&c))?;
+    p.compare_dirs(b"", Some(&t), Some(&c))?;
     // A chosen path neither side has is a slip (a typo, a path of another workspace).
     if !inputs.paths.is_empty() {
         let (mut tc, mut cc) = (HashMap::new(), HashMap::new());
@@ -1026,30 +1038,28 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
             paths: p.drifted,
         });
     }
-    let busy = !ws.holds()?.is_empty();
+    let busy = !hold::list(ws)?.is_empty();
     Ok(Plan {
         snapshot_id: inputs.snapshot_id,
         target_root: inputs.target_root,
         current_root: inputs.current.root,
         capture: inputs.capture,
         actions,
-        restored: p.restored,
-        deleted: p.deleted,
-        unchanged: p.unchanged,
-        kept: p.kept,
-        busy,
-        drifted: p.drifted,
+        summary: Summary {
+            restored: p.restored,
+            deleted: p.deleted,
+            unchanged: p.unchanged,
+            kept: p.kept,
+            busy,
+            drifted: p.drifted,
+        },
         reference: inputs.reference.map(|r| r.0),
         paths: inputs.paths.to_vec(),
         on_drift: inputs.on_drift,
     })
 }
 
-fn check_owners(
-    ws: &Workspace,
-    actions: &[Action],
-    denied: &mut Vec<(RelPath, String)>,
-) -> Result<()> {
+fn check_owners(ws: &Site, actions: &[Action], denied: &mut Vec<(RelPath, String)>) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
     let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
@@ -1084,7 +1094,7 @@ fn check_owners(
 /// ancestor of the manifest's root, which still exists): its tree does not have that
 /// workspace in it, so the restore would delete it.
 fn refuse_enclosing_root(
-    ws: &Workspace,
+    ws: &Site,
     snapshot_id: &SnapshotId,
     manifest: &cairn_store::Manifest,
 ) -> Result<()> {
@@ -1112,7 +1122,7 @@ fn refuse_enclosing_root(
 /// Computes the plan of restoring `snapshot_id` (whose manifest is `manifest`) over
 /// `current`, the files as a walk saw them; `reference` names the snapshot of a drift check.
 pub(crate) fn against(
-    ws: &Workspace,
+    ws: &Site,
     snapshot_id: SnapshotId,
     manifest: &cairn_store::Manifest,
     current: Current<'_>,
@@ -1146,12 +1156,12 @@ pub(crate) fn against(
 
 /// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
 /// capture settings and the stat cache, and lists every change. Changes nothing.
-pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+pub(crate) fn plan(ws: &Site, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
     plan_inner(ws, snapshot, options)
         .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
 }
 
-fn plan_inner(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+fn plan_inner(ws: &Site, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
     let store = ws.store();
     let manifest = store.read_manifest(snapshot)?;
     let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);

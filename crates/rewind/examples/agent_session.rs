@@ -129,7 +129,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         )?;
         println!(
             "back to the rewound files: {} restored",
-            again.restored.len()
+            again.summary.restored.len()
         );
     }
 

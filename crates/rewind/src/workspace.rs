@@ -9,25 +9,6 @@ use cairn_restore::{Plan, Report, RestoreOptions, Workspace};
 use cairn_store::{ErrorKind, SnapshotId, Store};
 use std::path::Path;
 
-/// The report a dry run of `plan` stands for: what [`Workspace::apply`] would report.
-pub fn dry_run_report(plan: &Plan) -> Report {
-    Report {
-        snapshot_id: plan.snapshot_id,
-        dry_run: true,
-        restored: plan.restored.clone(),
-        deleted: plan.deleted.clone(),
-        unchanged: plan.unchanged,
-        kept: plan.kept.clone(),
-        busy: plan.busy,
-        drifted: plan.drifted.clone(),
-        paths: plan.paths.clone(),
-        safety_snapshot_id: None,
-        operations: 0,
-        as_planned: true,
-        journal: None,
-    }
-}
-
 fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, FilesError> {
     serde_json::to_value(value).map_err(|e| {
         FilesError::msg(
@@ -91,9 +72,9 @@ impl Files for Workspace {
         let plan = Workspace::plan(self, target, &options).map_err(FilesError::new)?;
         Ok(FilePlan {
             target: *target,
-            report: json(&dry_run_report(&plan))?,
+            report: json(&Report::dry_run(&plan))?,
             changes: plan.actions.len() as u64,
-            busy: plan.busy,
+            busy: plan.summary.busy,
             detail: Some(Box::new(plan)),
         })
     }

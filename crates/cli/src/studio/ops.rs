@@ -105,6 +105,7 @@ fn files_view(r: &Report, root: &Path) -> FilesView {
         v.iter().take(PLAN_PATHS).map(|p| p.to_string()).collect()
     };
     let keep: Vec<String> = r
+        .summary
         .kept
         .iter()
         .filter(|k| k.reason != cairn_restore::KeptReason::Excluded)
@@ -119,15 +120,15 @@ fn files_view(r: &Report, root: &Path) -> FilesView {
     FilesView {
         snapshot_id: r.snapshot_id,
         root: root.display().to_string(),
-        restore: names(&r.restored),
-        restore_count: r.restored.len(),
-        delete: names(&r.deleted),
-        delete_count: r.deleted.len(),
+        restore: names(&r.summary.restored),
+        restore_count: r.summary.restored.len(),
+        delete: names(&r.summary.deleted),
+        delete_count: r.summary.deleted.len(),
         keep_count: keep.len(),
         keep: keep.into_iter().take(PLAN_PATHS).collect(),
-        drifted: names(&r.drifted),
-        unchanged: r.unchanged,
-        busy: r.busy,
+        drifted: names(&r.summary.drifted),
+        unchanged: r.summary.unchanged,
+        busy: r.summary.busy,
         safety_snapshot_id: r.safety_snapshot_id,
     }
 }
@@ -305,7 +306,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 options.reference = crate::files::drift_reference(&ws, &id, None)?;
             }
             let plan = ws.plan(&id, &options)?;
-            let dry = cairn_rewind::workspace::dry_run_report(&plan);
+            let dry = Report::dry_run(&plan);
             let digest = digest_of(&request, &(&dry, plan.current_root))?;
             let view = OpView {
                 op: Op::Restore,

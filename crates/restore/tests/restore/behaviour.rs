@@ -24,12 +24,15 @@ fn a_dry_run_lists_every_change_and_apply_does_exactly_that() {
         .plan(&snap.id, &RestoreOptions::default())
         .expect("plan");
     assert_eq!(fx.picture(), before, "a plan changes nothing");
-    assert_eq!(names(&plan.restored), vec!["del", "del/me.txt", "mod.txt"]);
     assert_eq!(
-        names(&plan.deleted),
+        names(&plan.summary.restored),
+        vec!["del", "del/me.txt", "mod.txt"]
+    );
+    assert_eq!(
+        names(&plan.summary.deleted),
         vec!["new/dir/file.txt", "new/dir", "new"]
     );
-    assert_eq!(plan.unchanged, 1);
+    assert_eq!(plan.summary.unchanged, 1);
     let dry = fx
         .ws
         .restore(
@@ -41,15 +44,15 @@ fn a_dry_run_lists_every_change_and_apply_does_exactly_that() {
         )
         .expect("dry run");
     assert!(dry.dry_run);
-    assert_eq!(dry.restored, plan.restored);
+    assert_eq!(dry.summary.restored, plan.summary.restored);
     assert_eq!(fx.picture(), before);
     let report = fx
         .ws
         .apply(&plan, &RestoreOptions::default())
         .expect("apply");
     assert!(report.as_planned);
-    assert_eq!(report.restored, plan.restored);
-    assert_eq!(report.deleted, plan.deleted);
+    assert_eq!(report.summary.restored, plan.summary.restored);
+    assert_eq!(report.summary.deleted, plan.summary.deleted);
     assert_eq!(report.operations, plan.actions.len() as u64);
     assert_eq!(fx.read("mod.txt"), b"original");
     assert_eq!(fx.read("del/me.txt"), b"x");
@@ -160,8 +163,9 @@ fn excluded_ignored_and_special_paths_are_kept_with_what_holds_them() {
         .ws
         .plan(&snap.id, &RestoreOptions::default())
         .expect("plan");
-    assert_eq!(names(&plan.deleted), vec!["gen/made.rs"]);
+    assert_eq!(names(&plan.summary.deleted), vec!["gen/made.rs"]);
     let kept: Vec<(String, KeptReason)> = plan
+        .summary
         .kept
         .iter()
         .map(|k| (k.path.display().into_owned(), k.reason))
@@ -195,8 +199,9 @@ fn a_file_made_since_that_is_too_large_for_the_snapshot_is_kept() {
         .ws
         .plan(&snap.id, &RestoreOptions::default())
         .expect("plan");
-    assert!(plan.deleted.is_empty());
+    assert!(plan.summary.deleted.is_empty());
     assert!(plan
+        .summary
         .kept
         .iter()
         .any(|k| k.path.0 == b"big.bin" && k.reason == KeptReason::TooLarge));
@@ -297,7 +302,7 @@ fn a_hold_makes_a_restore_busy_and_a_dry_run_says_so() {
             },
         )
         .expect("dry run");
-    assert!(dry.busy);
+    assert!(dry.summary.busy);
     let err = fx
         .ws
         .restore(&snap.id, &RestoreOptions::default())
@@ -441,7 +446,7 @@ fn drift_from_a_reference_is_reported_refused_or_skipped_as_asked() {
         .ws
         .plan(&target.id, &opts(DriftPolicy::Overwrite))
         .expect("plan");
-    assert_eq!(names(&plan.drifted), vec!["b.txt"]);
+    assert_eq!(names(&plan.summary.drifted), vec!["b.txt"]);
     let err = fx
         .ws
         .plan(&target.id, &opts(DriftPolicy::Refuse))
@@ -451,7 +456,7 @@ fn drift_from_a_reference_is_reported_refused_or_skipped_as_asked() {
         .ws
         .restore(&target.id, &opts(DriftPolicy::Skip))
         .expect("restore");
-    assert_eq!(names(&report.drifted), vec!["b.txt"]);
+    assert_eq!(names(&report.summary.drifted), vec!["b.txt"]);
     assert_eq!(fx.read("a.txt"), b"one");
     assert_eq!(fx.read("b.txt"), b"someone else's edit");
 }
@@ -541,7 +546,7 @@ fn a_directory_replaced_by_a_file_is_deleted_with_everything_in_it() {
         .plan(&snap.id, &RestoreOptions::default())
         .expect("plan");
     assert_eq!(
-        names(&plan.deleted),
+        names(&plan.summary.deleted),
         vec!["x/inner/deep.txt", "x/inner", "x"]
     );
     fx.ws
@@ -594,7 +599,7 @@ fn a_restore_whose_every_change_is_a_skipped_drift_changes_nothing_and_succeeds(
             },
         )
         .expect("restore");
-    assert_eq!(names(&report.drifted), vec!["a.txt"]);
+    assert_eq!(names(&report.summary.drifted), vec!["a.txt"]);
     assert_eq!(report.operations, 0);
     assert_eq!(fx.read("a.txt"), b"someone else's v3");
 }
@@ -614,9 +619,9 @@ fn a_plan_counts_the_files_of_untouched_directories_as_unchanged_without_listing
         .ws
         .plan(&snap.id, &RestoreOptions::default())
         .expect("plan");
-    assert_eq!(names(&plan.restored), vec!["c/changed.txt"]);
+    assert_eq!(names(&plan.summary.restored), vec!["c/changed.txt"]);
     // 30 files under a/, the link and its target.
-    assert_eq!(plan.unchanged, 32);
+    assert_eq!(plan.summary.unchanged, 32);
 }
 
 #[test]

@@ -442,7 +442,8 @@ fn a_copy_of_a_tree_with_a_pending_restore_never_takes_its_staged_files_for_the_
         plan.actions
     );
     assert_eq!(
-        plan.kept
+        plan.summary
+            .kept
             .iter()
             .filter(|k| k.reason == cairn_restore::KeptReason::Staged)
             .count(),

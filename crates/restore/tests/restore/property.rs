@@ -209,9 +209,9 @@ proptest! {
         let plan = fx.ws.plan(&snap.id, &RestoreOptions::default()).expect("plan");
         let report = fx.ws.apply(&plan, &RestoreOptions::default()).expect("apply");
         prop_assert_eq!(&fx.picture(), &original);
-        prop_assert_eq!(&report.restored, &plan.restored);
-        prop_assert_eq!(&report.deleted, &plan.deleted);
-        prop_assert_eq!(report.unchanged, plan.unchanged);
+        prop_assert_eq!(&report.summary.restored, &plan.summary.restored);
+        prop_assert_eq!(&report.summary.deleted, &plan.summary.deleted);
+        prop_assert_eq!(report.summary.unchanged, plan.summary.unchanged);
         prop_assert!(report.as_planned);
         let touched: Vec<&[u8]> = plan.actions.iter().map(|a: &Action| a.path().as_bytes()).collect();
         for (p, t) in &mtimes {

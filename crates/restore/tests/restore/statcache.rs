@@ -72,7 +72,11 @@ fn cacheless(fx: &Fx) -> cairn_snapshot::Snapshot {
 #[test]
 fn a_snapshot_after_a_restore_reads_no_file_the_restore_wrote_issue_33() {
     let (fx, first, report) = restored();
-    assert!(report.restored.len() >= 17, "{:?}", report.restored);
+    assert!(
+        report.summary.restored.len() >= 17,
+        "{:?}",
+        report.summary.restored
+    );
     // At once, and again past the racy window: nothing is read, and the tree is the target's.
     let now = fx.snap();
     assert_eq!(now.stats.hashed, 0, "{:?}", now.stats);
