@@ -6,7 +6,7 @@ use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::parse::{human_bytes, human_time};
 use crate::patch;
-use cairn_restore::{KeptPath, KeptReason, Report, RestoreOptions};
+use cairn_restore::{ApplyOptions, Context, KeptPath, KeptReason, PlanOptions, Report};
 use cairn_snapshot::{ChangeKind, EntryInfo};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
@@ -69,15 +69,18 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     }
     let mut options = ws.snapshot_options();
     options.label = args.label.clone();
-    options.excludes.extend(args.exclude.iter().cloned());
+    options
+        .capture
+        .excludes
+        .extend(args.exclude.iter().cloned());
     if let Some(n) = args.max_file_bytes {
-        options.max_file_bytes = n;
+        options.capture.max_file_bytes = n;
     }
     if args.no_gitignore {
-        options.gitignore = false;
+        options.capture.gitignore = false;
     }
     if args.refuse_hard_links {
-        options.refuse_hard_links = true;
+        options.capture.refuse_hard_links = true;
     }
     let bar = ctx.spinner("snapshot: walking");
     let mut report = |p: &cairn_snapshot::Progress| {
@@ -96,7 +99,13 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     } else {
         None
     };
-    let outcome = ws.snapshot_with_progress(&options, progress);
+    let outcome = ws.snapshot(
+        &options,
+        Context {
+            progress,
+            ..Context::default()
+        },
+    );
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -860,16 +869,16 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     ctx.check_confirmable("restore", dry_run, yes)?;
     let ws = ctx.open_workspace(false)?;
     let id = ws.store().resolve(&a.snapshot)?;
-    let mut options = RestoreOptions {
+    let mut options = PlanOptions {
         paths: chosen_paths(ws.root(), &a.paths)?,
-        ..RestoreOptions::default()
+        ..PlanOptions::default()
     };
     if let Some(d) = a.on_drift {
         options.on_drift = d.policy();
         options.reference = drift_reference(&ws, &id, a.reference.as_deref())?;
     }
     let bar = ctx.spinner("restore: planning");
-    let plan = ws.plan(&id, &options);
+    let plan = ws.plan(&id, &options, Context::default());
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -885,7 +894,7 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     }
     if plan.is_noop() {
         // Nothing would change: no question to ask.
-        let report = ws.apply(&plan, &options)?;
+        let report = ws.apply(&plan, &ApplyOptions::default(), Context::default())?;
         return ctx.emit(&report, || {
             "nothing to do: the files are as the snapshot holds them\n".into()
         });
@@ -901,7 +910,7 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         yes,
     )?;
     let bar = ctx.spinner("restore: applying");
-    let report = ws.apply(&plan, &options);
+    let report = ws.apply(&plan, &ApplyOptions::default(), Context::default());
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -39,15 +39,42 @@ impl RetainJson {
     }
 }
 
+/// The capture settings of an options document (`cairn_snapshot::CaptureSettings`), its
+/// fields in line with the document's own; absent ones leave the settings as they are. A
+/// document that embeds it keeps `deny_unknown_fields` (serde still refuses a field neither
+/// takes, naming it, though without the list of the fields it expected).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct CaptureJson {
+    pub excludes: Vec<String>,
+    pub max_file_bytes: Option<u64>,
+    pub gitignore: Option<bool>,
+    pub refuse_hard_links: Option<bool>,
+}
+
+impl CaptureJson {
+    /// Adds the document's exclude globs to `capture`'s and sets the settings it gives.
+    pub(crate) fn apply_to(self, capture: &mut cairn_snapshot::CaptureSettings) {
+        capture.excludes.extend(self.excludes);
+        if let Some(v) = self.max_file_bytes {
+            capture.max_file_bytes = v;
+        }
+        if let Some(v) = self.gitignore {
+            capture.gitignore = v;
+        }
+        if let Some(v) = self.refuse_hard_links {
+            capture.refuse_hard_links = v;
+        }
+    }
+}
+
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct OpenJson {
     pub store: Option<String>,
     pub id: Option<String>,
-    pub excludes: Vec<String>,
-    pub max_file_bytes: Option<u64>,
-    pub gitignore: Option<bool>,
-    pub refuse_hard_links: Option<bool>,
+    #[serde(flatten)]
+    pub capture: CaptureJson,
     pub retain: Option<RetainJson>,
     pub gc_grace_ms: Option<u64>,
     pub recover: Option<bool>,
@@ -113,10 +140,8 @@ impl RemoteOptionsJson {
 pub(crate) struct SnapshotJson {
     pub label: Option<String>,
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    pub excludes: Vec<String>,
-    pub max_file_bytes: Option<u64>,
-    pub gitignore: Option<bool>,
-    pub refuse_hard_links: Option<bool>,
+    #[serde(flatten)]
+    pub capture: CaptureJson,
     pub protect: bool,
     pub use_stat_cache: Option<bool>,
 }

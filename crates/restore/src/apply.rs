@@ -14,14 +14,43 @@ use crate::error::{Error, Result};
 use crate::exec::{Exec, Mode};
 use crate::hold;
 use crate::journal::{self, Journal, State};
-use crate::plan::{self, Action, Current, Plan, RestoreOptions};
+use crate::plan::{self, Action, Current, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
-use cairn_store::{fsutil, OperationKind, RelPath, SnapshotId, Tree, TreeId};
+use cairn_snapshot::Context;
+use cairn_store::{fsutil, CancelToken, OperationKind, RelPath, SnapshotId, Tree, TreeId};
 
-/// Applies `plan` (see the module documentation for what the result means).
-pub(crate) fn apply(ws: &Site, plan: &Plan, options: &RestoreOptions) -> Result<Report> {
-    guarded_restore(ws, PlanSource::Earlier(plan), options)
+/// How a plan is applied (what planning decides is in [`PlanOptions`], kept in the plan).
+/// `Default` is the safest choice. Applying always changes files: a dry run is a plan.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    /// An idempotency key: repeating a finished key returns the earlier report.
+    pub key: Option<String>,
+    /// Test hook (feature `test-hooks`, for crash tests only): the process kills itself with
+    /// SIGKILL after this many operations.
+    #[cfg(feature = "test-hooks")]
+    pub crash_after_ops: Option<usize>,
+}
+
+impl ApplyOptions {
+    /// After how many operations the process kills itself (never without `test-hooks`).
+    fn crash_after_ops(&self) -> Option<usize> {
+        #[cfg(feature = "test-hooks")]
+        return self.crash_after_ops;
+        #[cfg(not(feature = "test-hooks"))]
+        None
+    }
+}
+
+/// Applies `plan` (see the module documentation for what the result means); `ctx` watches
+/// and steers the walk of its safety snapshot.
+pub(crate) fn apply(
+    ws: &Site,
+    plan: &Plan,
+    options: &ApplyOptions,
+    ctx: Context<'_>,
+) -> Result<Report> {
+    guarded_restore(ws, PlanSource::Earlier(plan), options, ctx)
         .map_err(|e| crate::error::missing_object_is_damage(ws.store(), &plan.snapshot_id, e))
 }
 
@@ -29,9 +58,9 @@ pub(crate) fn apply(ws: &Site, plan: &Plan, options: &RestoreOptions) -> Result<
 enum PlanSource<'p> {
     /// A plan made earlier: the safety snapshot is taken now, and the plan checked against it.
     Earlier(&'p Plan),
-    /// No plan yet: the safety snapshot's own walk is what the plan is made from, and the
-    /// snapshot is kept only if the plan changes something.
-    SafetyWalk(SnapshotId),
+    /// No plan yet: the safety snapshot's own walk is what the plan is made from (with these
+    /// options), and the snapshot is kept only if the plan changes something.
+    SafetyWalk(SnapshotId, &'p PlanOptions),
 }
 
 /// The snapshot whose files the workspace held once Cairn was done at the moment `snap` was
@@ -70,7 +99,10 @@ fn safety_options(
     target: &SnapshotId,
     paths: &[RelPath],
 ) -> cairn_snapshot::Options {
-    let mut sopts = cairn_snapshot::Options::from_capture(capture);
+    let mut sopts = cairn_snapshot::Options {
+        capture: capture.clone(),
+        ..cairn_snapshot::Options::default()
+    };
     sopts.memo = Some(ws.memo.clone());
     sopts.own_files = ws.own_files();
     sopts.label = Some(format!("safety before restoring {}", target.short()));
@@ -96,7 +128,14 @@ fn safety_options(
 /// workspace's restore lock, a pending journal is finished first, holds are checked, the
 /// safety snapshot taken (and a plan made earlier checked against it), the journal written,
 /// every content staged, and the plan carried out.
-fn guarded_restore(ws: &Site, source: PlanSource<'_>, options: &RestoreOptions) -> Result<Report> {
+fn guarded_restore(
+    ws: &Site,
+    source: PlanSource<'_>,
+    options: &ApplyOptions,
+    ctx: Context<'_>,
+) -> Result<Report> {
+    let cancel = ctx.cancel.clone();
+    let cancelled = || cancel.as_ref().is_some_and(CancelToken::is_cancelled);
     if let Some(key) = &options.key {
         if let Some(j) = journal::read(ws, &journal::journal_id(Some(key)))? {
             if let (true, Some(report)) = (j.finished(), j.report) {
@@ -155,29 +194,28 @@ fn guarded_restore(ws: &Site, source: PlanSource<'_>, options: &RestoreOptions) 
             ),
         });
     }
-    if options.is_cancelled() {
+    if cancelled() {
         return Err(Error::Cancelled);
     }
     let target = match source {
         PlanSource::Earlier(p) => p.snapshot_id,
-        PlanSource::SafetyWalk(id) => id,
+        PlanSource::SafetyWalk(id, _) => id,
     };
     let _op = ws
         .store()
         .begin_operation(OperationKind::Restore, &[target])?;
     let fresh_plan;
     let (plan, safety) = match source {
-        PlanSource::Earlier(plan) => match planned_safety(ws, plan, options)? {
+        PlanSource::Earlier(plan) => match planned_safety(ws, plan, ctx)? {
             Some(safety) => (plan, safety),
             None => return Ok(Report::from_plan(plan, false, None, None)),
         },
-        PlanSource::SafetyWalk(id) => {
+        PlanSource::SafetyWalk(id, planning) => {
             let store = ws.store();
             let manifest = store.read_manifest(&id)?;
-            let paths = plan::normalize_paths(&options.paths)?;
-            let mut sopts = safety_options(ws, &manifest.capture, &id, &paths);
-            sopts.cancel = options.cancel.clone();
-            let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts)?;
+            let paths = plan::normalize_paths(&planning.paths)?;
+            let sopts = safety_options(ws, &manifest.capture, &id, &paths);
+            let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts, ctx)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
             fresh_plan = plan::against(
                 ws,
@@ -188,8 +226,8 @@ fn guarded_restore(ws: &Site, source: PlanSource<'_>, options: &RestoreOptions) 
                     trees: &tree,
                     kept: Current::from_walk(prepared.kept(), prepared.skipped()),
                 },
-                options.reference.as_ref(),
-                options.on_drift,
+                planning.reference.as_ref(),
+                planning.on_drift,
                 &paths,
             )?;
             if fresh_plan.is_noop() {
@@ -199,7 +237,7 @@ fn guarded_restore(ws: &Site, source: PlanSource<'_>, options: &RestoreOptions) 
             (&fresh_plan, prepared.commit()?)
         }
     };
-    if options.is_cancelled() {
+    if cancelled() {
         drop_safety(ws, &safety.id);
         return Err(Error::Cancelled);
     }
@@ -212,7 +250,7 @@ fn guarded_restore(ws: &Site, source: PlanSource<'_>, options: &RestoreOptions) 
         safety.id,
         plan.clone(),
     );
-    let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops)?;
+    let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops())?;
     // Stage (and verify) before the journal makes the restore pending, so a corrupt object
     // fails with nothing changed and nothing to recover. The journal is written first in the
     // staging state, so that staged files a crash leaves behind are found and removed.
@@ -249,22 +287,28 @@ fn guarded_restore(ws: &Site, source: PlanSource<'_>, options: &RestoreOptions) 
 }
 
 /// For a plan made earlier: `None` when it changes nothing (checked again against the files as
-/// they are now), else the safety snapshot taken now, after checking the plan still holds.
+/// they are now), else the safety snapshot taken now, after checking the plan still holds
+/// (with the plan's own drift policy). The walk is not cancelled midway (the caller checks
+/// the token before and after it); `ctx` gives it its progress and threads.
 fn planned_safety(
     ws: &Site,
     plan: &Plan,
-    options: &RestoreOptions,
+    ctx: Context<'_>,
 ) -> Result<Option<cairn_snapshot::Snapshot>> {
+    let ctx = Context {
+        cancel: None,
+        ..ctx
+    };
     if plan.is_noop() {
         let fresh = plan::plan(
             ws,
             &plan.snapshot_id,
-            &RestoreOptions {
+            &PlanOptions {
                 reference: plan.reference,
-                on_drift: options.on_drift,
+                on_drift: plan.on_drift,
                 paths: plan.paths.clone(),
-                ..RestoreOptions::default()
             },
+            ctx,
         )?;
         if !fresh.is_noop() {
             return Err(changed_since(ws, plan, &fresh));
@@ -272,7 +316,7 @@ fn planned_safety(
         return Ok(None);
     }
     let sopts = safety_options(ws, &plan.capture, &plan.snapshot_id, &plan.paths);
-    let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts)?;
+    let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts, ctx)?;
     // Re-check the plan against what the safety snapshot saw.
     if safety.root != plan.current_root {
         let store = ws.store();
@@ -288,7 +332,7 @@ fn planned_safety(
                 kept: Current::from_walk(&safety.kept, &safety.skipped),
             },
             plan.reference.as_ref(),
-            options.on_drift,
+            plan.on_drift,
             &plan.paths,
         )?;
         if fresh.actions != plan.actions {
@@ -337,24 +381,20 @@ fn obstruction(ws: &Site, paths: Vec<RelPath>) -> Error {
     }
 }
 
-/// Plans and, unless `options.dry_run`, applies a restore of `snapshot`. Applying walks the
-/// files once: that walk is both what the plan is made from and the safety snapshot, which is
-/// written only when the plan changes something (a restore with nothing to do leaves no
-/// snapshot). [`apply`] of a plan made earlier walks again for its safety snapshot and checks
-/// the plan against it.
-///
-/// It returns once every change is made, without waiting for the disk: the next snapshot, restore
-/// or opening of the workspace, or [`crate::Workspace::recover`], makes the changes durable (see the
-/// journal module for what a crash or a power cut leaves).
+/// Plans a restore of `snapshot` with `planning` and applies it (see
+/// [`crate::Workspace::restore`]); `ctx` watches and steers its one walk.
 pub(crate) fn restore(
     ws: &Site,
     snapshot: &SnapshotId,
-    options: &RestoreOptions,
+    planning: &PlanOptions,
+    options: &ApplyOptions,
+    ctx: Context<'_>,
 ) -> Result<Report> {
-    if options.dry_run {
-        let plan = plan::plan(ws, snapshot, options)?;
-        return Ok(Report::from_plan(&plan, true, None, None));
-    }
-    guarded_restore(ws, PlanSource::SafetyWalk(*snapshot), options)
-        .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
+    guarded_restore(
+        ws,
+        PlanSource::SafetyWalk(*snapshot, planning),
+        options,
+        ctx,
+    )
+    .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
 }

@@ -730,11 +730,18 @@ mod tests {
             },
         )
         .expect("open");
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         std::fs::write(root.join("a.txt"), b"two\n").expect("write");
         std::fs::write(root.join("b.txt"), b"bzz\n").expect("write");
         let report = ws
-            .restore(&snap.id, &crate::RestoreOptions::default())
+            .restore(
+                &snap.snapshot.id,
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            )
             .expect("restore");
         let jdir = journal_dir(&ws.site).expect("dir");
         (ws, report, jdir)
@@ -789,7 +796,8 @@ mod tests {
         let (ws, report, jdir) = restored(dir.path());
         let id = report.journal.expect("a journal");
         assert!(path_of(&jdir, &id, State::Applied).exists());
-        ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        ws.snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         assert!(path_of(&jdir, &id, State::Done).exists());
         assert!(!path_of(&jdir, &id, State::Applied).exists());
     }
@@ -888,19 +896,25 @@ mod tests {
             },
         )
         .expect("open");
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         std::fs::write(root.join("a.txt"), b"two\n").expect("write");
         std::fs::write(root.join("b.txt"), b"bzz\n").expect("write");
-        let options = crate::RestoreOptions {
+        let options = crate::PlanOptions {
             paths: vec![RelPath::from("a.txt")],
             on_drift: crate::DriftPolicy::Skip,
             ..Default::default()
         };
-        let plan = ws.plan(&snap.id, &options).expect("plan");
+        let plan = ws
+            .plan(&snap.snapshot.id, &options, Default::default())
+            .expect("plan");
         let json: crate::Plan =
             serde_json::from_slice(&serde_json::to_vec(&plan).expect("json")).expect("parse");
         assert_eq!(json, plan, "a JSON plan keeps paths and on_drift");
-        let report = ws.apply(&plan, &options).expect("apply");
+        let report = ws
+            .apply(&plan, &Default::default(), Default::default())
+            .expect("apply");
         assert_eq!(report.paths, vec![RelPath::from("a.txt")]);
         let id = report.journal.expect("a journal");
         let jdir = journal_dir(&ws.site).expect("dir");

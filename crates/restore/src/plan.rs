@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::hold;
 use crate::site::Site;
-use cairn_snapshot::{ExcludeReason, Kept, Options as SnapshotOptions};
+use cairn_snapshot::{Context, ExcludeReason, Kept, Options as SnapshotOptions};
 use cairn_store::relpath::join;
 use cairn_store::{
     CaptureSettings, EntryKind, ObjectId, RelPath, SkipReason, Skipped, SnapshotId, Tree,
@@ -179,27 +179,20 @@ pub enum DriftPolicy {
     Skip,
 }
 
-/// How a restore is planned and applied. `Default` is the safest choice.
+/// How a restore is planned. `Default` is the safest choice. A dry run is a plan:
+/// [`crate::Workspace::plan`], and [`crate::Report::dry_run`] for its report.
 #[derive(Debug, Clone, Default)]
-pub struct RestoreOptions {
-    /// Plan only.
-    pub dry_run: bool,
+pub struct PlanOptions {
     /// A snapshot to compare the current files with (say, the last checkpoint of the thread
     /// being rewound): paths the restore would change that differ from it are `drifted`.
     pub reference: Option<SnapshotId>,
-    /// What to do with drifted paths.
+    /// What to do with drifted paths (kept in the plan: applying it checks it again with the
+    /// same policy).
     pub on_drift: DriftPolicy,
     /// Restore only these paths (each a file, link or directory with everything under it,
     /// relative to the root); empty: the whole workspace. Everything else is left untouched:
     /// the plan, the safety snapshot's undo and the journal cover exactly these paths.
     pub paths: Vec<RelPath>,
-    /// An idempotency key: repeating a finished key returns the earlier report.
-    pub key: Option<String>,
-    /// A token another thread may cancel (checked before any change).
-    pub cancel: Option<cairn_store::CancelToken>,
-    /// Test hook: the process kills itself with SIGKILL after this many operations.
-    #[doc(hidden)]
-    pub crash_after_ops: Option<usize>,
 }
 
 /// What a restore changes and leaves alone: part of its [`Plan`], repeated in its [`crate::Report`].
@@ -356,16 +349,6 @@ pub fn normalize_paths(paths: &[RelPath]) -> Result<Vec<RelPath>> {
 /// Whether `path` is `dir` or lies under it.
 fn within(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/')
-}
-
-impl RestoreOptions {
-    /// Whether the caller cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancel
-            .as_ref()
-            .map(|c| c.is_cancelled())
-            .unwrap_or(false)
-    }
 }
 
 /// The entry at `path` under tree `root`, reading trees through `read` and keeping them in
@@ -1155,20 +1138,33 @@ pub(crate) fn against(
 }
 
 /// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
-/// capture settings and the stat cache, and lists every change. Changes nothing.
-pub(crate) fn plan(ws: &Site, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
-    plan_inner(ws, snapshot, options)
+/// capture settings and the stat cache (the walk watched and steered by `ctx`), and lists
+/// every change. Changes nothing.
+pub(crate) fn plan(
+    ws: &Site,
+    snapshot: &SnapshotId,
+    options: &PlanOptions,
+    ctx: Context<'_>,
+) -> Result<Plan> {
+    plan_inner(ws, snapshot, options, ctx)
         .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
 }
 
-fn plan_inner(ws: &Site, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+fn plan_inner(
+    ws: &Site,
+    snapshot: &SnapshotId,
+    options: &PlanOptions,
+    ctx: Context<'_>,
+) -> Result<Plan> {
     let store = ws.store();
     let manifest = store.read_manifest(snapshot)?;
-    let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);
-    scan_opts.cancel = options.cancel.clone();
-    scan_opts.memo = Some(ws.memo.clone());
-    scan_opts.own_files = ws.own_files();
-    let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts)?;
+    let scan_opts = SnapshotOptions {
+        capture: manifest.capture.clone(),
+        memo: Some(ws.memo.clone()),
+        own_files: ws.own_files(),
+        ..SnapshotOptions::default()
+    };
+    let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts, ctx)?;
     let current_tree = |id: &TreeId| -> Result<Tree> {
         match scan.trees.get(id) {
             Some(t) => Ok(t.clone()),

@@ -1,14 +1,15 @@
 //! The workspace: a root, the store that keeps its snapshots, its capture settings, and the
 //! holds that make a restore wait.
 
+use crate::apply::ApplyOptions;
 use crate::error::{Error, Result};
 use crate::hold::{self, Hold, HoldInfo};
 use crate::journal::{self, Journal, Recovery, StrayStaged};
-use crate::plan::{self, Plan, RestoreOptions};
+use crate::plan::{self, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
 use crate::{apply, home};
-use cairn_snapshot::{Options as SnapshotOptions, Snapshot};
+use cairn_snapshot::{CaptureSettings, Context, Options as SnapshotOptions, Snapshot};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
 use cairn_store::{SnapshotId, Store, StoreOptions};
@@ -24,14 +25,10 @@ pub struct WorkspaceOptions {
     pub store: Option<PathBuf>,
     /// The workspace id; default derived from the canonical root (`ws-` and 16 hex digits).
     pub id: Option<String>,
-    /// Exclude globs every snapshot of the workspace leaves out.
-    pub excludes: Vec<String>,
-    /// Files larger than this are skipped unless a call says otherwise (default 10 MiB).
-    pub max_file_bytes: u64,
-    /// Honour `.gitignore` and `.cairnignore` (default on).
-    pub gitignore: bool,
-    /// Skip files with several hard links.
-    pub refuse_hard_links: bool,
+    /// What every snapshot of the workspace captures unless a call says otherwise: its
+    /// exclude globs add up with each call's, its other settings are the call's defaults
+    /// (see [`Workspace::snapshot_options`]).
+    pub capture: CaptureSettings,
     /// Applied after each snapshot; `None` keeps everything. A prune that fails is reported in
     /// the snapshot's outcome, never failing the snapshot.
     pub retain: Option<Retention>,
@@ -48,10 +45,7 @@ impl Default for WorkspaceOptions {
         WorkspaceOptions {
             store: None,
             id: None,
-            excludes: Vec::new(),
-            max_file_bytes: cairn_snapshot::DEFAULT_MAX_FILE_BYTES,
-            gitignore: true,
-            refuse_hard_links: false,
+            capture: CaptureSettings::default(),
             retain: None,
             gc: GcOptions::default(),
             recover: true,
@@ -176,10 +170,7 @@ impl Workspace {
     /// Snapshot options with the workspace's capture settings and its in-memory stat cache.
     pub fn snapshot_options(&self) -> SnapshotOptions {
         SnapshotOptions {
-            excludes: self.options.excludes.clone(),
-            max_file_bytes: self.options.max_file_bytes,
-            gitignore: self.options.gitignore,
-            refuse_hard_links: self.options.refuse_hard_links,
+            capture: self.options.capture.clone(),
             memo: Some(self.site.memo.clone()),
             own_files: self.site.own_files(),
             ..SnapshotOptions::default()
@@ -198,36 +189,21 @@ impl Workspace {
         }
     }
 
-    /// Takes a snapshot. A restore a crash left unfinished is finished first where it can be
-    /// (see [`Workspace::recover`]; one with paths in its way stays pending and reported). The
-    /// workspace's excludes are added to `options.excludes`; then finished restores are made durable (see [`Workspace::recover`]) and the workspace's
+    /// Takes a snapshot, watched and steered by `ctx`. A restore a crash left unfinished is
+    /// finished first where it can be (see [`Workspace::recover`]; one with paths in its way
+    /// stays pending and reported). The workspace's excludes are added to the call's; then
+    /// finished restores are made durable (see [`Workspace::recover`]) and the workspace's
     /// retention runs (its failure is returned in the outcome, never failing the snapshot).
-    pub fn snapshot(&self, options: &SnapshotOptions) -> Result<Snapshot> {
-        self.snapshot_with_progress(options, None)
-            .map(|o| o.snapshot)
-    }
-
-    /// [`Workspace::snapshot`] with a progress callback, returning the retention outcome too.
-    pub fn snapshot_with_progress(
-        &self,
-        options: &SnapshotOptions,
-        progress: Option<cairn_snapshot::ProgressFn<'_>>,
-    ) -> Result<SnapshotOutcome> {
+    pub fn snapshot(&self, options: &SnapshotOptions, ctx: Context<'_>) -> Result<SnapshotOutcome> {
         journal::finish_before_snapshot(&self.site)?;
         let mut opts = options.clone();
         opts.memo.get_or_insert_with(|| self.site.memo.clone());
-        for e in &self.options.excludes {
-            if !opts.excludes.contains(e) {
-                opts.excludes.push(e.clone());
+        for e in &self.options.capture.excludes {
+            if !opts.capture.excludes.contains(e) {
+                opts.capture.excludes.push(e.clone());
             }
         }
-        let snapshot = cairn_snapshot::snapshot_with_progress(
-            self.store(),
-            self.root(),
-            self.id(),
-            &opts,
-            progress,
-        )?;
+        let snapshot = cairn_snapshot::snapshot(self.store(), self.root(), self.id(), &opts, ctx)?;
         // A restore returns before its changes are known durable; confirm it now rather than
         // leave it to the next restore or opening. Best effort: a failure here never fails the
         // snapshot, and the next opening or restore confirms the same journal and reports it.
@@ -255,20 +231,27 @@ impl Workspace {
     }
 
     /// Plans restoring `snapshot` into the workspace: walks the current files with the
-    /// snapshot's capture settings and the stat cache, and lists every change. Changes nothing.
-    pub fn plan(&self, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
-        plan::plan(&self.site, snapshot, options)
+    /// snapshot's capture settings and the stat cache (`ctx` watches and steers the walk), and
+    /// lists every change. Changes nothing: this is the dry run ([`Report::dry_run`]).
+    pub fn plan(
+        &self,
+        snapshot: &SnapshotId,
+        options: &PlanOptions,
+        ctx: Context<'_>,
+    ) -> Result<Plan> {
+        plan::plan(&self.site, snapshot, options, ctx)
     }
 
     /// Applies a plan made earlier: holds checked, a safety snapshot taken and the plan
     /// checked against it, then the plan carried out under a journal (see [`crate::apply`]
-    /// for what the result means).
-    pub fn apply(&self, plan: &Plan, options: &RestoreOptions) -> Result<Report> {
-        apply::apply(&self.site, plan, options)
+    /// for what the result means). `ctx` gives the safety snapshot's walk its progress and
+    /// threads, and its cancel token is checked before the walk and after it.
+    pub fn apply(&self, plan: &Plan, options: &ApplyOptions, ctx: Context<'_>) -> Result<Report> {
+        apply::apply(&self.site, plan, options, ctx)
     }
 
-    /// Plans and applies (or, with `dry_run`, only plans) a restore of `snapshot`. Applying
-    /// walks the files once: that walk is both what the plan is made from and the safety
+    /// Plans a restore of `snapshot` with `planning` and applies it with `options`: the files
+    /// are walked once (`ctx` watches and steers the walk): that walk is both what the plan is made from and the safety
     /// snapshot, which is written only when the plan changes something (a restore with nothing
     /// to do leaves no snapshot). [`Workspace::apply`] of a plan made earlier walks again for
     /// its safety snapshot and checks the plan against it.
@@ -276,8 +259,14 @@ impl Workspace {
     /// It returns once every change is made, without waiting for the disk: the next snapshot,
     /// restore or opening of the workspace, or [`Workspace::recover`], makes the changes
     /// durable (see [`crate::journal`] for what a crash or a power cut leaves).
-    pub fn restore(&self, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Report> {
-        apply::restore(&self.site, snapshot, options)
+    pub fn restore(
+        &self,
+        snapshot: &SnapshotId,
+        planning: &PlanOptions,
+        options: &ApplyOptions,
+        ctx: Context<'_>,
+    ) -> Result<Report> {
+        apply::restore(&self.site, snapshot, planning, options, ctx)
     }
 
     /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
@@ -330,7 +319,7 @@ impl Workspace {
     }
 }
 
-/// What [`Workspace::snapshot_with_progress`] did.
+/// What [`Workspace::snapshot`] did: the snapshot, and the retention that followed.
 #[derive(Debug)]
 pub struct SnapshotOutcome {
     /// The snapshot.

@@ -15,7 +15,7 @@ use crate::error::{CliError, Result};
 use crate::threads::{fork_workspace, resolve_entry};
 use axum::body::Bytes;
 use axum::extract::State;
-use cairn_restore::{DriftPolicy, Report, RestoreOptions, Workspace};
+use cairn_restore::{ApplyOptions, Context, DriftPolicy, PlanOptions, Report, Workspace};
 use cairn_rewind::{Files, ForkOptions, RewindOptions, ThreadId};
 use cairn_store::{ErrorKind, SnapshotId};
 use serde::{Deserialize, Serialize};
@@ -300,12 +300,12 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                     .filter(|r| Path::new(r) != s.opened.ws.root()),
                 on_drift: req.on_drift,
             };
-            let mut options = RestoreOptions::default();
+            let mut options = PlanOptions::default();
             if let Some(policy) = req.on_drift {
                 options.on_drift = policy;
                 options.reference = crate::files::drift_reference(&ws, &id, None)?;
             }
-            let plan = ws.plan(&id, &options)?;
+            let plan = ws.plan(&id, &options, Context::default())?;
             let dry = Report::dry_run(&plan);
             let digest = digest_of(&request, &(&dry, plan.current_root))?;
             let view = OpView {
@@ -428,7 +428,7 @@ fn files_now(
 ) -> Result<Option<cairn_store::TreeId>> {
     match files {
         Some(f) => Ok(Some(
-            ws.plan(&f.snapshot_id, &RestoreOptions::default())?
+            ws.plan(&f.snapshot_id, &PlanOptions::default(), Context::default())?
                 .current_root,
         )),
         None => Ok(None),
@@ -616,7 +616,7 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
     match req.op {
         Op::Restore => {
             let (ws, plan) = p.restore.expect("a restore plan holds its plan");
-            let report = ws.apply(&plan, &RestoreOptions::default())?;
+            let report = ws.apply(&plan, &ApplyOptions::default(), Context::default())?;
             let root = (ws.root() != s.opened.ws.root()).then(|| ws.root());
             Ok(OpView {
                 dry_run: false,
