@@ -234,3 +234,54 @@ pub(crate) struct ChangeOut {
     pub old: Option<cairn_snapshot::EntryInfo>,
     pub new: Option<cairn_snapshot::EntryInfo>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::boundary::cairn_status;
+
+    #[test]
+    fn the_capture_fields_of_an_options_document_are_read_in_line_and_a_typo_is_still_refused() {
+        let doc = br#"{"store": "s", "excludes": ["*.log"], "max_file_bytes": 5,
+                       "gitignore": false, "refuse_hard_links": true}"#;
+        let Ok(o) = parse::<OpenJson>(doc, "workspace options") else {
+            panic!("a valid document");
+        };
+        assert_eq!(o.store.as_deref(), Some("s"));
+        let mut capture = cairn_snapshot::CaptureSettings {
+            excludes: vec!["build".into()],
+            ..Default::default()
+        };
+        o.capture.apply_to(&mut capture);
+        assert_eq!(
+            capture,
+            cairn_snapshot::CaptureSettings {
+                excludes: vec!["build".into(), "*.log".into()],
+                max_file_bytes: 5,
+                gitignore: false,
+                refuse_hard_links: true,
+            }
+        );
+        // Absent fields leave the settings as they were.
+        let Ok(o) = parse::<SnapshotJson>(br#"{"label": "x"}"#, "snapshot options") else {
+            panic!("a valid document");
+        };
+        let before = capture.clone();
+        o.capture.apply_to(&mut capture);
+        assert_eq!(capture, before);
+        for bad in [
+            &br#"{"exclude": ["x"]}"#[..],
+            br#"{"max_file_bytes": "big"}"#,
+        ] {
+            let Err(e) = parse::<SnapshotJson>(bad, "snapshot options") else {
+                panic!("refused");
+            };
+            assert_eq!(e.status, cairn_status::CAIRN_ERR_INVALID_ARGUMENT);
+            assert!(e.message.contains("snapshot options"), "{}", e.message);
+        }
+        let Err(e) = parse::<OpenJson>(br#"{"gitignor": false}"#, "workspace options") else {
+            panic!("refused");
+        };
+        assert!(e.message.contains("gitignor"), "{}", e.message);
+    }
+}

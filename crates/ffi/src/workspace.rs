@@ -49,10 +49,7 @@ fn restore_options(bytes: &[u8], cancel: *const cairn_cancel) -> FfiResult<Resto
             on_drift: o.on_drift.unwrap_or_default(),
             paths: chosen_paths(&o.paths)?,
         },
-        applying: ApplyOptions {
-            key: o.key,
-            ..ApplyOptions::default()
-        },
+        applying: ApplyOptions::with_key(o.key),
         on_drift: o.on_drift,
         // SAFETY: NULL or a live token, per the API contract.
         cancel: unsafe { cancel.as_ref() }.map(|c| c.token.clone()),

@@ -33,6 +33,15 @@ pub struct ApplyOptions {
 }
 
 impl ApplyOptions {
+    /// Options with the idempotency key `key`, the rest as by default (what a caller outside
+    /// the tests sets: the other field exists only with `test-hooks`).
+    pub fn with_key(key: Option<String>) -> Self {
+        ApplyOptions {
+            key,
+            ..ApplyOptions::default()
+        }
+    }
+
     /// After how many operations the process kills itself (never without `test-hooks`).
     fn crash_after_ops(&self) -> Option<usize> {
         #[cfg(feature = "test-hooks")]

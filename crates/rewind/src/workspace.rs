@@ -80,10 +80,7 @@ impl Files for Workspace {
     }
 
     fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError> {
-        let options = ApplyOptions {
-            key: Some(key.to_string()),
-            ..ApplyOptions::default()
-        };
+        let options = ApplyOptions::with_key(Some(key.to_string()));
         let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Plan>()) {
             // Checked again against the safety snapshot as it was planned (with its own drift
             // policy).
