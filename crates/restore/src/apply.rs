@@ -38,7 +38,8 @@ impl ApplyOptions {
     pub fn with_key(key: Option<String>) -> Self {
         ApplyOptions {
             key,
-            ..ApplyOptions::default()
+            #[cfg(feature = "test-hooks")]
+            crash_after_ops: None,
         }
     }
 
