@@ -488,6 +488,36 @@ fn a_hold_in_another_process_makes_a_restore_busy() {
 }
 
 #[test]
+fn a_plan_applied_later_is_checked_again_with_its_own_drift_policy() {
+    let fx = Fx::new();
+    fx.write("a.txt", b"one");
+    let target = fx.snap();
+    fx.write("a.txt", b"agent edit");
+    let reference = fx.snap();
+    fx.write("a.txt", b"someone else's edit");
+    // Its only change would be to a drifted path it keeps: it has nothing to do.
+    let keep = PlanOptions {
+        reference: Some(reference.id),
+        on_drift: DriftPolicy::Skip,
+        ..PlanOptions::default()
+    };
+    let plan = fx
+        .ws
+        .plan(&target.id, &keep, Context::default())
+        .expect("plan");
+    assert!(plan.is_noop());
+    assert_eq!(names(&plan.summary.drifted), vec!["a.txt"]);
+    // Applied with default options, it is checked as it was planned (keep), not with
+    // `overwrite`, which would find a change and refuse the plan as out of date.
+    let report = fx
+        .ws
+        .apply(&plan, &ApplyOptions::default(), Context::default())
+        .expect("apply");
+    assert_eq!(report.operations, 0);
+    assert_eq!(fx.read("a.txt"), b"someone else's edit");
+}
+
+#[test]
 fn drift_from_a_reference_is_reported_refused_or_skipped_as_asked() {
     let fx = Fx::new();
     fx.write("a.txt", b"one");
