@@ -44,9 +44,9 @@ fn bench(c: &mut Criterion) {
     let ws = cairn_restore::Workspace::open(&root, cairn_restore::WorkspaceOptions::default())
         .expect("workspace");
     let opts = ws.snapshot_options();
-    ws.snapshot(&opts).expect("warm");
+    ws.snapshot(&opts, Default::default()).expect("warm");
     g.bench_function("snapshot_10_files/rust", |b| {
-        b.iter(|| black_box(ws.snapshot(&opts).expect("snapshot")))
+        b.iter(|| black_box(ws.snapshot(&opts, Default::default()).expect("snapshot")))
     });
     drop(ws);
 

@@ -29,7 +29,7 @@
 
 use cairn_benches::cli::{self, output, Args};
 use cairn_benches::gen::{self, Kind, MutateSpec, TreeSpec};
-use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_restore::{Workspace, WorkspaceOptions};
 use cairn_store::{EntryKind, ObjectId, SnapshotId, Store, TreeId};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -217,9 +217,9 @@ fn cairn() -> Contender {
             let ws = ws.borrow();
             let ws = ws.as_ref().ok_or("no workspace")?;
             let snap = ws
-                .snapshot(&ws.snapshot_options())
+                .snapshot(&ws.snapshot_options(), Default::default())
                 .map_err(|e| format!("snapshot: {e}"))?;
-            *last.borrow_mut() = Some((snap.id, snap.root));
+            *last.borrow_mut() = Some((snap.snapshot.id, snap.snapshot.root));
             Ok(())
         }
     };
@@ -229,9 +229,7 @@ fn cairn() -> Contender {
             let ws = ws.borrow();
             let ws = ws.as_ref().ok_or("no workspace")?;
             let (id, _) = (*last.borrow()).ok_or("no snapshot")?;
-            ws.restore(&id, &RestoreOptions::default())
-                .map_err(|e| format!("restore: {e}"))
-                .map(drop)
+            restore_to(ws, &id)
         }
     };
     let full_restore = {
@@ -243,10 +241,7 @@ fn cairn() -> Contender {
                 workspace_options(ctx.scratch.join("store"), "bench-empty"),
             )
             .map_err(|e| format!("opening the empty workspace: {e}"))?;
-            target
-                .restore(&id, &RestoreOptions::default())
-                .map_err(|e| format!("restore: {e}"))
-                .map(drop)
+            restore_to(&target, &id)
         }
     };
     let read_back = move |_: &Ctx| -> Result<Digest, String> {
@@ -866,6 +861,18 @@ fn tar_copy() -> Contender {
         ],
         snapshot_content: None,
     }
+}
+
+/// Restores snapshot `id` into `ws` with the default options.
+fn restore_to(ws: &Workspace, id: &cairn_store::SnapshotId) -> Result<(), String> {
+    ws.restore(
+        id,
+        &Default::default(),
+        &Default::default(),
+        Default::default(),
+    )
+    .map_err(|e| format!("restore: {e}"))
+    .map(drop)
 }
 
 #[cfg(test)]

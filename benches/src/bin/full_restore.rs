@@ -25,7 +25,7 @@
 
 use cairn_benches::cli::{self, Args};
 use cairn_benches::gen;
-use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_restore::{Workspace, WorkspaceOptions};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -93,7 +93,7 @@ fn run(args: Args) -> Result<(), String> {
     )
     .map_err(|e| format!("opening the tree: {e}"))?;
     let snap = source
-        .snapshot(&source.snapshot_options())
+        .snapshot(&source.snapshot_options(), Default::default())
         .map_err(|e| format!("snapshot: {e}"))?;
     source.flush_stat_cache();
     let want = listing(&tree)?;
@@ -118,8 +118,13 @@ fn run(args: Args) -> Result<(), String> {
                     },
                 )
                 .map_err(|e| format!("opening the empty directory: {e}"))?;
-                ws.restore(&snap.id, &RestoreOptions::default())
-                    .map_err(|e| format!("restore: {e}"))?;
+                ws.restore(
+                    &snap.snapshot.id,
+                    &Default::default(),
+                    &Default::default(),
+                    Default::default(),
+                )
+                .map_err(|e| format!("restore: {e}"))?;
             } else {
                 tar(&["-xf", &archive.to_string_lossy()], &out)?;
             }

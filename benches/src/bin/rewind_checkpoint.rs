@@ -17,7 +17,6 @@
 
 use cairn_benches::cli::{self, Args};
 use cairn_benches::gen::{self, MutateSpec};
-use cairn_restore::RestoreOptions;
 use std::time::{Duration, Instant};
 
 const USAGE: &str =
@@ -48,7 +47,7 @@ fn run(args: Args) -> Result<(), String> {
     );
     let ws = cli::open_workspace(&tree, scratch.path().join("store"))?;
     let snapshot = || {
-        ws.snapshot(&ws.snapshot_options())
+        ws.snapshot(&ws.snapshot_options(), Default::default())
             .map_err(|e| format!("snapshot: {e}"))
     };
     let base = snapshot()?;
@@ -75,13 +74,18 @@ fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("editing the tree: {e}"))?;
             let t = Instant::now();
             let report = ws
-                .restore(&base.id, &RestoreOptions::default())
+                .restore(
+                    &base.snapshot.id,
+                    &Default::default(),
+                    &Default::default(),
+                    Default::default(),
+                )
                 .map_err(|e| format!("restore: {e}"))?;
             restore[mode].push(t.elapsed().as_secs_f64() * 1e3);
-            if report.restored.len() < edits.modified.len() {
+            if report.summary.restored.len() < edits.modified.len() {
                 return Err(format!(
                     "the restore wrote {} paths for {} edits",
-                    report.restored.len(),
+                    report.summary.restored.len(),
                     edits.modified.len()
                 ));
             }
@@ -90,8 +94,8 @@ fn run(args: Args) -> Result<(), String> {
             let t = Instant::now();
             let snap = snapshot()?;
             next[mode].push(t.elapsed().as_secs_f64() * 1e3);
-            read[mode].push(snap.stats.hashed);
-            if snap.root != base.root {
+            read[mode].push(snap.snapshot.stats.hashed);
+            if snap.snapshot.root != base.snapshot.root {
                 return Err("the checkpoint after the restore is not the base tree".into());
             }
             ws.flush_stat_cache();

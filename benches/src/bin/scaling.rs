@@ -30,16 +30,19 @@ fn main() {
 fn probe(tree: &Path, store: &Path, threads: usize) -> Result<(), String> {
     let store = cairn_store::Store::open(store, cairn_store::StoreOptions::default())
         .map_err(|e| e.to_string())?;
-    let options = cairn_snapshot::Options {
+    let options = cairn_snapshot::Options::default();
+    let ctx = || cairn_snapshot::Context {
         threads: Some(threads),
-        ..cairn_snapshot::Options::default()
+        ..Default::default()
     };
     let t = Instant::now();
-    cairn_snapshot::snapshot(&store, tree, "scaling", &options).map_err(|e| e.to_string())?;
+    cairn_snapshot::snapshot(&store, tree, "scaling", &options, ctx())
+        .map_err(|e| e.to_string())?;
     let first = t.elapsed().as_secs_f64() * 1e3;
     let first_peak = peak_kib();
     let t = Instant::now();
-    cairn_snapshot::snapshot(&store, tree, "scaling", &options).map_err(|e| e.to_string())?;
+    cairn_snapshot::snapshot(&store, tree, "scaling", &options, ctx())
+        .map_err(|e| e.to_string())?;
     let again = t.elapsed().as_secs_f64() * 1e3;
     println!("{first} {first_peak} {again} {}", peak_kib());
     Ok(())

@@ -87,7 +87,7 @@ fn run(args: Args) -> Result<(), String> {
     status()?;
     let ws = cli::open_workspace(&tree, scratch.path().join("store"))?;
     let snapshot = || {
-        ws.snapshot(&ws.snapshot_options())
+        ws.snapshot(&ws.snapshot_options(), Default::default())
             .map(drop)
             .map_err(|e| format!("snapshot: {e}"))
     };
@@ -119,9 +119,9 @@ fn run(args: Args) -> Result<(), String> {
                 } else {
                     let t = Instant::now();
                     let snap = ws
-                        .snapshot(&ws.snapshot_options())
+                        .snapshot(&ws.snapshot_options(), Default::default())
                         .map_err(|e| format!("snapshot: {e}"))?;
-                    hashed.push(snap.stats.hashed);
+                    hashed.push(snap.snapshot.stats.hashed);
                     let ms = t.elapsed().as_secs_f64() * 1e3;
                     // Untimed: the stat cache's background write (see `compare`).
                     ws.flush_stat_cache();

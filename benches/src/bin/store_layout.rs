@@ -42,11 +42,11 @@ fn open(root: &Path, store: &Path) -> Result<Workspace, String> {
 fn timed_snapshot(ws: &Workspace) -> Result<(cairn_store::SnapshotId, f64), String> {
     let t = Instant::now();
     let s = ws
-        .snapshot(&ws.snapshot_options())
+        .snapshot(&ws.snapshot_options(), Default::default())
         .map_err(|e| format!("snapshot: {e}"))?;
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     ws.flush_stat_cache();
-    Ok((s.id, ms))
+    Ok((s.snapshot.id, ms))
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {

@@ -6,7 +6,7 @@ use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::parse::{human_bytes, human_time};
 use crate::patch;
-use cairn_restore::{KeptPath, KeptReason, Report, RestoreOptions};
+use cairn_restore::{ApplyOptions, Context, KeptPath, KeptReason, PlanOptions, Report};
 use cairn_snapshot::{ChangeKind, EntryInfo};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
@@ -69,15 +69,18 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     }
     let mut options = ws.snapshot_options();
     options.label = args.label.clone();
-    options.excludes.extend(args.exclude.iter().cloned());
+    options
+        .capture
+        .excludes
+        .extend(args.exclude.iter().cloned());
     if let Some(n) = args.max_file_bytes {
-        options.max_file_bytes = n;
+        options.capture.max_file_bytes = n;
     }
     if args.no_gitignore {
-        options.gitignore = false;
+        options.capture.gitignore = false;
     }
     if args.refuse_hard_links {
-        options.refuse_hard_links = true;
+        options.capture.refuse_hard_links = true;
     }
     let bar = ctx.spinner("snapshot: walking");
     let mut report = |p: &cairn_snapshot::Progress| {
@@ -96,7 +99,13 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     } else {
         None
     };
-    let outcome = ws.snapshot_with_progress(&options, progress);
+    let outcome = ws.snapshot(
+        &options,
+        Context {
+            progress,
+            ..Context::default()
+        },
+    );
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -548,15 +557,26 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     };
     section(
         "restore",
-        report.restored.iter().map(|p| p.to_string()).collect(),
+        report
+            .summary
+            .restored
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     );
     section(
         "delete",
-        report.deleted.iter().map(|p| p.to_string()).collect(),
+        report
+            .summary
+            .deleted
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     );
     // The default excludes (`.git`, `node_modules`, the store) are always left alone: counted,
     // not listed.
     let (defaults, kept): (Vec<&KeptPath>, Vec<&KeptPath>) = report
+        .summary
         .kept
         .iter()
         .partition(|k| k.reason == KeptReason::Excluded);
@@ -568,19 +588,24 @@ pub(crate) fn plan_text(report: &Report, root: &std::path::Path) -> String {
     );
     section(
         "drifted",
-        report.drifted.iter().map(|p| p.to_string()).collect(),
+        report
+            .summary
+            .drifted
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
     );
     let _ = writeln!(
         out,
         "  {} to restore, {} to delete, {} {}, {} left alone ({} by the default excludes)",
-        report.restored.len(),
-        report.deleted.len(),
-        report.unchanged,
+        report.summary.restored.len(),
+        report.summary.deleted.len(),
+        report.summary.unchanged,
         unchanged_words(report),
-        report.kept.len(),
+        report.summary.kept.len(),
         defaults.len()
     );
-    if report.busy {
+    if report.summary.busy {
         let _ = writeln!(
             out,
             "  BUSY: a command or hold stands on the workspace; the restore would be refused now"
@@ -610,9 +635,9 @@ fn kept_reason(k: &KeptPath) -> String {
 pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
     let mut out = format!(
         "restored {} paths, deleted {}, {} {}\n",
-        report.restored.len(),
-        report.deleted.len(),
-        report.unchanged,
+        report.summary.restored.len(),
+        report.summary.deleted.len(),
+        report.summary.unchanged,
         unchanged_words(report)
     );
     if let Some(s) = report.safety_snapshot_id {
@@ -711,21 +736,21 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     ctx.check_confirmable("restore", dry_run, yes)?;
     let ws = ctx.open_workspace(false)?;
     let id = ws.store().resolve(&a.snapshot)?;
-    let mut options = RestoreOptions {
+    let mut options = PlanOptions {
         paths: chosen_paths(ws.root(), &a.paths)?,
-        ..RestoreOptions::default()
+        ..PlanOptions::default()
     };
     if let Some(d) = a.on_drift {
         options.on_drift = d.policy();
         options.reference = drift_reference(&ws, &id, a.reference.as_deref())?;
     }
     let bar = ctx.spinner("restore: planning");
-    let plan = ws.plan(&id, &options);
+    let plan = ws.plan(&id, &options, Context::default());
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let plan = plan?;
-    let dry = cairn_rewind::workspace::dry_run_report(&plan);
+    let dry = Report::dry_run(&plan);
     if dry_run {
         return ctx.emit(&dry, || {
             plan_text(&dry, ws.root()) + "dry run: nothing was changed\n"
@@ -736,7 +761,7 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     }
     if plan.is_noop() {
         // Nothing would change: no question to ask.
-        let report = ws.apply(&plan, &options)?;
+        let report = ws.apply(&plan, &ApplyOptions::default(), Context::default())?;
         return ctx.emit(&report, || {
             "nothing to do: the files are as the snapshot holds them\n".into()
         });
@@ -745,14 +770,14 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         "restore",
         &format!(
             "Restore {} paths and delete {} in {}?",
-            dry.restored.len(),
-            dry.deleted.len(),
+            dry.summary.restored.len(),
+            dry.summary.deleted.len(),
             ws.root().display()
         ),
         yes,
     )?;
     let bar = ctx.spinner("restore: applying");
-    let report = ws.apply(&plan, &options);
+    let report = ws.apply(&plan, &ApplyOptions::default(), Context::default());
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

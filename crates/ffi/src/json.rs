@@ -41,6 +41,36 @@ impl RetainJson {
     }
 }
 
+/// The capture settings of an options document (`cairn_snapshot::CaptureSettings`), its
+/// fields in line with the document's own; absent ones leave the settings as they are. A
+/// document that embeds it keeps `deny_unknown_fields` (serde still refuses a field neither
+/// takes, naming it, though without the list of the fields it expected).
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(default)]
+pub(crate) struct CaptureJson {
+    pub excludes: Vec<String>,
+    pub max_file_bytes: Option<u64>,
+    pub gitignore: Option<bool>,
+    pub refuse_hard_links: Option<bool>,
+}
+
+impl CaptureJson {
+    /// Adds the document's exclude globs to `capture`'s and sets the settings it gives.
+    pub(crate) fn apply_to(self, capture: &mut cairn_snapshot::CaptureSettings) {
+        capture.excludes.extend(self.excludes);
+        if let Some(v) = self.max_file_bytes {
+            capture.max_file_bytes = v;
+        }
+        if let Some(v) = self.gitignore {
+            capture.gitignore = v;
+        }
+        if let Some(v) = self.refuse_hard_links {
+            capture.refuse_hard_links = v;
+        }
+    }
+}
+
 #[derive(Default, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[cfg_attr(test, schemars(rename = "WorkspaceOptions"))]
@@ -48,10 +78,8 @@ impl RetainJson {
 pub(crate) struct OpenJson {
     pub store: Option<String>,
     pub id: Option<String>,
-    pub excludes: Vec<String>,
-    pub max_file_bytes: Option<u64>,
-    pub gitignore: Option<bool>,
-    pub refuse_hard_links: Option<bool>,
+    #[serde(flatten)]
+    pub capture: CaptureJson,
     pub retain: Option<RetainJson>,
     pub gc_grace_ms: Option<u64>,
     pub recover: Option<bool>,
@@ -121,10 +149,8 @@ impl RemoteOptionsJson {
 pub(crate) struct SnapshotJson {
     pub label: Option<String>,
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    pub excludes: Vec<String>,
-    pub max_file_bytes: Option<u64>,
-    pub gitignore: Option<bool>,
-    pub refuse_hard_links: Option<bool>,
+    #[serde(flatten)]
+    pub capture: CaptureJson,
     pub protect: bool,
     pub use_stat_cache: Option<bool>,
 }
@@ -285,4 +311,55 @@ pub(crate) struct VerifyOut<'a> {
     pub report: &'a cairn_store::verify::VerifyReport,
     /// Whether all is well.
     pub ok: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::boundary::cairn_status;
+
+    #[test]
+    fn the_capture_fields_of_an_options_document_are_read_in_line_and_a_typo_is_still_refused() {
+        let doc = br#"{"store": "s", "excludes": ["*.log"], "max_file_bytes": 5,
+                       "gitignore": false, "refuse_hard_links": true}"#;
+        let Ok(o) = parse::<OpenJson>(doc, "workspace options") else {
+            panic!("a valid document");
+        };
+        assert_eq!(o.store.as_deref(), Some("s"));
+        let mut capture = cairn_snapshot::CaptureSettings {
+            excludes: vec!["build".into()],
+            ..Default::default()
+        };
+        o.capture.apply_to(&mut capture);
+        assert_eq!(
+            capture,
+            cairn_snapshot::CaptureSettings {
+                excludes: vec!["build".into(), "*.log".into()],
+                max_file_bytes: 5,
+                gitignore: false,
+                refuse_hard_links: true,
+            }
+        );
+        // Absent fields leave the settings as they were.
+        let Ok(o) = parse::<SnapshotJson>(br#"{"label": "x"}"#, "snapshot options") else {
+            panic!("a valid document");
+        };
+        let before = capture.clone();
+        o.capture.apply_to(&mut capture);
+        assert_eq!(capture, before);
+        for bad in [
+            &br#"{"exclude": ["x"]}"#[..],
+            br#"{"max_file_bytes": "big"}"#,
+        ] {
+            let Err(e) = parse::<SnapshotJson>(bad, "snapshot options") else {
+                panic!("refused");
+            };
+            assert_eq!(e.status, cairn_status::CAIRN_ERR_INVALID_ARGUMENT);
+            assert!(e.message.contains("snapshot options"), "{}", e.message);
+        }
+        let Err(e) = parse::<OpenJson>(br#"{"gitignor": false}"#, "workspace options") else {
+            panic!("refused");
+        };
+        assert!(e.message.contains("gitignor"), "{}", e.message);
+    }
 }

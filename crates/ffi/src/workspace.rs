@@ -2,7 +2,7 @@
 
 use crate::boundary::*;
 use crate::json::{self, ChangeOut, KeptOut, SnapshotOut, TakenOut};
-use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_restore::{ApplyOptions, Context, PlanOptions, Report, Workspace, WorkspaceOptions};
 use cairn_store::RelPath;
 use std::ffi::{c_void, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -19,19 +19,39 @@ pub struct cairn_hold {
     _hold: cairn_restore::Hold,
 }
 
-fn restore_options(bytes: &[u8], cancel: Option<&cairn_cancel>) -> FfiResult<RestoreOptions> {
+/// A restore options document, split as the Rust API takes it.
+struct RestoreCall {
+    /// Plan only (the dry run is a plan).
+    dry_run: bool,
+    planning: PlanOptions,
+    applying: ApplyOptions,
+    /// The `on_drift` the document gave, if it gave one.
+    on_drift: Option<cairn_restore::DriftPolicy>,
+    cancel: Option<cairn_store::CancelToken>,
+}
+
+impl RestoreCall {
+    /// The call's context: its cancel token.
+    fn ctx(&self) -> Context<'static> {
+        Context::with_cancel(self.cancel.clone())
+    }
+}
+
+fn restore_options(bytes: &[u8], cancel: Option<&cairn_cancel>) -> FfiResult<RestoreCall> {
     let o: json::RestoreJson = json::parse(bytes, "restore options")?;
-    Ok(RestoreOptions {
+    Ok(RestoreCall {
         dry_run: o.dry_run,
-        reference: match o.reference {
-            Some(r) => Some(cairn_store::SnapshotId::from_hex(&r)?),
-            None => None,
+        planning: PlanOptions {
+            reference: match o.reference {
+                Some(r) => Some(cairn_store::SnapshotId::from_hex(&r)?),
+                None => None,
+            },
+            on_drift: o.on_drift.unwrap_or_default(),
+            paths: chosen_paths(&o.paths)?,
         },
-        on_drift: o.on_drift.unwrap_or_default(),
-        paths: chosen_paths(&o.paths)?,
-        key: o.key,
+        applying: ApplyOptions::with_key(o.key),
+        on_drift: o.on_drift,
         cancel: cancel.map(|c| c.token.clone()),
-        crash_after_ops: None,
     })
 }
 
@@ -82,19 +102,10 @@ pub unsafe extern "C" fn cairn_workspace_open(
         let mut options = WorkspaceOptions {
             store: o.store.map(PathBuf::from),
             id: o.id,
-            excludes: o.excludes,
             retain: o.retain.map(|r| r.to_retention()),
             ..WorkspaceOptions::default()
         };
-        if let Some(v) = o.max_file_bytes {
-            options.max_file_bytes = v;
-        }
-        if let Some(v) = o.gitignore {
-            options.gitignore = v;
-        }
-        if let Some(v) = o.refuse_hard_links {
-            options.refuse_hard_links = v;
-        }
+        o.capture.apply_to(&mut options.capture);
         if let Some(v) = o.gc_grace_ms {
             options.gc.grace = std::time::Duration::from_millis(v);
         }
@@ -186,21 +197,11 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
         let mut opts = w.snapshot_options();
         opts.label = o.label;
         opts.metadata = o.metadata.unwrap_or_default();
-        opts.excludes.extend(o.excludes);
-        if let Some(v) = o.max_file_bytes {
-            opts.max_file_bytes = v;
-        }
-        if let Some(v) = o.gitignore {
-            opts.gitignore = v;
-        }
-        if let Some(v) = o.refuse_hard_links {
-            opts.refuse_hard_links = v;
-        }
+        o.capture.apply_to(&mut opts.capture);
         opts.protect = o.protect;
         if let Some(v) = o.use_stat_cache {
             opts.use_stat_cache = v;
         }
-        opts.cancel = arg!(maybe cancel).map(|c| c.token.clone());
         let mut cb = |p: &cairn_snapshot::Progress| -> bool {
             let Some(f) = progress else { return true };
             let cp = cairn_progress {
@@ -212,10 +213,12 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
             // SAFETY: the caller's callback, called on its own thread with its userdata.
             unsafe { f(userdata, &cp) == 0 }
         };
-        let outcome = w.snapshot_with_progress(
-            &opts,
-            progress.map(|_| &mut cb as cairn_snapshot::ProgressFn<'_>),
-        )?;
+        let ctx = Context {
+            cancel: arg!(maybe cancel).map(|c| c.token.clone()),
+            progress: progress.map(|_| &mut cb as cairn_snapshot::ProgressFn<'_>),
+            threads: None,
+        };
+        let outcome = w.snapshot(&opts, ctx)?;
         let s = &outcome.snapshot;
         let doc = TakenOut {
             snapshot: SnapshotOut::new(s.id, &s.manifest),
@@ -552,7 +555,7 @@ pub unsafe extern "C" fn cairn_workspace_plan(
             arg!(bytes options_json, options_len, "options"),
             arg!(maybe cancel),
         )?;
-        let plan = w.plan(&id, &opts)?;
+        let plan = w.plan(&id, &opts.planning, opts.ctx())?;
         out.json(&plan)
     })
 }
@@ -579,16 +582,15 @@ pub unsafe extern "C" fn cairn_workspace_apply(
         let w = &arg!(handle ws, "workspace").ws;
         let out = arg!(out out);
         let plan_bytes = arg!(bytes plan_json, plan_len, "plan");
-        let plan: cairn_restore::Plan = serde_json::from_slice(plan_bytes)
+        let mut plan: cairn_restore::Plan = serde_json::from_slice(plan_bytes)
             .map_err(|e| FfiError::invalid(format!("the plan is not a plan document: {e}")))?;
         let option_bytes = arg!(bytes options_json, options_len, "options");
-        let mut opts = restore_options(option_bytes, arg!(maybe cancel))?;
+        let opts = restore_options(option_bytes, arg!(maybe cancel))?;
         // Without an `on_drift` of its own, the plan is checked again as it was made.
-        let o: json::RestoreJson = json::parse(option_bytes, "restore options")?;
-        if o.on_drift.is_none() {
-            opts.on_drift = plan.on_drift;
+        if let Some(policy) = opts.on_drift {
+            plan.on_drift = policy;
         }
-        let report = w.apply(&plan, &opts)?;
+        let report = w.apply(&plan, &opts.applying, opts.ctx())?;
         out.json(&report)
     })
 }
@@ -623,7 +625,11 @@ pub unsafe extern "C" fn cairn_workspace_restore(
             arg!(bytes options_json, options_len, "options"),
             arg!(maybe cancel),
         )?;
-        let report = w.restore(&id, &opts)?;
+        let report = if opts.dry_run {
+            Report::dry_run(&w.plan(&id, &opts.planning, opts.ctx())?)
+        } else {
+            w.restore(&id, &opts.planning, &opts.applying, opts.ctx())?
+        };
         out.json(&report)
     })
 }

@@ -56,9 +56,9 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
                     let body = format!("{} round {round} file {i}\n", root.display()).repeat(40);
                     std::fs::write(root.join(format!("own{i}.txt")), body)?;
                 }
-                let snap = ws.snapshot(&ws.snapshot_options())?;
-                println!("snapshot {}", snap.id.to_hex());
-                taken.push(snap.id);
+                let snap = ws.snapshot(&ws.snapshot_options(), Default::default())?;
+                println!("snapshot {}", snap.snapshot.id.to_hex());
+                taken.push(snap.snapshot.id);
                 if taken.len() > 2 {
                     let old = taken.remove(0);
                     ws.store().delete_snapshot(&old, &Default::default())?;

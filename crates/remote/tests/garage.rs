@@ -327,7 +327,10 @@ fn snapshot_stopping(
     let remote = ws.store().remote().expect("remote").clone();
     let before = remote.stats().puts;
     std::thread::scope(|s| {
-        let snap = s.spawn(|| ws.snapshot(&ws.snapshot_options()));
+        let snap = s.spawn(|| {
+            ws.snapshot(&ws.snapshot_options(), Default::default())
+                .map(|o| o.snapshot)
+        });
         while remote.stats().puts < before + puts && !snap.is_finished() {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -368,13 +371,13 @@ fn a_snapshot_during_which_a_garage_node_stops_completes_or_fails_cleanly_and_a_
     assert!(elapsed < Duration::from_secs(120));
     // Retried, with the node still down (2 of 3 replicas make a quorum), then with it back.
     let second = ws
-        .snapshot(&ws.snapshot_options())
+        .snapshot(&ws.snapshot_options(), Default::default())
         .expect("retry with a node down");
     g.start_node(2);
     let check = Store::open(dir.path().join("check"), remote_options(&g, &url)).expect("open");
     let report = cairn_store::verify::verify(&check).expect("verify");
     assert!(report.is_ok(), "{report:?}");
-    assert!(check.has_snapshot(&second.id));
+    assert!(check.has_snapshot(&second.snapshot.id));
     if let Ok(s) = first {
         assert!(check.has_snapshot(&s.id));
     }
@@ -386,7 +389,12 @@ fn a_snapshot_during_which_a_garage_node_stops_completes_or_fails_cleanly_and_a_
         remote_options(&g, &url),
     );
     restored
-        .restore(&second.id, &Default::default())
+        .restore(
+            &second.snapshot.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore");
     assert_same_tree(ws.root(), &back);
 }
@@ -480,23 +488,27 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
     let remote = ws.store().remote().expect("remote").clone();
     let s0 = remote.stats();
     let t = Instant::now();
-    let first = ws.snapshot(&ws.snapshot_options()).expect("first snapshot");
+    let first = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("first snapshot");
     let first_ms = ms(t.elapsed());
     let d0 = remote.stats().since(&s0);
     println!(
         "first snapshot: {} files, {:.0} ms, {} requests ({} PUT, {} GET, {} LIST, {} DELETE), {} bytes sent, {} received",
-        first.stats.files, first_ms, d0.requests, d0.puts, d0.gets, d0.lists, d0.deletes, d0.bytes_sent, d0.bytes_received
+        first.snapshot.stats.files, first_ms, d0.requests, d0.puts, d0.gets, d0.lists, d0.deletes, d0.bytes_sent, d0.bytes_received
     );
     let rounds = 20;
     let mut times = Vec::new();
     let mut per = Vec::new();
-    let mut last = first.id;
+    let mut last = first.snapshot.id;
     for round in 1..=rounds {
         edit(ws.root(), 10, round);
         let packs_before = remote.list("packs/").expect("list").len();
         let before = remote.stats();
         let t = Instant::now();
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         times.push(ms(t.elapsed()));
         let d = remote.stats().since(&before);
         assert_eq!(
@@ -509,9 +521,9 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
             d.requests, 8,
             "and the lease's deletion, the refresh's 3: {d:?}"
         );
-        assert_eq!(snap.stats.hashed, 10, "the stat cache is warm");
+        assert_eq!(snap.snapshot.stats.hashed, 10, "the stat cache is warm");
         per.push(d);
-        last = snap.id;
+        last = snap.snapshot.id;
     }
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
@@ -540,7 +552,7 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
         .map(|o| o.key)
         .filter(|k| k.ends_with(".pack"))
         .collect();
-    for (name, snap, expect_packs) in [("first", first.id, 1), ("latest", last, 0)] {
+    for (name, snap, expect_packs) in [("first", first.snapshot.id, 1), ("latest", last, 0)] {
         let cache = dir.path().join(format!("cache-{name}"));
         let opts = cairn_remote::store_options(&url, &g.options()).expect("options");
         let r = opts.remote.as_ref().expect("remote").remote.clone();
@@ -552,7 +564,14 @@ fn a_per_message_snapshot_uploads_one_pack_and_one_manifest_and_a_restore_fetche
             "other",
             opts,
         );
-        other.restore(&snap, &Default::default()).expect("restore");
+        other
+            .restore(
+                &snap,
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            )
+            .expect("restore");
         let took = ms(t.elapsed());
         let d = r.stats().since(&s);
         let packs = cached_packs(&cache, &snapshot_packs);
@@ -590,16 +609,20 @@ fn copy_snapshot_moves_a_snapshot_from_a_local_store_into_garage_and_back_into_a
         },
     )
     .expect("a local workspace");
-    let snap = local.snapshot(&local.snapshot_options()).expect("snapshot");
+    let snap = local
+        .snapshot(&local.snapshot_options(), Default::default())
+        .expect("snapshot");
     let remote = Store::open(dir.path().join("cache"), remote_options(&g, &url)).expect("open");
-    let up = cairn_store::copy::copy_snapshot(local.store(), &snap.id, &remote).expect("up");
+    let up =
+        cairn_store::copy::copy_snapshot(local.store(), &snap.snapshot.id, &remote).expect("up");
     assert!(up.objects_copied > 50, "{up:?}");
-    let again = cairn_store::copy::copy_snapshot(local.store(), &snap.id, &remote).expect("again");
+    let again =
+        cairn_store::copy::copy_snapshot(local.store(), &snap.snapshot.id, &remote).expect("again");
     assert!(again.already_present, "idempotent: {again:?}");
     // Down, through a cache that has nothing yet, into a local store without a remote.
     let other = Store::open(dir.path().join("cache2"), remote_options(&g, &url)).expect("open");
     let back = Store::open(dir.path().join("back"), Default::default()).expect("local store");
-    cairn_store::copy::copy_snapshot(&other, &snap.id, &back).expect("down");
+    cairn_store::copy::copy_snapshot(&other, &snap.snapshot.id, &back).expect("down");
     assert!(back.remote().is_none());
     let report = cairn_store::verify::verify(&back).expect("verify");
     assert!(report.is_ok(), "{report:?}");
@@ -616,7 +639,12 @@ fn copy_snapshot_moves_a_snapshot_from_a_local_store_into_garage_and_back_into_a
     )
     .expect("a workspace on the copy");
     restored
-        .restore(&snap.id, &Default::default())
+        .restore(
+            &snap.snapshot.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore from the copy");
     assert_same_tree(&root, &out);
 }
@@ -645,7 +673,7 @@ fn a_snapshot_without_a_write_quorum_fails_cleanly_publishes_nothing_and_succeed
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut tries = 1;
     let snap = loop {
-        match ws.snapshot(&ws.snapshot_options()) {
+        match ws.snapshot(&ws.snapshot_options(), Default::default()) {
             Ok(s) => break s,
             Err(e) if Instant::now() < deadline => {
                 assert!(matches!(e.kind(), ErrorKind::Io | ErrorKind::Busy), "{e}");
@@ -664,5 +692,5 @@ fn a_snapshot_without_a_write_quorum_fails_cleanly_publishes_nothing_and_succeed
         1,
         "the failed attempt published no manifest"
     );
-    assert!(check.has_snapshot(&snap.id));
+    assert!(check.has_snapshot(&snap.snapshot.id));
 }

@@ -59,16 +59,26 @@ fn a_snapshot_taken_on_one_cache_restores_byte_for_byte_from_another_that_shares
         options_over(remote.clone()),
     );
     populate(a.root(), 40);
-    let snap = a.snapshot(&a.snapshot_options()).expect("snapshot");
+    let snap = a
+        .snapshot(&a.snapshot_options(), Default::default())
+        .expect("snapshot");
     let b = workspace(
         &dir.path().join("b"),
         &dir.path().join("cache-b"),
         "agent",
         options_over(remote.clone()),
     );
-    assert!(b.store().has_snapshot(&snap.id), "B sees A's snapshot");
-    b.restore(&snap.id, &Default::default())
-        .expect("restore on B");
+    assert!(
+        b.store().has_snapshot(&snap.snapshot.id),
+        "B sees A's snapshot"
+    );
+    b.restore(
+        &snap.snapshot.id,
+        &Default::default(),
+        &Default::default(),
+        Default::default(),
+    )
+    .expect("restore on B");
     assert_same_tree(a.root(), b.root());
     // B downloaded the pack and the large object it needed into its own cache.
     assert!(std::fs::read_dir(dir.path().join("cache-b/objects/packs"))
@@ -91,12 +101,13 @@ fn a_per_message_snapshot_with_a_warm_stat_cache_uploads_one_pack_and_one_manife
         options_over(remote.clone()),
     );
     populate(a.root(), 60);
-    a.snapshot(&a.snapshot_options()).expect("first snapshot");
+    a.snapshot(&a.snapshot_options(), Default::default())
+        .expect("first snapshot");
     edit(a.root(), 10, 1);
     let packs_before = keys(&remote, "packs/").len();
     let before = remote.stats();
     let snap = a
-        .snapshot(&a.snapshot_options())
+        .snapshot(&a.snapshot_options(), Default::default())
         .expect("per-message snapshot");
     let d: RemoteStats = remote.stats().since(&before);
     assert_eq!(
@@ -104,7 +115,9 @@ fn a_per_message_snapshot_with_a_warm_stat_cache_uploads_one_pack_and_one_manife
         packs_before + 2,
         "one pack and its index"
     );
-    assert!(keys(&remote, "snapshots/").contains(&format!("snapshots/{}", snap.id.to_hex())));
+    assert!(
+        keys(&remote, "snapshots/").contains(&format!("snapshots/{}", snap.snapshot.id.to_hex()))
+    );
     // pack + index + manifest + the lease (taken, then deleted), and the writer's refresh
     // (LIST packs/ and large/, GET gc/candidates).
     assert_eq!(d.puts, 4, "{d:?}");
@@ -125,10 +138,12 @@ fn a_remote_manifest_is_uploaded_only_after_the_pack_and_index_it_names() {
         options_over(remote.clone()),
     );
     std::fs::write(ws.root().join("f"), b"content").expect("file");
-    let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let snap = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     // Every object the manifest reaches can be read through a fresh cache.
     let fresh = Store::open(dir.path().join("fresh"), options_over(remote.clone())).expect("open");
-    let m = fresh.read_manifest(&snap.id).expect("manifest");
+    let m = fresh.read_manifest(&snap.snapshot.id).expect("manifest");
     assert!(fresh.read_tree(&m.root).is_ok());
     drop(store);
 }
@@ -205,22 +220,25 @@ fn copy_snapshot_works_from_a_local_store_to_a_remote_one_and_back() {
     )
     .expect("local workspace");
     let snap = local_ws
-        .snapshot(&local_ws.snapshot_options())
+        .snapshot(&local_ws.snapshot_options(), Default::default())
         .expect("snapshot");
     let remote_store =
         Store::open(dir.path().join("cache"), options_over(remote.clone())).expect("open");
-    let report = cairn_store::copy::copy_snapshot(local_ws.store(), &snap.id, &remote_store)
-        .expect("copy to remote");
+    let report =
+        cairn_store::copy::copy_snapshot(local_ws.store(), &snap.snapshot.id, &remote_store)
+            .expect("copy to remote");
     assert!(report.objects_copied > 0);
-    assert!(keys(&remote, "snapshots/").contains(&format!("snapshots/{}", snap.id.to_hex())));
+    assert!(
+        keys(&remote, "snapshots/").contains(&format!("snapshots/{}", snap.snapshot.id.to_hex()))
+    );
     // Back, from a cache that has nothing yet, into a new local store.
     let other_cache =
         Store::open(dir.path().join("cache2"), options_over(remote.clone())).expect("open");
     let back = Store::open(dir.path().join("back"), Default::default()).expect("local");
-    cairn_store::copy::copy_snapshot(&other_cache, &snap.id, &back).expect("copy back");
+    cairn_store::copy::copy_snapshot(&other_cache, &snap.snapshot.id, &back).expect("copy back");
     let checks = cairn_store::verify::verify(&back).expect("verify");
     assert!(checks.is_ok(), "{checks:?}");
-    assert!(back.has_snapshot(&snap.id));
+    assert!(back.has_snapshot(&snap.snapshot.id));
     assert!(back.remote().is_none());
 }
 
@@ -238,7 +256,9 @@ fn the_remote_collector_marks_first_and_deletes_only_after_the_grace_period() {
         options_over(remote.clone()),
     );
     populate(ws.root(), 5);
-    let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let snap = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     let opts = gc_options(Duration::from_millis(300));
     let packs = keys(&remote, "packs/").len();
     let r1 = store.collect_remote(&opts).expect("collect");
@@ -252,7 +272,7 @@ fn the_remote_collector_marks_first_and_deletes_only_after_the_grace_period() {
     let fresh = Store::open(dir.path().join("fresh"), options_over(remote.clone())).expect("open");
     let checks = cairn_store::verify::verify(&fresh).expect("verify");
     assert!(checks.is_ok(), "{checks:?}");
-    assert!(fresh.has_snapshot(&snap.id));
+    assert!(fresh.has_snapshot(&snap.snapshot.id));
 }
 
 #[test]
@@ -388,9 +408,13 @@ fn trimming_the_cache_removes_the_least_recent_remote_packs_and_reads_fetch_them
         options_over(remote.clone()),
     );
     populate(ws.root(), 30);
-    let first = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let first = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     edit(ws.root(), 5, 1);
-    let second = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let second = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     let store = ws.store();
     let all = store.trim_cache(u64::MAX).expect("trim nothing");
     assert_eq!(all.removed_files, 0);
@@ -411,11 +435,21 @@ fn trimming_the_cache_removes_the_least_recent_remote_packs_and_reads_fetch_them
         options_over(remote.clone()),
     );
     other
-        .restore(&first.id, &Default::default())
+        .restore(
+            &first.snapshot.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore");
     assert!(remote.stats().since(&before).bytes_received > 0);
     other
-        .restore(&second.id, &Default::default())
+        .restore(
+            &second.snapshot.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore");
     assert_same_tree(ws.root(), &out);
     // A store without a remote holds the only copy: it is never trimmed.

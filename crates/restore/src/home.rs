@@ -157,7 +157,7 @@ pub fn locate(
     let Some(ident) = RootIdentity::of(root).filter(|_| search) else {
         return Ok((store, home, None));
     };
-    let path_id = crate::workspace::default_workspace_id(root);
+    let path_id = default_workspace_id(root);
     if let Some(id) = find_identity(&store, &path_id, ident) {
         return Ok((store, home, Some(id)));
     }
@@ -321,7 +321,7 @@ pub fn store_name(root: &Path) -> String {
         })
         .filter(|s| !s.is_empty() && !s.starts_with('.'))
         .unwrap_or_else(|| "root".into());
-    let id = crate::workspace::default_workspace_id(root);
+    let id = default_workspace_id(root);
     format!("{last}-{}", id.trim_start_matches("ws-"))
 }
 
@@ -542,4 +542,12 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The default id of a workspace rooted at `root` (canonical): `ws-` and 16 hex digits of its
+/// SHA-256.
+pub fn default_workspace_id(root: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let id = cairn_store::ObjectId::of(root.as_os_str().as_bytes());
+    format!("ws-{}", &id.to_hex()[..16])
 }

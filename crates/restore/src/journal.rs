@@ -32,10 +32,11 @@
 //! Format 1 (the journal as JSON, its state inside, in `<id>.journal` or `<id>.done`) is still
 //! read; its next step writes it again in format 2.
 
-use crate::apply::{Exec, Mode, Report};
 use crate::error::{Error, Result};
+use crate::exec::{self, Exec, Mode};
 use crate::plan::Plan;
-use crate::workspace::Workspace;
+use crate::report::Report;
+use crate::site::Site;
 use cairn_store::{fsutil, RelPath, SnapshotId};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -136,7 +137,7 @@ struct Body {
 impl Journal {
     /// A new journal, staging.
     pub(crate) fn new(
-        ws: &Workspace,
+        ws: &Site,
         id: String,
         key: Option<String>,
         target: SnapshotId,
@@ -237,14 +238,14 @@ pub struct Recovery {
     /// Paths an unrelated later edit obstructs, or that cannot be changed (another owner, an
     /// immutable file); left as they are.
     pub obstructed: Vec<RelPath>,
-    /// The restore was given up ([`Workspace::give_up`]): it is ended with the paths above as
+    /// The restore was given up ([`crate::Workspace::give_up`]): it is ended with the paths above as
     /// they are; the safety snapshot holds the files as they were before it.
     #[serde(default)]
     pub abandoned: bool,
 }
 
 /// A file a restore staged that no unfinished restore of the workspace would finish, as
-/// [`Workspace::remove_stray_staged`] found and removed it.
+/// [`crate::Workspace::remove_stray_staged`] found and removed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StrayStaged {
     /// Where it was.
@@ -255,7 +256,7 @@ pub struct StrayStaged {
     pub is_dir: bool,
 }
 
-pub(crate) fn journal_dir(ws: &Workspace) -> Result<PathBuf> {
+pub(crate) fn journal_dir(ws: &Site) -> Result<PathBuf> {
     let dir = ws.store().layout().journal.join(ws.id());
     fsutil::ensure_dir(&dir)?;
     Ok(dir)
@@ -292,8 +293,8 @@ fn path_of(dir: &Path, id: &str, state: State) -> PathBuf {
 /// restore was ended as it stood, not finished.
 const GIVEN_UP_EXTENSION: &str = "given-up";
 
-/// Whether journal `id` of the workspace was given up ([`Workspace::give_up`]).
-pub(crate) fn given_up(ws: &Workspace, id: &str) -> Result<bool> {
+/// Whether journal `id` of the workspace was given up ([`crate::Workspace::give_up`]).
+pub(crate) fn given_up(ws: &Site, id: &str) -> Result<bool> {
     Ok(
         std::fs::symlink_metadata(journal_dir(ws)?.join(format!("{id}.{GIVEN_UP_EXTENSION}")))
             .is_ok(),
@@ -301,7 +302,7 @@ pub(crate) fn given_up(ws: &Workspace, id: &str) -> Result<bool> {
 }
 
 /// Writes a new journal (staging) durably.
-pub(crate) fn create(ws: &Workspace, j: &Journal) -> Result<()> {
+pub(crate) fn create(ws: &Site, j: &Journal) -> Result<()> {
     debug_assert_eq!(j.state, State::Staging);
     let dir = journal_dir(ws)?;
     fsutil::write_atomic(&ws.store().layout().tmp, &j.file(&dir), &j.encode())?;
@@ -309,7 +310,7 @@ pub(crate) fn create(ws: &Workspace, j: &Journal) -> Result<()> {
 }
 
 /// Moves journal `j` to state `to` (one rename; the journal directory synced when `durable`).
-pub(crate) fn advance(ws: &Workspace, j: &mut Journal, to: State, durable: bool) -> Result<()> {
+pub(crate) fn advance(ws: &Site, j: &mut Journal, to: State, durable: bool) -> Result<()> {
     let dir = journal_dir(ws)?;
     let from = j.file(&dir);
     let dest = path_of(&dir, &j.id, to);
@@ -330,7 +331,7 @@ pub(crate) fn advance(ws: &Workspace, j: &mut Journal, to: State, durable: bool)
 }
 
 /// Reads journal `id`, in whatever state it is.
-pub(crate) fn read(ws: &Workspace, id: &str) -> Result<Option<Journal>> {
+pub(crate) fn read(ws: &Site, id: &str) -> Result<Option<Journal>> {
     read_from(&journal_dir(ws)?, id, State::Staging)
 }
 
@@ -435,12 +436,12 @@ pub fn decode(bytes: &[u8], path: &Path, state: State) -> Result<Journal> {
 }
 
 /// Every journal of the workspace, done ones included.
-pub fn list(ws: &Workspace) -> Result<Vec<Journal>> {
+pub(crate) fn list(ws: &Site) -> Result<Vec<Journal>> {
     read_all(ws, true)
 }
 
 /// The journals not done: the only ones opening a workspace reads.
-fn list_unfinished(ws: &Workspace) -> Result<Vec<Journal>> {
+fn list_unfinished(ws: &Site) -> Result<Vec<Journal>> {
     read_all(ws, false)
 }
 
@@ -464,7 +465,7 @@ fn listing(dir: &Path) -> Result<Vec<(String, State)>> {
     Ok(out)
 }
 
-fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
+fn read_all(ws: &Site, with_done: bool) -> Result<Vec<Journal>> {
     let dir = journal_dir(ws)?;
     let mut out = Vec::new();
     for (id, state) in listing(&dir)? {
@@ -492,12 +493,12 @@ fn read_all(ws: &Workspace, with_done: bool) -> Result<Vec<Journal>> {
 /// own: recovery takes that lock without waiting, and leaves every journal alone when it
 /// cannot (another process opening the workspace meanwhile must not race the restore through
 /// its plan). A journal whose process died has no holder.
-pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
+pub(crate) fn recover_all(ws: &Site) -> Result<Vec<Recovery>> {
     confirm_applied(ws)?;
     if list_unfinished(ws)?.is_empty() {
         return Ok(Vec::new());
     }
-    let path = crate::workspace::restore_lock_path(&ws.store().layout().locks, ws.id());
+    let path = ws.restore_lock_path();
     let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
         return Ok(Vec::new());
     };
@@ -506,7 +507,7 @@ pub(crate) fn recover_all(ws: &Workspace) -> Result<Vec<Recovery>> {
 
 /// [`recover_all`] for a caller that holds the restore lock. Confirming an applied journal of
 /// this boot is not reported: that restore had finished.
-pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
+pub(crate) fn recover_locked(ws: &Site) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
     for j in list_unfinished(ws)? {
         match j.state {
@@ -525,7 +526,7 @@ pub(crate) fn recover_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
 /// snapshot goes on: it keeps the edits in the way, and a per-message checkpoint must never be
 /// wedged by a path no one may change. Only a listing of the journal directory when nothing is
 /// pending.
-pub(crate) fn finish_before_snapshot(ws: &Workspace) -> Result<()> {
+pub(crate) fn finish_before_snapshot(ws: &Site) -> Result<()> {
     let dir = journal_dir(ws)?;
     if listing(&dir)?
         .iter()
@@ -540,7 +541,7 @@ pub(crate) fn finish_before_snapshot(ws: &Workspace) -> Result<()> {
 /// so that a restore's changes are confirmed soon after it in a process that keeps the
 /// workspace open and restores nothing more (an applied journal still there when the machine
 /// restarts is checked path by path, and edits made since would be reported as obstructions).
-pub(crate) fn confirm_applied(ws: &Workspace) -> Result<()> {
+pub(crate) fn confirm_applied(ws: &Site) -> Result<()> {
     let dir = journal_dir(ws)?;
     for (id, state) in listing(&dir)? {
         if state != State::Applied {
@@ -557,8 +558,8 @@ pub(crate) fn confirm_applied(ws: &Workspace) -> Result<()> {
 
 /// Makes the changes of an applied journal durable, then marks it done. Another process may
 /// have confirmed it meanwhile: then there is nothing left to move.
-fn confirm(ws: &Workspace, mut j: Journal) -> Result<()> {
-    crate::apply::make_durable(ws, &j.plan)?;
+fn confirm(ws: &Site, mut j: Journal) -> Result<()> {
+    exec::make_durable(ws, &j.plan)?;
     match advance(ws, &mut j, State::Done, true) {
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(()),
         r => r,
@@ -567,14 +568,14 @@ fn confirm(ws: &Workspace, mut j: Journal) -> Result<()> {
 
 /// Removes the staged files of a restore that died while staging (nothing in the workspace
 /// had changed), then its journal.
-pub(crate) fn abandon(ws: &Workspace, j: &Journal) -> Result<()> {
+pub(crate) fn abandon(ws: &Site, j: &Journal) -> Result<()> {
     let mut exec = Exec::new(ws, &j.id, Mode::Apply, None)?;
     exec.cleanup_temp(&j.plan)?;
     remove(ws, j)
 }
 
 /// Removes a journal's file.
-pub(crate) fn remove(ws: &Workspace, j: &Journal) -> Result<()> {
+pub(crate) fn remove(ws: &Site, j: &Journal) -> Result<()> {
     let dir = journal_dir(ws)?;
     fsutil::remove_if_exists(&j.file(&dir))?;
     fsutil::sync_dir(&dir)?;
@@ -582,15 +583,15 @@ pub(crate) fn remove(ws: &Workspace, j: &Journal) -> Result<()> {
 }
 
 /// Completes a pending journal (or an applied one from another boot), path by path.
-pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
+pub(crate) fn recover_one(ws: &Site, mut j: Journal) -> Result<Recovery> {
     let _op = ws.store().begin_operation(
         cairn_store::OperationKind::Restore,
         &[j.target].into_iter().chain(j.safety).collect::<Vec<_>>(),
     )?;
     let mut exec = Exec::new(ws, &j.id, Mode::Recover { safety: j.safety }, None)?;
     exec.cleanup_temp(&j.plan)?;
-    let obstructed = exec.run(&j.plan)?;
-    crate::apply::make_durable(ws, &j.plan)?;
+    let obstructed = exec.carry_out(&j.plan)?;
+    exec::make_durable(ws, &j.plan)?;
     let completed = obstructed.is_empty();
     if completed {
         advance(ws, &mut j, State::Done, true)?;
@@ -605,8 +606,8 @@ pub(crate) fn recover_one(ws: &Workspace, mut j: Journal) -> Result<Recovery> {
     })
 }
 
-/// [`Workspace::give_up`], under the restore lock.
-fn give_up_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
+/// [`give_up`], under the restore lock.
+fn give_up_locked(ws: &Site) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
     for r in recover_locked(ws)? {
         if r.completed {
@@ -632,121 +633,82 @@ fn give_up_locked(ws: &Workspace) -> Result<Vec<Recovery>> {
     Ok(out)
 }
 
-impl Workspace {
-    /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
-    /// later edit stays pending (and later restores are refused with `CONFLICT`) until the
-    /// obstruction is resolved and this is called again. While a restore of the workspace is
-    /// running (in any process) this leaves its journal alone: that restore finishes it.
-    ///
-    /// It also makes the changes of finished restores durable (a restore returns once its
-    /// changes are made, before the disk has them): call it after a restore to have them on
-    /// disk before going on. Opening the workspace, the next snapshot and the next restore do it anyway.
-    pub fn recover(&self) -> Result<Vec<Recovery>> {
-        recover_all(self)
-    }
+/// Completes what [`recover_all`] can, then gives up the restores it cannot finish (see
+/// [`crate::Workspace::give_up`]); `BUSY` while a restore of the workspace runs.
+pub(crate) fn give_up(ws: &Site) -> Result<Vec<Recovery>> {
+    confirm_applied(ws)?;
+    let path = ws.restore_lock_path();
+    let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
+        return Err(Error::Busy {
+            detail: "a restore of this workspace is running; try again when it is done".into(),
+        });
+    };
+    give_up_locked(ws)
+}
 
-    /// Finishes what [`Workspace::recover`] can of every interrupted restore, then gives up
-    /// those it cannot finish (paths obstructed by later edits, or that cannot be changed):
-    /// each is ended as it stands, its staged files removed, and reported with `abandoned`
-    /// and the paths left as they are. Nothing is lost: the journal's safety snapshot holds
-    /// the files as they were before the restore, its target as they would have been.
-    /// `BUSY` while a restore of the workspace runs.
-    pub fn give_up(&self) -> Result<Vec<Recovery>> {
-        confirm_applied(self)?;
-        let path = crate::workspace::restore_lock_path(&self.store().layout().locks, self.id());
-        let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
-            return Err(Error::Busy {
-                detail: "a restore of this workspace is running; try again when it is done".into(),
-            });
-        };
-        give_up_locked(self)
-    }
-
-    /// Removes the files restores staged (`.cairn-tmp-<journal>-<n>`) that no unfinished
-    /// restore of this workspace will finish: left in a tree copied (`cp -a`) while a restore
-    /// of the original was pending, or by a restore whose journal is gone. They are Cairn's own
-    /// copies of content it holds elsewhere, never the user's files, and snapshots and plans
-    /// leave them out (`skipped` and `kept` with the reason `staged`). Walks the workspace
-    /// (not the default excludes, not the store); `BUSY` while a restore of it runs.
-    pub fn remove_stray_staged(&self) -> Result<Vec<StrayStaged>> {
-        use std::os::unix::ffi::OsStrExt;
-        let path = crate::workspace::restore_lock_path(&self.store().layout().locks, self.id());
-        let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
-            return Err(Error::Busy {
-                detail: "a restore of this workspace is running; try again when it is done".into(),
-            });
-        };
-        let live: std::collections::HashSet<String> =
-            list_unfinished(self)?.into_iter().map(|j| j.id).collect();
-        let skip_dirs: Vec<(u64, u64)> = [
-            Some(self.store().path().to_path_buf()),
-            cairn_store::home::data_dir().ok(),
-        ]
+/// Removes the staged files no unfinished restore of the workspace will finish (see
+/// [`crate::Workspace::remove_stray_staged`]); `BUSY` while a restore of it runs.
+pub(crate) fn remove_stray_staged(ws: &Site) -> Result<Vec<StrayStaged>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = ws.restore_lock_path();
+    let Some(_lock) = fsutil::try_lock_exclusive(&path)? else {
+        return Err(Error::Busy {
+            detail: "a restore of this workspace is running; try again when it is done".into(),
+        });
+    };
+    let live: std::collections::HashSet<String> =
+        list_unfinished(ws)?.into_iter().map(|j| j.id).collect();
+    let skip_dirs: Vec<(u64, u64)> = [
+        Some(ws.store().path().to_path_buf()),
+        cairn_store::home::data_dir().ok(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|p| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    })
+    .collect();
+    let mut found = Vec::new();
+    let walk = walkdir::WalkDir::new(ws.root())
+        .follow_links(false)
+        .same_file_system(true)
         .into_iter()
-        .flatten()
-        .filter_map(|p| {
+        .filter_entry(|e| {
             use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
-        })
-        .collect();
-        let mut found = Vec::new();
-        let walk = walkdir::WalkDir::new(self.root())
-            .follow_links(false)
-            .same_file_system(true)
-            .into_iter()
-            .filter_entry(|e| {
-                use std::os::unix::fs::MetadataExt;
-                e.depth() == 0
-                    || !(cairn_snapshot::Excludes::is_default(e.file_name().as_bytes())
-                        || (e.file_type().is_dir()
-                            && e.metadata()
-                                .is_ok_and(|m| skip_dirs.contains(&(m.dev(), m.ino())))))
-            });
-        let mut it = walk;
-        while let Some(entry) = it.next() {
-            let Ok(entry) = entry else { continue };
-            let Some(jid) = fsutil::staged_journal(entry.file_name().as_bytes()) else {
-                continue;
-            };
-            let is_dir = entry.file_type().is_dir();
-            if is_dir {
-                it.skip_current_dir();
-            }
-            if live.contains(jid) {
-                continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(self.root()) else {
-                continue;
-            };
-            found.push(StrayStaged {
-                path: RelPath(rel.as_os_str().as_bytes().to_vec()),
-                journal: jid.to_string(),
-                is_dir,
-            });
+            e.depth() == 0
+                || !(cairn_snapshot::Excludes::is_default(e.file_name().as_bytes())
+                    || (e.file_type().is_dir()
+                        && e.metadata()
+                            .is_ok_and(|m| skip_dirs.contains(&(m.dev(), m.ino())))))
+        });
+    let mut it = walk;
+    while let Some(entry) = it.next() {
+        let Ok(entry) = entry else { continue };
+        let Some(jid) = fsutil::staged_journal(entry.file_name().as_bytes()) else {
+            continue;
+        };
+        let is_dir = entry.file_type().is_dir();
+        if is_dir {
+            it.skip_current_dir();
         }
-        let mut exec = Exec::new(self, "stray", Mode::Apply, None)?;
-        for s in &found {
-            exec.remove_staged(&s.path)?;
+        if live.contains(jid) {
+            continue;
         }
-        Ok(found)
+        let Ok(rel) = entry.path().strip_prefix(ws.root()) else {
+            continue;
+        };
+        found.push(StrayStaged {
+            path: RelPath(rel.as_os_str().as_bytes().to_vec()),
+            journal: jid.to_string(),
+            is_dir,
+        });
     }
-
-    /// Every restore journal of the workspace (reads them all: done journals are kept for
-    /// their idempotency keys).
-    pub fn journals(&self) -> Result<Vec<Journal>> {
-        list(self)
+    let mut exec = Exec::new(ws, "stray", Mode::Apply, None)?;
+    for s in &found {
+        exec.remove_staged(&s.path)?;
     }
-
-    /// The journal of the restore made with idempotency key `key`, if there is one.
-    pub fn journal_for_key(&self, key: &str) -> Result<Option<Journal>> {
-        read(self, &journal_id(Some(key)))
-    }
-
-    /// Whether the restore of journal `id` was given up ([`Workspace::give_up`]): ended as it
-    /// stood, its done journal no sign that the files are the target's.
-    pub fn journal_given_up(&self, id: &str) -> Result<bool> {
-        given_up(self, id)
-    }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -756,12 +718,12 @@ mod tests {
     /// A workspace holding `a.txt` ("one") and `b.txt` ("bee"), snapshotted, both edited,
     /// then restored to that snapshot: the workspace, the restore's report and the journal
     /// directory.
-    fn restored(dir: &Path) -> (Workspace, Report, PathBuf) {
+    fn restored(dir: &Path) -> (crate::Workspace, Report, PathBuf) {
         let root = dir.join("root");
         std::fs::create_dir(&root).expect("root");
         std::fs::write(root.join("a.txt"), b"one\n").expect("write");
         std::fs::write(root.join("b.txt"), b"bee\n").expect("write");
-        let ws = Workspace::open(
+        let ws = crate::Workspace::open(
             &root,
             crate::WorkspaceOptions {
                 store: Some(dir.join("store")),
@@ -769,13 +731,20 @@ mod tests {
             },
         )
         .expect("open");
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         std::fs::write(root.join("a.txt"), b"two\n").expect("write");
         std::fs::write(root.join("b.txt"), b"bzz\n").expect("write");
         let report = ws
-            .restore(&snap.id, &crate::RestoreOptions::default())
+            .restore(
+                &snap.snapshot.id,
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            )
             .expect("restore");
-        let jdir = journal_dir(&ws).expect("dir");
+        let jdir = journal_dir(&ws.site).expect("dir");
         (ws, report, jdir)
     }
 
@@ -809,7 +778,7 @@ mod tests {
         // An edit made since the restore is not the restore's business: confirming it during
         // this boot makes it durable and done, and leaves the edit alone.
         std::fs::write(ws.root().join("a.txt"), b"three\n").expect("write");
-        let again = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        let again = crate::Workspace::open(ws.root(), ws.options().clone()).expect("open");
         assert!(again.recovered().is_empty(), "{:?}", again.recovered());
         assert!(path_of(&jdir, &id, State::Done).exists());
         assert!(!path_of(&jdir, &id, State::Applied).exists());
@@ -817,7 +786,7 @@ mod tests {
             std::fs::read(ws.root().join("a.txt")).expect("read"),
             b"three\n"
         );
-        let j = read(&again, &id).expect("read").expect("journal");
+        let j = read(&again.site, &id).expect("read").expect("journal");
         assert_eq!(j.state, State::Done);
         assert!(j.finished());
     }
@@ -828,7 +797,8 @@ mod tests {
         let (ws, report, jdir) = restored(dir.path());
         let id = report.journal.expect("a journal");
         assert!(path_of(&jdir, &id, State::Applied).exists());
-        ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        ws.snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         assert!(path_of(&jdir, &id, State::Done).exists());
         assert!(!path_of(&jdir, &id, State::Applied).exists());
     }
@@ -847,13 +817,16 @@ mod tests {
         let (ws, report, jdir) = restored(dir.path());
         let id = report.journal.expect("a journal");
         from_another_boot(&jdir, &id, State::Applied);
-        assert!(!read(&ws, &id).expect("read").expect("journal").finished());
+        assert!(!read(&ws.site, &id)
+            .expect("read")
+            .expect("journal")
+            .finished());
         // As a power cut may leave them: a.txt lost the restore's change (as before it),
         // b.txt holds neither the snapshot's content nor the one before (an edit, or a torn
         // write): it is reported, never overwritten.
         std::fs::write(ws.root().join("a.txt"), b"two\n").expect("write");
         std::fs::write(ws.root().join("b.txt"), b"torn").expect("write");
-        let again = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        let again = crate::Workspace::open(ws.root(), ws.options().clone()).expect("open");
         let rec = again.recovered();
         assert_eq!(rec.len(), 1, "{rec:?}");
         assert!(!rec[0].completed);
@@ -869,7 +842,7 @@ mod tests {
         assert!(path_of(&jdir, &id, State::Applied).exists());
         // Once the obstruction is resolved, the next opening finishes it.
         std::fs::write(ws.root().join("b.txt"), b"bee\n").expect("write");
-        let third = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        let third = crate::Workspace::open(ws.root(), ws.options().clone()).expect("open");
         assert!(
             third.recovered().iter().all(|r| r.completed),
             "{:?}",
@@ -884,7 +857,7 @@ mod tests {
         let (ws, report, jdir) = restored(dir.path());
         let id = report.journal.expect("a journal");
         let applied = path_of(&jdir, &id, State::Applied);
-        let mut j = read(&ws, &id).expect("read").expect("journal");
+        let mut j = read(&ws.site, &id).expect("read").expect("journal");
         // As format 1 wrote it: pending, JSON, in `<id>.journal`; the file as before.
         j.state = State::Pending;
         j.report = None;
@@ -894,7 +867,7 @@ mod tests {
         std::fs::remove_file(&applied).expect("remove");
         std::fs::write(path_of(&jdir, &id, State::Pending), bytes).expect("write");
         std::fs::write(ws.root().join("a.txt"), b"two\n").expect("write");
-        let again = Workspace::open(ws.root(), ws.options().clone()).expect("open");
+        let again = crate::Workspace::open(ws.root(), ws.options().clone()).expect("open");
         assert_eq!(again.recovered().len(), 1);
         assert!(again.recovered()[0].completed);
         assert_eq!(
@@ -916,7 +889,7 @@ mod tests {
         std::fs::create_dir(&root).expect("root");
         std::fs::write(root.join("a.txt"), b"one\n").expect("write");
         std::fs::write(root.join("b.txt"), b"bee\n").expect("write");
-        let ws = Workspace::open(
+        let ws = crate::Workspace::open(
             &root,
             crate::WorkspaceOptions {
                 store: Some(dir.path().join("store")),
@@ -924,22 +897,28 @@ mod tests {
             },
         )
         .expect("open");
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         std::fs::write(root.join("a.txt"), b"two\n").expect("write");
         std::fs::write(root.join("b.txt"), b"bzz\n").expect("write");
-        let options = crate::RestoreOptions {
+        let options = crate::PlanOptions {
             paths: vec![RelPath::from("a.txt")],
             on_drift: crate::DriftPolicy::Skip,
             ..Default::default()
         };
-        let plan = ws.plan(&snap.id, &options).expect("plan");
+        let plan = ws
+            .plan(&snap.snapshot.id, &options, Default::default())
+            .expect("plan");
         let json: crate::Plan =
             serde_json::from_slice(&serde_json::to_vec(&plan).expect("json")).expect("parse");
         assert_eq!(json, plan, "a JSON plan keeps paths and on_drift");
-        let report = ws.apply(&plan, &options).expect("apply");
+        let report = ws
+            .apply(&plan, &Default::default(), Default::default())
+            .expect("apply");
         assert_eq!(report.paths, vec![RelPath::from("a.txt")]);
         let id = report.journal.expect("a journal");
-        let jdir = journal_dir(&ws).expect("dir");
+        let jdir = journal_dir(&ws.site).expect("dir");
         let file = path_of(&jdir, &id, State::Applied);
         let bytes = std::fs::read(&file).expect("journal");
         assert_eq!(bytes[8..12], JOURNAL_VERSION.to_le_bytes());

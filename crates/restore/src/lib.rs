@@ -7,9 +7,15 @@
 //! [`Workspace::apply`] then checks holds, takes a safety snapshot, re-checks the plan against
 //! it, syncs a journal, stages and verifies every new content, and changes files through
 //! directory descriptors that never follow a symlink. Files already right are not touched.
+//! [`Workspace::restore`] does both with one walk.
+//!
+//! What each call does is its options ([`PlanOptions`], kept in the plan; [`ApplyOptions`];
+//! `cairn_snapshot::Options`, whose [`cairn_snapshot::CaptureSettings`] the
+//! [`WorkspaceOptions`] embed too); what watches and steers it (cancel, progress, threads) is
+//! its [`Context`], apart.
 //!
 //! ```
-//! use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+//! use cairn_restore::{ApplyOptions, Context, PlanOptions, Workspace, WorkspaceOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! let root = dir.path().join("project");
@@ -22,9 +28,14 @@
 //!     ..WorkspaceOptions::default()
 //! };
 //! let ws = Workspace::open(&root, options)?;
-//! let snap = ws.snapshot(&ws.snapshot_options())?;
+//! let snap = ws.snapshot(&ws.snapshot_options(), Context::default())?.snapshot;
 //! std::fs::write(root.join("a.txt"), "two")?;
-//! let report = ws.restore(&snap.id, &RestoreOptions::default())?;
+//! let report = ws.restore(
+//!     &snap.id,
+//!     &PlanOptions::default(),
+//!     &ApplyOptions::default(),
+//!     Context::default(),
+//! )?;
 //! assert_eq!(std::fs::read_to_string(root.join("a.txt"))?, "one");
 //! assert!(report.safety_snapshot_id.is_some());
 //! # Ok(()) }
@@ -33,20 +44,29 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+// Reading order, each module using only those before it: error, safe, home, site (what every
+// step works on), hold, plan, report, exec (the executor), journal (records and recovers a
+// restore), apply (runs one), workspace (the façade whose methods call them all).
 pub mod apply;
 pub mod error;
+mod exec;
+pub mod hold;
 pub mod home;
 pub mod journal;
 pub mod plan;
+pub mod report;
 mod safe;
+mod site;
 pub mod workspace;
 
-pub use apply::{apply, files_after, restore, Report};
+pub use apply::{files_after, ApplyOptions};
+pub use cairn_snapshot::Context;
 pub use error::{Error, Result};
+pub use hold::{Hold, HoldInfo};
+pub use home::default_workspace_id;
 pub use journal::{Journal, Recovery, State as JournalState, StrayStaged};
 pub use plan::{
-    normalize_paths, plan, Action, DriftPolicy, KeptPath, KeptReason, Plan, RestoreOptions,
+    normalize_paths, Action, DriftPolicy, KeptPath, KeptReason, Plan, PlanOptions, Summary,
 };
-pub use workspace::{
-    default_workspace_id, Hold, HoldInfo, SnapshotOutcome, Workspace, WorkspaceOptions,
-};
+pub use report::Report;
+pub use workspace::{SnapshotOutcome, Workspace, WorkspaceOptions};

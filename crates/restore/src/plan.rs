@@ -1,8 +1,9 @@
 //! Restore planning: every change is listed before any is made. The dry run *is* the plan.
 
 use crate::error::{Error, Result};
-use crate::workspace::Workspace;
-use cairn_snapshot::{ExcludeReason, Kept, Options as SnapshotOptions};
+use crate::hold;
+use crate::site::Site;
+use cairn_snapshot::{Context, ExcludeReason, Kept, Options as SnapshotOptions};
 use cairn_store::relpath::join;
 use cairn_store::{
     CaptureSettings, EntryKind, ObjectId, RelPath, SkipReason, Skipped, SnapshotId, Tree,
@@ -183,27 +184,40 @@ pub enum DriftPolicy {
     Skip,
 }
 
-/// How a restore is planned and applied. `Default` is the safest choice.
+/// How a restore is planned. `Default` is the safest choice. A dry run is a plan:
+/// [`crate::Workspace::plan`], and [`crate::Report::dry_run`] for its report.
 #[derive(Debug, Clone, Default)]
-pub struct RestoreOptions {
-    /// Plan only.
-    pub dry_run: bool,
+pub struct PlanOptions {
     /// A snapshot to compare the current files with (say, the last checkpoint of the thread
     /// being rewound): paths the restore would change that differ from it are `drifted`.
     pub reference: Option<SnapshotId>,
-    /// What to do with drifted paths.
+    /// What to do with drifted paths (kept in the plan: applying it checks it again with the
+    /// same policy).
     pub on_drift: DriftPolicy,
     /// Restore only these paths (each a file, link or directory with everything under it,
     /// relative to the root); empty: the whole workspace. Everything else is left untouched:
     /// the plan, the safety snapshot's undo and the journal cover exactly these paths.
     pub paths: Vec<RelPath>,
-    /// An idempotency key: repeating a finished key returns the earlier report.
-    pub key: Option<String>,
-    /// A token another thread may cancel (checked before any change).
-    pub cancel: Option<cairn_store::CancelToken>,
-    /// Test hook: the process kills itself with SIGKILL after this many operations.
-    #[doc(hidden)]
-    pub crash_after_ops: Option<usize>,
+}
+
+/// What a restore changes and leaves alone: part of its [`Plan`], repeated in its [`crate::Report`].
+/// In JSON its fields sit among the plan's (and the report's), not nested.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Summary {
+    /// Paths written or re-made.
+    pub restored: Vec<RelPath>,
+    /// Paths removed (a directory with everything in it).
+    pub deleted: Vec<RelPath>,
+    /// Files already as the snapshot holds them, and with chosen paths the snapshot's files
+    /// outside them (left as they are, whatever they hold).
+    pub unchanged: u64,
+    /// Paths left alone, and why.
+    pub kept: Vec<KeptPath>,
+    /// Whether a hold stands (a restore would be refused with `BUSY`).
+    pub busy: bool,
+    /// Paths the restore changes that differ from the reference snapshot.
+    pub drifted: Vec<RelPath>,
 }
 
 /// A restore plan: every change, before any is made. A plain value; [`crate::apply`] does
@@ -223,19 +237,8 @@ pub struct Plan {
     pub capture: CaptureSettings,
     /// The changes, in order.
     pub actions: Vec<Action>,
-    /// Paths written or re-made.
-    pub restored: Vec<RelPath>,
-    /// Paths removed (a directory with everything in it).
-    pub deleted: Vec<RelPath>,
-    /// Files already as the snapshot holds them, and with chosen paths the snapshot's files
-    /// outside them (left as they are, whatever they hold).
-    pub unchanged: u64,
-    /// Paths left alone, and why.
-    pub kept: Vec<KeptPath>,
-    /// Whether a hold stands (a restore would be refused with `BUSY`).
-    pub busy: bool,
-    /// Paths the restore changes that differ from the reference snapshot.
-    pub drifted: Vec<RelPath>,
+    /// What the changes restore, delete and leave alone (what its [`crate::Report`] repeats).
+    pub summary: Summary,
     /// The reference snapshot, if one was given.
     pub reference: Option<SnapshotId>,
     /// The paths the restore was restricted to (empty: the whole workspace).
@@ -244,9 +247,10 @@ pub struct Plan {
     pub on_drift: DriftPolicy,
 }
 
-/// Defines a serde form of [`Plan`]: its fields, then `paths` and `on_drift` with `$attr`.
+/// Defines a serde form of [`Plan`]: its fields, its summary (with `$summary`, if given),
+/// then `paths` and `on_drift` with `$attr`.
 macro_rules! plan_form {
-    ($(#[$doc:meta])* $name:ident, #[$attr:meta]) => {
+    ($(#[$doc:meta])* $name:ident, summary $(#[$summary:meta])?, #[$attr:meta]) => {
         $(#[$doc])*
         #[derive(Serialize, Deserialize)]
         #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -258,12 +262,8 @@ macro_rules! plan_form {
             current_root: TreeId,
             capture: CaptureSettings,
             actions: Vec<Action>,
-            restored: Vec<RelPath>,
-            deleted: Vec<RelPath>,
-            unchanged: u64,
-            kept: Vec<KeptPath>,
-            busy: bool,
-            drifted: Vec<RelPath>,
+            $(#[$summary])?
+            summary: Summary,
             reference: Option<SnapshotId>,
             #[$attr]
             paths: Vec<RelPath>,
@@ -277,12 +277,15 @@ plan_form!(
     /// [`Plan`] as JSON: every field (`paths` and `on_drift` may be absent: the whole
     /// workspace, overwrite).
     JsonPlan,
+    summary #[serde(flatten)],
     #[serde(default)]
 );
 
 plan_form!(
-    /// [`Plan`] in binary formats: every field but `paths` and `on_drift` (journal format 2).
+    /// [`Plan`] in binary formats: every field but `paths` and `on_drift` (journal format 2);
+    /// the summary a nested struct, which postcard writes as its fields in line.
     CompactPlan,
+    summary,
     #[serde(skip)]
 );
 
@@ -380,16 +383,6 @@ pub fn normalize_paths(paths: &[RelPath]) -> Result<Vec<RelPath>> {
 /// Whether `path` is `dir` or lies under it.
 fn within(path: &[u8], dir: &[u8]) -> bool {
     path.starts_with(dir) && (path.len() == dir.len() || path[dir.len()] == b'/')
-}
-
-impl RestoreOptions {
-    /// Whether the caller cancelled.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancel
-            .as_ref()
-            .map(|c| c.is_cancelled())
-            .unwrap_or(false)
-    }
 }
 
 /// The entry at `path` under tree `root`, reading trees through `read` and keeping them in
@@ -527,7 +520,7 @@ impl Planner<'_> {
         match y {
             Some(y) if y.kind == EntryKind::Dir => {
                 let ty = (self.current_tree)(&TreeId(y.id))?;
-                self.dir(p, tx.as_ref(), Some(&ty))?;
+                self.compare_dirs(p, tx.as_ref(), Some(&ty))?;
                 // A directory the target lacks, left empty by the removals under it, goes too:
                 // it only held what the chosen paths remove (so restoring the safety snapshot
                 // of a restore that made it takes it away again).
@@ -566,7 +559,7 @@ impl Planner<'_> {
                         mode: x.mode,
                     });
                     self.restored.push(path.clone());
-                    self.dir(p, Some(&tx), None)?;
+                    self.compare_dirs(p, Some(&tx), None)?;
                     if x.mode & 0o700 != 0o700 {
                         self.modes.push(Action::SetMode {
                             path,
@@ -666,7 +659,9 @@ impl Planner<'_> {
         Ok(n)
     }
 
-    fn dir(&mut self, path: &[u8], t: Option<&Tree>, c: Option<&Tree>) -> Result<()> {
+    /// Plans directory `path` (the root is `b""`): `t` the target's tree, `c` the current
+    /// one, either absent. Walks both entry lists in name order, each name planned once.
+    fn compare_dirs(&mut self, path: &[u8], t: Option<&Tree>, c: Option<&Tree>) -> Result<()> {
         let empty = Tree::default();
         let (te, ce) = (t.unwrap_or(&empty).entries(), c.unwrap_or(&empty).entries());
         self.visited_leaves += te.iter().filter(|e| e.kind != EntryKind::Dir).count() as u64;
@@ -732,7 +727,7 @@ impl Planner<'_> {
                 std::cmp::Ordering::Equal => {
                     let (x, y) = (te[i].clone(), ce[j].clone());
                     let p = join(path, &x.name);
-                    self.both(&p, &x, &y)?;
+                    self.compare_entries(&p, &x, &y)?;
                     i += 1;
                     j += 1;
                 }
@@ -741,14 +736,15 @@ impl Planner<'_> {
         Ok(())
     }
 
-    fn both(&mut self, p: &[u8], x: &TreeEntry, y: &TreeEntry) -> Result<()> {
+    /// Plans path `p`, which both sides have: `x` the target's entry, `y` the current one.
+    fn compare_entries(&mut self, p: &[u8], x: &TreeEntry, y: &TreeEntry) -> Result<()> {
         if x.kind == EntryKind::Dir && y.kind == EntryKind::Dir {
             if x.id == y.id {
                 self.same_subtrees.push(TreeId(y.id));
             } else {
                 let tx = (self.target_tree)(&TreeId(x.id))?;
                 let ty = (self.current_tree)(&TreeId(y.id))?;
-                self.dir(p, Some(&tx), Some(&ty))?;
+                self.compare_dirs(p, Some(&tx), Some(&ty))?;
             }
             if x.mode != y.mode {
                 self.modes.push(Action::SetMode {
@@ -804,7 +800,7 @@ impl Planner<'_> {
                 });
                 self.restored.push(path.clone());
                 let tx = (self.target_tree)(&TreeId(x.id))?;
-                self.dir(p, Some(&tx), None)?;
+                self.compare_dirs(p, Some(&tx), None)?;
                 if x.mode & 0o700 != 0o700 {
                     self.modes.push(Action::SetMode {
                         path,
@@ -908,7 +904,7 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// Computes a plan; `DENIED` when it would lose data; `CONFLICT` for drift with `Refuse`.
-pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
+pub(crate) fn compute(ws: &Site, inputs: Inputs<'_>) -> Result<Plan> {
     let mut p = Planner {
         target_tree: inputs.target_tree,
         current_tree: inputs.current.trees,
@@ -942,7 +938,7 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
     };
     let t = (inputs.target_tree)(&inputs.target_root)?;
     let c = (inputs.current.trees)(&inputs.current.root)?;
-    p.dir(b"", Some(&t), Some(&c))?;
+    p.compare_dirs(b"", Some(&t), Some(&c))?;
     // A chosen path neither side has is a slip (a typo, a path of another workspace).
     if !inputs.paths.is_empty() {
         let (mut tc, mut cc) = (HashMap::new(), HashMap::new());
@@ -1059,30 +1055,28 @@ pub(crate) fn compute(ws: &Workspace, inputs: Inputs<'_>) -> Result<Plan> {
             paths: p.drifted,
         });
     }
-    let busy = !ws.holds()?.is_empty();
+    let busy = !hold::list(ws)?.is_empty();
     Ok(Plan {
         snapshot_id: inputs.snapshot_id,
         target_root: inputs.target_root,
         current_root: inputs.current.root,
         capture: inputs.capture,
         actions,
-        restored: p.restored,
-        deleted: p.deleted,
-        unchanged: p.unchanged,
-        kept: p.kept,
-        busy,
-        drifted: p.drifted,
+        summary: Summary {
+            restored: p.restored,
+            deleted: p.deleted,
+            unchanged: p.unchanged,
+            kept: p.kept,
+            busy,
+            drifted: p.drifted,
+        },
         reference: inputs.reference.map(|r| r.0),
         paths: inputs.paths.to_vec(),
         on_drift: inputs.on_drift,
     })
 }
 
-fn check_owners(
-    ws: &Workspace,
-    actions: &[Action],
-    denied: &mut Vec<(RelPath, String)>,
-) -> Result<()> {
+fn check_owners(ws: &Site, actions: &[Action], denied: &mut Vec<(RelPath, String)>) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let me = rustix::process::geteuid().as_raw();
     let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
@@ -1117,7 +1111,7 @@ fn check_owners(
 /// ancestor of the manifest's root, which still exists): its tree does not have that
 /// workspace in it, so the restore would delete it.
 fn refuse_enclosing_root(
-    ws: &Workspace,
+    ws: &Site,
     snapshot_id: &SnapshotId,
     manifest: &cairn_store::Manifest,
 ) -> Result<()> {
@@ -1145,7 +1139,7 @@ fn refuse_enclosing_root(
 /// Computes the plan of restoring `snapshot_id` (whose manifest is `manifest`) over
 /// `current`, the files as a walk saw them; `reference` names the snapshot of a drift check.
 pub(crate) fn against(
-    ws: &Workspace,
+    ws: &Site,
     snapshot_id: SnapshotId,
     manifest: &cairn_store::Manifest,
     current: Current<'_>,
@@ -1178,20 +1172,33 @@ pub(crate) fn against(
 }
 
 /// Plans restoring `snapshot` into the workspace: walks the current files with the snapshot's
-/// capture settings and the stat cache, and lists every change. Changes nothing.
-pub fn plan(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
-    plan_inner(ws, snapshot, options)
+/// capture settings and the stat cache (the walk watched and steered by `ctx`), and lists
+/// every change. Changes nothing.
+pub(crate) fn plan(
+    ws: &Site,
+    snapshot: &SnapshotId,
+    options: &PlanOptions,
+    ctx: Context<'_>,
+) -> Result<Plan> {
+    plan_inner(ws, snapshot, options, ctx)
         .map_err(|e| crate::error::missing_object_is_damage(ws.store(), snapshot, e))
 }
 
-fn plan_inner(ws: &Workspace, snapshot: &SnapshotId, options: &RestoreOptions) -> Result<Plan> {
+fn plan_inner(
+    ws: &Site,
+    snapshot: &SnapshotId,
+    options: &PlanOptions,
+    ctx: Context<'_>,
+) -> Result<Plan> {
     let store = ws.store();
     let manifest = store.read_manifest(snapshot)?;
-    let mut scan_opts = SnapshotOptions::from_capture(&manifest.capture);
-    scan_opts.cancel = options.cancel.clone();
-    scan_opts.memo = Some(ws.memo.clone());
-    scan_opts.own_files = ws.own_files();
-    let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts)?;
+    let scan_opts = SnapshotOptions {
+        capture: manifest.capture.clone(),
+        memo: Some(ws.memo.clone()),
+        own_files: ws.own_files(),
+        ..SnapshotOptions::default()
+    };
+    let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts, ctx)?;
     let current_tree = |id: &TreeId| -> Result<Tree> {
         match scan.trees.get(id) {
             Some(t) => Ok(t.clone()),

@@ -1,14 +1,18 @@
 //! The workspace: a root, the store that keeps its snapshots, its capture settings, and the
 //! holds that make a restore wait.
 
+use crate::apply::ApplyOptions;
 use crate::error::{Error, Result};
-use cairn_snapshot::{Options as SnapshotOptions, Snapshot};
-use cairn_store::fsutil::{self, HeldLock, LockMode};
+use crate::hold::{self, Hold, HoldInfo};
+use crate::journal::{self, Journal, Recovery, StrayStaged};
+use crate::plan::{self, Plan, PlanOptions};
+use crate::report::Report;
+use crate::site::Site;
+use crate::{apply, home};
+use cairn_snapshot::{CaptureSettings, Context, Options as SnapshotOptions, Snapshot};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
-use cairn_store::{Store, StoreOptions};
-use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use cairn_store::{SnapshotId, Store, StoreOptions};
 use std::path::{Path, PathBuf};
 
 /// How a workspace is opened. `Default` is the safest choice.
@@ -21,14 +25,10 @@ pub struct WorkspaceOptions {
     pub store: Option<PathBuf>,
     /// The workspace id; default derived from the canonical root (`ws-` and 16 hex digits).
     pub id: Option<String>,
-    /// Exclude globs every snapshot of the workspace leaves out.
-    pub excludes: Vec<String>,
-    /// Files larger than this are skipped unless a call says otherwise (default 10 MiB).
-    pub max_file_bytes: u64,
-    /// Honour `.gitignore` and `.cairnignore` (default on).
-    pub gitignore: bool,
-    /// Skip files with several hard links.
-    pub refuse_hard_links: bool,
+    /// What every snapshot of the workspace captures unless a call says otherwise: its
+    /// exclude globs add up with each call's, its other settings are the call's defaults
+    /// (see [`Workspace::snapshot_options`]).
+    pub capture: CaptureSettings,
     /// Applied after each snapshot; `None` keeps everything. A prune that fails is reported in
     /// the snapshot's outcome, never failing the snapshot.
     pub retain: Option<Retention>,
@@ -45,10 +45,7 @@ impl Default for WorkspaceOptions {
         WorkspaceOptions {
             store: None,
             id: None,
-            excludes: Vec::new(),
-            max_file_bytes: cairn_snapshot::DEFAULT_MAX_FILE_BYTES,
-            gitignore: true,
-            refuse_hard_links: false,
+            capture: CaptureSettings::default(),
             retain: None,
             gc: GcOptions::default(),
             recover: true,
@@ -60,26 +57,13 @@ impl Default for WorkspaceOptions {
 /// A workspace: a directory tree an agent edits, and the store that keeps its snapshots.
 #[derive(Debug)]
 pub struct Workspace {
-    pub(crate) root: PathBuf,
-    pub(crate) id: String,
-    pub(crate) store: Store,
-    pub(crate) options: WorkspaceOptions,
+    /// The root, id, store, stat cache and own files every step of a restore works on.
+    pub(crate) site: Site,
+    options: WorkspaceOptions,
     /// Why the store is where it is.
-    pub(crate) home: crate::home::StoreHome,
+    home: home::StoreHome,
     /// What opening found in pending journals, if anything.
-    pub(crate) recovered: Vec<crate::journal::Recovery>,
-    /// The stat cache between this handle's snapshots and plans.
-    pub(crate) memo: cairn_snapshot::CacheMemo,
-    /// Files Cairn keeps that may lie beneath the root ([`Workspace::keep_out`]).
-    pub(crate) own_files: parking_lot::Mutex<Vec<PathBuf>>,
-}
-
-/// The default id of a workspace rooted at `root` (canonical): `ws-` and 16 hex digits of its
-/// SHA-256.
-pub fn default_workspace_id(root: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let id = cairn_store::ObjectId::of(root.as_os_str().as_bytes());
-    format!("ws-{}", &id.to_hex()[..16])
+    recovered: Vec<Recovery>,
 }
 
 impl Workspace {
@@ -109,49 +93,59 @@ impl Workspace {
         // The workspace is the one whose recorded root identity is this directory's, whatever
         // path reached it (a rename, a bind mount); else the one its path names.
         let (store_path, home, found) =
-            crate::home::locate(&root, options.store.as_deref(), options.id.is_none())?;
+            home::locate(&root, options.store.as_deref(), options.id.is_none())?;
         let store = Store::open(&store_path, options.store_options.clone())?;
         let id = options
             .id
             .clone()
             .or(found)
-            .unwrap_or_else(|| default_workspace_id(&root));
+            .unwrap_or_else(|| home::default_workspace_id(&root));
         cairn_store::check_workspace_id(&id)?;
-        crate::home::note_root(&store, &id, &root);
+        home::note_root(&store, &id, &root);
         let mut ws = Workspace {
-            root,
-            id,
-            store,
+            site: Site {
+                root,
+                id,
+                store,
+                memo: cairn_snapshot::CacheMemo::default(),
+                own_files: parking_lot::Mutex::new(Vec::new()),
+            },
             options,
             home,
             recovered: Vec::new(),
-            memo: cairn_snapshot::CacheMemo::default(),
-            own_files: parking_lot::Mutex::new(Vec::new()),
         };
-        if ws.options.recover {
-            ws.recovered = crate::journal::recover_all(&ws)?;
-        }
+        ws.recover_on_open()?;
         Ok(ws)
+    }
+
+    /// The recovery hook of [`Workspace::open`]: unless the options turn it off, completes
+    /// the restores a crash left unfinished (see [`Workspace::recover`]) and keeps what it did
+    /// for [`Workspace::recovered`].
+    fn recover_on_open(&mut self) -> Result<()> {
+        if self.options.recover {
+            self.recovered = journal::recover_all(&self.site)?;
+        }
+        Ok(())
     }
 
     /// The canonical root.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.site.root()
     }
 
     /// The workspace id.
     pub fn id(&self) -> &str {
-        &self.id
+        self.site.id()
     }
 
     /// The store.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.site.store()
     }
 
     /// Why the store is where it is: given, named by `$CAIRN_STORE`, in the data directory,
     /// or a legacy `<root>/.cairn`.
-    pub fn store_home(&self) -> crate::home::StoreHome {
+    pub fn store_home(&self) -> home::StoreHome {
         self.home
     }
 
@@ -161,7 +155,7 @@ impl Workspace {
     }
 
     /// What opening did with journals a crash left pending.
-    pub fn recovered(&self) -> &[crate::journal::Recovery] {
+    pub fn recovered(&self) -> &[Recovery] {
         &self.recovered
     }
 
@@ -170,18 +164,15 @@ impl Workspace {
     /// it; the snapshot itself is durable); the next snapshot, and dropping the workspace, wait
     /// for it anyway. For a caller that wants the file written now, and for benchmarks.
     pub fn flush_stat_cache(&self) {
-        self.memo.wait();
+        self.site.memo.wait();
     }
 
     /// Snapshot options with the workspace's capture settings and its in-memory stat cache.
     pub fn snapshot_options(&self) -> SnapshotOptions {
         SnapshotOptions {
-            excludes: self.options.excludes.clone(),
-            max_file_bytes: self.options.max_file_bytes,
-            gitignore: self.options.gitignore,
-            refuse_hard_links: self.options.refuse_hard_links,
-            memo: Some(self.memo.clone()),
-            own_files: self.own_files(),
+            capture: self.options.capture.clone(),
+            memo: Some(self.site.memo.clone()),
+            own_files: self.site.own_files(),
             ..SnapshotOptions::default()
         }
     }
@@ -192,53 +183,33 @@ impl Workspace {
     /// it does the store, so a rewind never finds it changed under it nor writes over it. A
     /// file outside the root changes nothing.
     pub fn keep_out(&self, file: &Path) {
-        let mut own = self.own_files.lock();
+        let mut own = self.site.own_files.lock();
         if !own.iter().any(|f| f == file) {
             own.push(file.to_path_buf());
         }
     }
 
-    /// The files [`Workspace::keep_out`] named.
-    pub(crate) fn own_files(&self) -> Vec<PathBuf> {
-        self.own_files.lock().clone()
-    }
-
-    /// Takes a snapshot. A restore a crash left unfinished is finished first where it can be
-    /// (see [`Workspace::recover`]; one with paths in its way stays pending and reported). The
-    /// workspace's excludes are added to `options.excludes`; then finished restores are made durable (see [`Workspace::recover`]) and the workspace's
+    /// Takes a snapshot, watched and steered by `ctx`. A restore a crash left unfinished is
+    /// finished first where it can be (see [`Workspace::recover`]; one with paths in its way
+    /// stays pending and reported). The workspace's excludes are added to the call's; then
+    /// finished restores are made durable (see [`Workspace::recover`]) and the workspace's
     /// retention runs (its failure is returned in the outcome, never failing the snapshot).
-    pub fn snapshot(&self, options: &SnapshotOptions) -> Result<Snapshot> {
-        self.snapshot_with_progress(options, None)
-            .map(|o| o.snapshot)
-    }
-
-    /// [`Workspace::snapshot`] with a progress callback, returning the retention outcome too.
-    pub fn snapshot_with_progress(
-        &self,
-        options: &SnapshotOptions,
-        progress: Option<cairn_snapshot::ProgressFn<'_>>,
-    ) -> Result<SnapshotOutcome> {
-        crate::journal::finish_before_snapshot(self)?;
+    pub fn snapshot(&self, options: &SnapshotOptions, ctx: Context<'_>) -> Result<SnapshotOutcome> {
+        journal::finish_before_snapshot(&self.site)?;
         let mut opts = options.clone();
-        opts.memo.get_or_insert_with(|| self.memo.clone());
-        for e in &self.options.excludes {
-            if !opts.excludes.contains(e) {
-                opts.excludes.push(e.clone());
+        opts.memo.get_or_insert_with(|| self.site.memo.clone());
+        for e in &self.options.capture.excludes {
+            if !opts.capture.excludes.contains(e) {
+                opts.capture.excludes.push(e.clone());
             }
         }
-        let snapshot = cairn_snapshot::snapshot_with_progress(
-            &self.store,
-            &self.root,
-            &self.id,
-            &opts,
-            progress,
-        )?;
+        let snapshot = cairn_snapshot::snapshot(self.store(), self.root(), self.id(), &opts, ctx)?;
         // A restore returns before its changes are known durable; confirm it now rather than
         // leave it to the next restore or opening. Best effort: a failure here never fails the
         // snapshot, and the next opening or restore confirms the same journal and reports it.
-        let _ = crate::journal::confirm_applied(self);
+        let _ = journal::confirm_applied(&self.site);
         let prune = self.options.retain.as_ref().map(|r| {
-            self.store
+            self.store()
                 .prune(r, &self.options.gc)
                 .map_err(|e| e.to_string())
         });
@@ -250,139 +221,109 @@ impl Workspace {
     /// also lasts until that process exits (a command's leftover background process). Refused
     /// with `BUSY` while a restore changes files.
     pub fn hold(&self, what: &str, pid: Option<u32>) -> Result<Hold> {
-        let locks = &self.store.layout().locks;
-        let restore_lock_path = restore_lock_path(locks, &self.id);
-        // Both locks are HeldLocks, ended with LOCK_UN: a descriptor merely closed keeps its
-        // lock while a child forked by another thread holds a copy, and a restore started
-        // just after the hold would be refused as if another were running.
-        let restore_lock = fsutil::open_lock_file(&restore_lock_path)?;
-        let Some(restore_lock) =
-            HeldLock::take(restore_lock, LockMode::Shared, false, &restore_lock_path)?
-        else {
-            return Err(Error::Busy {
-                detail: format!("a restore of {} is changing files", self.root.display()),
-            });
-        };
-        let info = HoldInfo {
-            workspace_id: self.id.clone(),
-            what: what.to_string(),
-            pid,
-            holder_pid: std::process::id(),
-        };
-        let tmp = fsutil::temp_name(&self.store.layout().tmp, "hold");
-        let mut f = HeldLock::take(
-            fsutil::create_new_file(&tmp)?,
-            LockMode::Exclusive,
-            true,
-            &tmp,
-        )?
-        .expect("a lock waited for is taken");
-        f.file_mut()
-            .write_all(&serde_json::to_vec(&info).expect("a hold serialises"))
-            .map_err(|e| Error::io("write hold", &tmp, e))?;
-        let name = tmp
-            .file_name()
-            .map(|n| n.to_string_lossy().trim_end_matches(".tmp").to_string())
-            .unwrap_or_default();
-        let path = locks.join(format!("{name}.hold"));
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io("register hold", &path, e))?;
-        drop(restore_lock);
-        Ok(Hold {
-            file: Some(f),
-            path,
-            keep_file: pid.is_some(),
-        })
+        hold::take(&self.site, what, pid)
     }
 
     /// The holds standing on this workspace. Stale ones (holder gone, process exited) are
     /// removed.
     pub fn holds(&self) -> Result<Vec<HoldInfo>> {
-        let locks = &self.store.layout().locks;
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(locks).map_err(|e| Error::io("list", locks, e))? {
-            let entry = entry.map_err(|e| Error::io("list", locks, e))?;
-            let path = entry.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("hold")
-                || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-            {
-                continue;
-            }
-            let mut f = match fsutil::open_lock_file(&path) {
-                Ok(f) => f,
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let mut buf = Vec::new();
-            let _ = f.read_to_end(&mut buf);
-            let info: Option<HoldInfo> = serde_json::from_slice(&buf).ok();
-            // The probe's lock, if taken, ends with LOCK_UN at the end of this turn.
-            let probe = HeldLock::take(f, LockMode::Exclusive, false, &path)?;
-            let held = probe.is_none();
-            let process_alive = info
-                .as_ref()
-                .and_then(|i| i.pid)
-                .map(pid_alive)
-                .unwrap_or(false);
-            if !held && !process_alive {
-                let _ = std::fs::remove_file(&path);
-                continue;
-            }
-            if let Some(info) = info {
-                if info.workspace_id == self.id {
-                    out.push(info);
-                }
-            }
-        }
-        Ok(out)
+        hold::list(&self.site)
+    }
+
+    /// Plans restoring `snapshot` into the workspace: walks the current files with the
+    /// snapshot's capture settings and the stat cache (`ctx` watches and steers the walk), and
+    /// lists every change. Changes nothing: this is the dry run ([`Report::dry_run`]).
+    pub fn plan(
+        &self,
+        snapshot: &SnapshotId,
+        options: &PlanOptions,
+        ctx: Context<'_>,
+    ) -> Result<Plan> {
+        plan::plan(&self.site, snapshot, options, ctx)
+    }
+
+    /// Applies a plan made earlier: holds checked, a safety snapshot taken and the plan
+    /// checked against it, then the plan carried out under a journal (see [`crate::apply`]
+    /// for what the result means). `ctx` gives the safety snapshot's walk its progress and
+    /// threads, and its cancel token is checked before the walk and after it.
+    pub fn apply(&self, plan: &Plan, options: &ApplyOptions, ctx: Context<'_>) -> Result<Report> {
+        apply::apply(&self.site, plan, options, ctx)
+    }
+
+    /// Plans a restore of `snapshot` with `planning` and applies it with `options`: the files
+    /// are walked once (`ctx` watches and steers the walk): that walk is both what the plan is made from and the safety
+    /// snapshot, which is written only when the plan changes something (a restore with nothing
+    /// to do leaves no snapshot). [`Workspace::apply`] of a plan made earlier walks again for
+    /// its safety snapshot and checks the plan against it.
+    ///
+    /// It returns once every change is made, without waiting for the disk: the next snapshot,
+    /// restore or opening of the workspace, or [`Workspace::recover`], makes the changes
+    /// durable (see [`crate::journal`] for what a crash or a power cut leaves).
+    pub fn restore(
+        &self,
+        snapshot: &SnapshotId,
+        planning: &PlanOptions,
+        options: &ApplyOptions,
+        ctx: Context<'_>,
+    ) -> Result<Report> {
+        apply::restore(&self.site, snapshot, planning, options, ctx)
+    }
+
+    /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
+    /// later edit stays pending (and later restores are refused with `CONFLICT`) until the
+    /// obstruction is resolved and this is called again. While a restore of the workspace is
+    /// running (in any process) this leaves its journal alone: that restore finishes it.
+    ///
+    /// It also makes the changes of finished restores durable (a restore returns once its
+    /// changes are made, before the disk has them): call it after a restore to have them on
+    /// disk before going on. Opening the workspace, the next snapshot and the next restore do it anyway.
+    pub fn recover(&self) -> Result<Vec<Recovery>> {
+        journal::recover_all(&self.site)
+    }
+
+    /// Finishes what [`Workspace::recover`] can of every interrupted restore, then gives up
+    /// those it cannot finish (paths obstructed by later edits, or that cannot be changed):
+    /// each is ended as it stands, its staged files removed, and reported with `abandoned`
+    /// and the paths left as they are. Nothing is lost: the journal's safety snapshot holds
+    /// the files as they were before the restore, its target as they would have been.
+    /// `BUSY` while a restore of the workspace runs.
+    pub fn give_up(&self) -> Result<Vec<Recovery>> {
+        journal::give_up(&self.site)
+    }
+
+    /// Removes the files restores staged (`.cairn-tmp-<journal>-<n>`) that no unfinished
+    /// restore of this workspace will finish: left in a tree copied (`cp -a`) while a restore
+    /// of the original was pending, or by a restore whose journal is gone. They are Cairn's own
+    /// copies of content it holds elsewhere, never the user's files, and snapshots and plans
+    /// leave them out (`skipped` and `kept` with the reason `staged`). Walks the workspace
+    /// (not the default excludes, not the store); `BUSY` while a restore of it runs.
+    pub fn remove_stray_staged(&self) -> Result<Vec<StrayStaged>> {
+        journal::remove_stray_staged(&self.site)
+    }
+
+    /// Every restore journal of the workspace (reads them all: done journals are kept for
+    /// their idempotency keys).
+    pub fn journals(&self) -> Result<Vec<Journal>> {
+        journal::list(&self.site)
+    }
+
+    /// The journal of the restore made with idempotency key `key`, if there is one.
+    pub fn journal_for_key(&self, key: &str) -> Result<Option<Journal>> {
+        journal::read(&self.site, &journal::journal_id(Some(key)))
+    }
+
+    /// Whether the restore of journal `id` was given up ([`Workspace::give_up`]): ended as it
+    /// stood, its done journal no sign that the files are the target's.
+    pub fn journal_given_up(&self, id: &str) -> Result<bool> {
+        journal::given_up(&self.site, id)
     }
 }
 
-/// What [`Workspace::snapshot_with_progress`] did.
+/// What [`Workspace::snapshot`] did: the snapshot, and the retention that followed.
 #[derive(Debug)]
 pub struct SnapshotOutcome {
     /// The snapshot.
     pub snapshot: Snapshot,
     /// The retention that followed, if the workspace has one: its report, or why it failed.
     pub prune: Option<std::result::Result<cairn_store::retain::PruneReport, String>>,
-}
-
-fn pid_alive(pid: u32) -> bool {
-    match rustix::process::Pid::from_raw(pid as i32) {
-        Some(p) => rustix::process::test_kill_process(p).is_ok(),
-        None => false,
-    }
-}
-
-pub(crate) fn restore_lock_path(locks: &Path, workspace_id: &str) -> PathBuf {
-    locks.join(format!("restore-{workspace_id}.lock"))
-}
-
-/// What a hold records.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HoldInfo {
-    /// The workspace held.
-    pub workspace_id: String,
-    /// What holds it (a command, a run, a tool call).
-    pub what: String,
-    /// A process whose life the hold lasts for.
-    pub pid: Option<u32>,
-    /// The process that took the hold.
-    pub holder_pid: u32,
-}
-
-/// A hold; dropping it releases it (a hold naming a process lasts until that process exits).
-#[derive(Debug)]
-pub struct Hold {
-    file: Option<HeldLock>,
-    path: PathBuf,
-    keep_file: bool,
-}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        if !self.keep_file {
-            let _ = std::fs::remove_file(&self.path);
-        }
-        drop(self.file.take());
-    }
 }

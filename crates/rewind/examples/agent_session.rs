@@ -6,7 +6,7 @@
 //! cargo run -p cairn-rewind --example agent_session
 //! ```
 
-use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_restore::{Workspace, WorkspaceOptions};
 use cairn_rewind::{
     AppendOptions, Checkpoints, EntryId, ForkOptions, NewEntry, RewindOptions, Run, RunOptions,
     ThreadId, Threads, ThreadsOptions,
@@ -121,15 +121,22 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // The safety snapshot undoes the file part.
     if let Some(safety) = report.files.as_ref().and_then(|f| f.safety_snapshot_id) {
-        ws.restore(&safety, &RestoreOptions::default())?;
+        ws.restore(
+            &safety,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )?;
         show(&root, "after undoing the file part")?;
         let again = ws.restore(
             &u2.checkpoint.as_ref().ok_or("a checkpoint")?.snapshot_id,
-            &RestoreOptions::default(),
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
         )?;
         println!(
             "back to the rewound files: {} restored",
-            again.restored.len()
+            again.summary.restored.len()
         );
     }
 

@@ -5,28 +5,9 @@
 
 use crate::error::FilesError;
 use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted, PlanScope};
-use cairn_restore::{Plan, Report, RestoreOptions, Workspace};
+use cairn_restore::{ApplyOptions, Context, Plan, PlanOptions, Report, Workspace};
 use cairn_store::{ErrorKind, SnapshotId, Store};
 use std::path::Path;
-
-/// The report a dry run of `plan` stands for: what [`Workspace::apply`] would report.
-pub fn dry_run_report(plan: &Plan) -> Report {
-    Report {
-        snapshot_id: plan.snapshot_id,
-        dry_run: true,
-        restored: plan.restored.clone(),
-        deleted: plan.deleted.clone(),
-        unchanged: plan.unchanged,
-        kept: plan.kept.clone(),
-        busy: plan.busy,
-        drifted: plan.drifted.clone(),
-        paths: plan.paths.clone(),
-        safety_snapshot_id: None,
-        operations: 0,
-        as_planned: true,
-        journal: None,
-    }
-}
 
 fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, FilesError> {
     serde_json::to_value(value).map_err(|e| {
@@ -61,15 +42,15 @@ impl Files for Workspace {
         options.label = Some(request.label.clone());
         options.metadata = request.metadata.clone();
         for glob in &request.exclude {
-            if !options.excludes.contains(glob) {
-                options.excludes.push(glob.clone());
+            if !options.capture.excludes.contains(glob) {
+                options.capture.excludes.push(glob.clone());
             }
         }
         if request.max_file_bytes > 0 {
-            options.max_file_bytes = request.max_file_bytes;
+            options.capture.max_file_bytes = request.max_file_bytes;
         }
-        self.snapshot(&options)
-            .map(|s| s.id)
+        self.snapshot(&options, cairn_snapshot::Context::default())
+            .map(|s| s.snapshot.id)
             .map_err(FilesError::new)
     }
 
@@ -82,34 +63,34 @@ impl Files for Workspace {
     }
 
     fn plan_scoped(&self, target: &SnapshotId, scope: &PlanScope) -> Result<FilePlan, FilesError> {
-        let options = RestoreOptions {
+        let options = PlanOptions {
             paths: scope.paths.clone(),
             reference: scope.reference,
             on_drift: scope.on_drift,
-            ..RestoreOptions::default()
         };
-        let plan = Workspace::plan(self, target, &options).map_err(FilesError::new)?;
+        let plan =
+            Workspace::plan(self, target, &options, Context::default()).map_err(FilesError::new)?;
         Ok(FilePlan {
             target: *target,
-            report: json(&dry_run_report(&plan))?,
+            report: json(&Report::dry_run(&plan))?,
             changes: plan.actions.len() as u64,
-            busy: plan.busy,
+            busy: plan.summary.busy,
             detail: Some(Box::new(plan)),
         })
     }
 
     fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError> {
-        let mut options = RestoreOptions {
-            key: Some(key.to_string()),
-            ..RestoreOptions::default()
-        };
+        let options = ApplyOptions::with_key(Some(key.to_string()));
         let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Plan>()) {
-            Some(p) => {
-                // Checked again against the safety snapshot as it was planned.
-                options.on_drift = p.on_drift;
-                Workspace::apply(self, p, &options)
-            }
-            None => self.restore(&plan.target, &options),
+            // Checked again against the safety snapshot as it was planned (with its own drift
+            // policy).
+            Some(p) => Workspace::apply(self, p, &options, Context::default()),
+            None => self.restore(
+                &plan.target,
+                &PlanOptions::default(),
+                &options,
+                Context::default(),
+            ),
         }
         .map_err(FilesError::new)?;
         Ok(FileOutcome {

@@ -2,7 +2,7 @@
 //! trees: a subtree whose id did not change is not visited.
 
 use crate::error::Result;
-use crate::{scan, Options};
+use crate::{scan, Context, Options};
 use cairn_store::relpath::join;
 use cairn_store::{EntryKind, ObjectId, SnapshotId, Store, Tree, TreeEntry, TreeId};
 use serde::Serialize;
@@ -214,7 +214,11 @@ pub fn diff_workspace(
         store,
         root,
         workspace_id,
-        &Options::from_capture(&ma.capture),
+        &Options {
+            capture: ma.capture.clone(),
+            ..Options::default()
+        },
+        Context::default(),
     )?;
     diff_trees(
         &|id| match live.trees.get(id) {

@@ -8,13 +8,13 @@
 //! temporary file.
 //!
 //! ```
-//! use cairn_snapshot::{snapshot, Options};
+//! use cairn_snapshot::{snapshot, Context, Options};
 //! use cairn_store::{Store, StoreOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! std::fs::write(dir.path().join("a.txt"), "hello\n")?;
 //! let store = Store::open(dir.path().join(".cairn"), StoreOptions::default())?;
-//! let snap = snapshot(&store, dir.path(), "demo", &Options::default())?;
+//! let snap = snapshot(&store, dir.path(), "demo", &Options::default(), Context::default())?;
 //! assert_eq!(snap.stats.files, 1);
 //! # Ok(()) }
 //! ```
@@ -37,8 +37,7 @@ pub use walk::set_read_hook;
 pub use walk::{Kept, MAX_READS};
 
 use cairn_store::{
-    CancelToken, CaptureSettings, Manifest, OperationKind, Skipped, SnapshotId, Stats, Store, Tree,
-    TreeId,
+    CancelToken, Manifest, OperationKind, Skipped, SnapshotId, Stats, Store, Tree, TreeId,
 };
 use statcache::Update;
 use std::collections::HashMap;
@@ -47,8 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use walk::{Counters, Rules, Sink, Walker};
 
-/// The default `max_file_bytes`: 10 MiB.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 << 20;
+pub use cairn_store::{CaptureSettings, DEFAULT_MAX_FILE_BYTES};
 
 /// Progress of a walk, as reported to a progress callback.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -68,29 +66,22 @@ pub struct Progress {
 /// stops the walk with `ABORTED_BY_CALLBACK`.
 pub type ProgressFn<'a> = &'a mut dyn FnMut(&Progress) -> bool;
 
-/// How to take a snapshot. `Default` is the safest choice.
+/// How to take a snapshot: what it captures and what it records. `Default` is the safest
+/// choice. What one call is watched and steered with (cancel, progress, threads) is its
+/// [`Context`], apart.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// What the snapshot captures (recorded in its manifest); its exclude globs add up with
+    /// the workspace's.
+    pub capture: CaptureSettings,
     /// A label for people (or the entry id a checkpoint is taken for).
     pub label: Option<String>,
     /// Caller metadata: a JSON object.
     pub metadata: serde_json::Map<String, serde_json::Value>,
-    /// Exclude globs; they add up with the workspace's.
-    pub excludes: Vec<String>,
-    /// Files larger than this are skipped as `too-large`. Default 10 MiB.
-    pub max_file_bytes: u64,
-    /// Honour `.gitignore` and `.cairnignore` files. Default on.
-    pub gitignore: bool,
-    /// Skip files with more than one hard link (`hard-link`) without reading them.
-    pub refuse_hard_links: bool,
     /// Mark the snapshot protected from retention.
     pub protect: bool,
     /// Trust the stat cache. Off: every file is read and hashed again.
     pub use_stat_cache: bool,
-    /// Worker threads; `None` uses rayon's global pool (one per core).
-    pub threads: Option<usize>,
-    /// A token another thread may cancel.
-    pub cancel: Option<CancelToken>,
     /// Where this process keeps the workspace's stat cache between snapshots, so that one does
     /// not read and decode the whole file when the file still holds what the memo does (see
     /// [`CacheMemo`]). `None` reads the file every time. A `Workspace` sets its own.
@@ -106,41 +97,46 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            capture: CaptureSettings::default(),
             label: None,
             metadata: serde_json::Map::new(),
-            excludes: Vec::new(),
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            gitignore: true,
-            refuse_hard_links: false,
             protect: false,
             use_stat_cache: true,
-            threads: None,
-            cancel: None,
             memo: None,
             own_files: Vec::new(),
         }
     }
 }
 
-impl Options {
-    /// The capture settings these options stand for.
-    pub fn capture(&self) -> CaptureSettings {
-        CaptureSettings {
-            excludes: self.excludes.clone(),
-            max_file_bytes: self.max_file_bytes,
-            gitignore: self.gitignore,
-            refuse_hard_links: self.refuse_hard_links,
-        }
-    }
+/// What one walk (a snapshot, a scan, the walk of a restore) is watched and steered with,
+/// apart from what it does (its [`Options`]), as gitoxide's `gix-dir` keeps its `Context`
+/// apart from its `Options`. `Default`: no cancel token, no progress, rayon's global pool.
+#[derive(Default)]
+pub struct Context<'a> {
+    /// A token another thread may cancel (`CANCELLED`).
+    pub cancel: Option<CancelToken>,
+    /// A progress callback, run on the calling thread (see [`ProgressFn`]).
+    pub progress: Option<ProgressFn<'a>>,
+    /// Worker threads; `None` uses rayon's global pool (one per core).
+    pub threads: Option<usize>,
+}
 
-    /// Options that capture exactly as `capture` says.
-    pub fn from_capture(capture: &CaptureSettings) -> Self {
-        Options {
-            excludes: capture.excludes.clone(),
-            max_file_bytes: capture.max_file_bytes,
-            gitignore: capture.gitignore,
-            refuse_hard_links: capture.refuse_hard_links,
-            ..Options::default()
+impl std::fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cancel", &self.cancel)
+            .field("progress", &self.progress.is_some())
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl Context<'_> {
+    /// A context with only the cancel token `cancel` (no progress, the global pool).
+    pub fn with_cancel(cancel: Option<CancelToken>) -> Self {
+        Context {
+            cancel,
+            ..Context::default()
         }
     }
 }
@@ -234,8 +230,8 @@ fn walk(
     root: &Path,
     cache: &StatCache,
     options: &Options,
+    ctx: Context<'_>,
     sink: Sink<'_>,
-    progress: Option<ProgressFn<'_>>,
 ) -> Result<WalkOutput> {
     let started = Instant::now();
     let (root_fd, root_st) = walk::open_root(root)?;
@@ -251,16 +247,16 @@ fn walk(
         .collect();
     let own_paths = own_paths(root, &options.own_files);
     let rules = Rules {
-        excludes: Excludes::new(&options.excludes)?,
-        gitignore: options.gitignore,
-        max_file_bytes: options.max_file_bytes,
-        refuse_hard_links: options.refuse_hard_links,
+        excludes: Excludes::new(&options.capture.excludes)?,
+        gitignore: options.capture.gitignore,
+        max_file_bytes: options.capture.max_file_bytes,
+        refuse_hard_links: options.capture.refuse_hard_links,
     };
     let no_cancel = CancelToken::new();
-    let cancel = options.cancel.as_ref().unwrap_or(&no_cancel);
+    let cancel = ctx.cancel.as_ref().unwrap_or(&no_cancel);
     let aborted = AtomicBool::new(false);
     let counters = Counters::default();
-    let same_rules = cache.rules == statcache::rules_fingerprint(&options.capture());
+    let same_rules = cache.rules == statcache::rules_fingerprint(&options.capture);
     let check_objects = store.has_damage();
     let walker = Walker {
         root: root.to_path_buf(),
@@ -291,7 +287,7 @@ fn walk(
             Some(root_record),
         )
     };
-    let pool = match options.threads {
+    let pool = match ctx.threads {
         Some(n) => Some(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n.max(1))
@@ -304,7 +300,7 @@ fn walk(
         Some(p) => p.install(run),
         None => run(),
     };
-    let root_out = match progress {
+    let root_out = match ctx.progress {
         None => in_pool(),
         Some(cb) => std::thread::scope(|s| {
             // A first report before the walk starts: a caller can stop (or cancel) a snapshot
@@ -496,7 +492,7 @@ fn save_cache(
     cache.replace(
         std::mem::take(&mut out.dirs),
         statcache::StatCacheFile::new_key(Some(&id), started_ns),
-        statcache::rules_fingerprint(&options.capture()),
+        statcache::rules_fingerprint(&options.capture),
         Some((out.root, out.root_size)),
         id,
         started_ns,
@@ -511,25 +507,16 @@ fn save_cache(
     }
 }
 
-/// Takes a snapshot of the workspace at `root` into `store`, as workspace `workspace_id`.
+/// Takes a snapshot of the workspace at `root` into `store`, as workspace `workspace_id`,
+/// watched and steered by `ctx`.
 pub fn snapshot(
     store: &Store,
     root: &Path,
     workspace_id: &str,
     options: &Options,
+    ctx: Context<'_>,
 ) -> Result<Snapshot> {
-    snapshot_with_progress(store, root, workspace_id, options, None)
-}
-
-/// [`snapshot`] with a progress callback run on the calling thread.
-pub fn snapshot_with_progress(
-    store: &Store,
-    root: &Path,
-    workspace_id: &str,
-    options: &Options,
-    progress: Option<ProgressFn<'_>>,
-) -> Result<Snapshot> {
-    prepare_with_progress(store, root, workspace_id, options, progress)?.commit()
+    prepare(store, root, workspace_id, options, ctx)?.commit()
 }
 
 /// A snapshot whose walk is done and whose objects are durable in the store, without its
@@ -594,7 +581,7 @@ impl Prepared<'_> {
                 self.root.as_os_str().as_bytes().to_vec()
             },
             metadata: serde_json::Value::Object(options.metadata.clone()).to_string(),
-            capture: options.capture(),
+            capture: options.capture.clone(),
             skipped: self.out.skipped.clone(),
             stats: self.out.stats,
             protected: options.protect,
@@ -646,17 +633,7 @@ pub fn prepare<'s>(
     root: &Path,
     workspace_id: &str,
     options: &Options,
-) -> Result<Prepared<'s>> {
-    prepare_with_progress(store, root, workspace_id, options, None)
-}
-
-/// [`prepare`] with a progress callback run on the calling thread.
-pub fn prepare_with_progress<'s>(
-    store: &'s Store,
-    root: &Path,
-    workspace_id: &str,
-    options: &Options,
-    progress: Option<ProgressFn<'_>>,
+    ctx: Context<'_>,
 ) -> Result<Prepared<'s>> {
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
@@ -664,7 +641,7 @@ pub fn prepare_with_progress<'s>(
     let cache = load_cache(store, workspace_id, options)?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
     let writer = store.writer(&guard);
-    let mut out = walk(store, root, &cache, options, Sink::Store(&writer), progress)?;
+    let mut out = walk(store, root, &cache, options, ctx, Sink::Store(&writer))?;
     let written = writer.commit()?;
     out.stats.stored_bytes = written.stored_bytes;
     out.stats.stored_objects = written.objects;
@@ -683,7 +660,13 @@ pub fn prepare_with_progress<'s>(
 
 /// Walks the live workspace without storing anything, with the stat cache of `workspace_id`
 /// (read only), and returns its trees in memory.
-pub fn scan(store: &Store, root: &Path, workspace_id: &str, options: &Options) -> Result<Scan> {
+pub fn scan(
+    store: &Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+    ctx: Context<'_>,
+) -> Result<Scan> {
     cairn_store::check_workspace_id(workspace_id)?;
     let cache = load_cache(store, workspace_id, options)?;
     let out = walk(
@@ -691,8 +674,8 @@ pub fn scan(store: &Store, root: &Path, workspace_id: &str, options: &Options) -
         root,
         &cache,
         options,
+        ctx,
         Sink::Hash(Default::default()),
-        None,
     );
     // A scan only reads the cache: what it took from the memo goes back as it was.
     if let Some(memo) = &options.memo {

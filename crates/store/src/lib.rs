@@ -47,7 +47,7 @@ pub use cancel::CancelToken;
 pub use error::{Classify, Error, ErrorKind, Result};
 pub use id::{BlobId, Hasher, ObjectId, SnapshotId, TreeId};
 pub use lock::{MarkerInfo, OperationGuard, OperationKind};
-pub use manifest::{CaptureSettings, Manifest, SkipReason, Skipped, Stats};
+pub use manifest::{CaptureSettings, Manifest, SkipReason, Skipped, Stats, DEFAULT_MAX_FILE_BYTES};
 pub use pack::ObjectKind;
 pub use relpath::RelPath;
 pub use remote::{

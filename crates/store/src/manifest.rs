@@ -80,8 +80,15 @@ pub struct Stats {
     pub duration_ms: u64,
 }
 
-/// The capture settings a snapshot was taken with; a restore of it uses the same.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The default [`CaptureSettings::max_file_bytes`]: 10 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 << 20;
+
+/// The capture settings a snapshot was taken with; a restore of it uses the same. The one
+/// owner of what a snapshot captures: `cairn_snapshot::Options`, the workspace's options and
+/// the C ABI's option documents all embed it, so a new setting is a field here (recorded in
+/// the manifest, and seen by the stat cache's `rules_fingerprint`). `Default` is the safest
+/// choice: no globs, files up to 10 MiB, ignore files honoured, hard links taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CaptureSettings {
     /// Exclude globs, the workspace's and the call's together (defaults not included).
@@ -92,6 +99,17 @@ pub struct CaptureSettings {
     pub gitignore: bool,
     /// Whether files with several hard links were refused.
     pub refuse_hard_links: bool,
+}
+
+impl Default for CaptureSettings {
+    fn default() -> Self {
+        CaptureSettings {
+            excludes: Vec::new(),
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            gitignore: true,
+            refuse_hard_links: false,
+        }
+    }
 }
 
 /// One snapshot's manifest.

@@ -6,7 +6,6 @@
 //! every run ends with a SIGKILL, early or late.
 
 use crate::util::{open_store, open_ws, TAG};
-use cairn_restore::RestoreOptions;
 use cairn_store::gc::GcOptions;
 use cairn_store::{Classify, SnapshotId};
 use std::path::PathBuf;
@@ -75,22 +74,23 @@ fn child() {
         "snapshot" => {
             let ws = open_ws(&dir);
             say("READY");
-            if let Some(s) = report(ws.snapshot(&ws.snapshot_options())) {
-                say(&format!("DONE {}", s.id.to_hex()));
+            if let Some(s) = report(ws.snapshot(&ws.snapshot_options(), Default::default())) {
+                say(&format!("DONE {}", s.snapshot.id.to_hex()));
             }
             wait_to_be_killed();
         }
         "restore" => {
             let ws = open_ws(&dir);
             let target = ids("CAIRN_REL_SNAPS")[0];
-            let options = RestoreOptions {
+            let options = cairn_restore::ApplyOptions {
                 crash_after_ops: std::env::var("CAIRN_REL_CRASH_AFTER")
                     .ok()
                     .and_then(|n| n.parse().ok()),
-                ..RestoreOptions::default()
+                ..Default::default()
             };
             say("READY");
-            if report(ws.restore(&target, &options)).is_some() {
+            let restored = ws.restore(&target, &Default::default(), &options, Default::default());
+            if report(restored).is_some() {
                 say("DONE");
             }
             wait_to_be_killed();
@@ -151,13 +151,13 @@ fn snapshot_loop(dir: &std::path::Path) {
         let start = now_ms();
         let ws = open_ws(dir);
         let snap = ws
-            .snapshot(&ws.snapshot_options())
+            .snapshot(&ws.snapshot_options(), Default::default())
             .expect("a snapshot succeeds while others run");
         let end = now_ms();
         say(&format!(
             "SNAP {} {} {start} {end}",
-            snap.id.to_hex(),
-            snap.root.to_hex()
+            snap.snapshot.id.to_hex(),
+            snap.snapshot.root.to_hex()
         ));
         std::thread::sleep(Duration::from_millis(rng.below(100)));
     }
@@ -202,7 +202,12 @@ fn restore_loop(dir: &std::path::Path) {
         // a moment while it checks whether a journal needs recovering.
         let mut tries = 0;
         loop {
-            match ws.restore(&target, &RestoreOptions::default()) {
+            match ws.restore(
+                &target,
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            ) {
                 Ok(_) => break,
                 Err(e) if e.kind() == cairn_store::ErrorKind::Busy && tries < 50 => {
                     tries += 1;
@@ -255,8 +260,13 @@ fn try_ops(dir: &std::path::Path) {
     }
     for op in ops.split(',') {
         let r = match op {
-            "snapshot" => kind(ws.snapshot(&ws.snapshot_options())),
-            "restore" => kind(ws.restore(&ids("CAIRN_REL_SNAPS")[0], &RestoreOptions::default())),
+            "snapshot" => kind(ws.snapshot(&ws.snapshot_options(), Default::default())),
+            "restore" => kind(ws.restore(
+                &ids("CAIRN_REL_SNAPS")[0],
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            )),
             "verify" => match ws.store().verify() {
                 Ok(v) if v.is_ok() => Ok(()),
                 Ok(v) => Err((cairn_store::ErrorKind::Corrupt, format!("{v:?}"))),

@@ -16,7 +16,7 @@ use crate::util::{
     child_command, clear, figures, long, open_ws, picture, populate, scratch, tree_picture,
     ws_options, Spawned,
 };
-use cairn_restore::{RestoreOptions, Workspace};
+use cairn_restore::Workspace;
 use cairn_store::{SnapshotId, TreeId};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -49,9 +49,11 @@ fn four_snapshotters_a_collector_and_a_restorer_at_once_lose_nothing() {
         populate(&root, v);
         let mut options = ws.snapshot_options();
         options.protect = true;
-        let s = ws.snapshot(&options).expect("a version");
-        versions.push(s.id);
-        roots.insert(s.id, s.root);
+        let s = ws
+            .snapshot(&options, Default::default())
+            .expect("a version");
+        versions.push(s.snapshot.id);
+        roots.insert(s.snapshot.id, s.snapshot.root);
     }
     drop(ws);
 
@@ -150,8 +152,13 @@ fn four_snapshotters_a_collector_and_a_restorer_at_once_lose_nothing() {
         let mut options = ws_options(&dir.join("store"));
         options.id = Some(format!("fresh-{i}"));
         let into = Workspace::open(&fresh, options).expect("open a fresh workspace");
-        into.restore(id, &RestoreOptions::default())
-            .unwrap_or_else(|e| panic!("snapshot {id} restores: {e}"));
+        into.restore(
+            id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("snapshot {id} restores: {e}"));
         let m = store.read_manifest(id).expect("manifest");
         assert_eq!(
             picture(&fresh),

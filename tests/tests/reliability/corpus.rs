@@ -4,7 +4,6 @@
 //! scripts/test-reliability`) fuzzes each target for a bounded time on top of these seeds.
 
 use crate::util::{figures, populate, write};
-use cairn_restore::RestoreOptions;
 use cairn_store::{EntryKind, ObjectId, Tree, TreeEntry};
 use cairn_tests::decoders::{one_entry_tree, TARGETS};
 use std::path::{Path, PathBuf};
@@ -79,11 +78,13 @@ fn write_seed_corpora() {
     std::os::unix::fs::symlink("hello.txt", root.join("link")).expect("symlink");
     std::fs::write(root.join(latin1_name()), b"caf\xe9\n").expect("latin-1 name");
     let ws = crate::util::open_ws(base.path());
-    let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let snap = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     let store = ws.store().clone();
 
     // Trees: every tree of the snapshot, the empty tree, hostile names.
-    let mut todo = vec![snap.root];
+    let mut todo = vec![snap.snapshot.root];
     while let Some(t) = todo.pop() {
         let tree = store.read_tree(&t).expect("tree");
         for e in tree.entries() {
@@ -147,7 +148,9 @@ fn write_seed_corpora() {
     );
 
     // The manifest and the stat cache.
-    let manifest = store.read_manifest_bytes(&snap.id).expect("manifest");
+    let manifest = store
+        .read_manifest_bytes(&snap.snapshot.id)
+        .expect("manifest");
     seed_with_damage("manifest", &manifest);
     let cache = std::fs::read(
         cairn_snapshot::StatCache::path(&store, crate::util::WS_ID).expect("cache path"),
@@ -157,8 +160,13 @@ fn write_seed_corpora() {
 
     // A journal of a real restore, pending, and with a hostile path.
     populate(&root.join("more"), 0);
-    ws.restore(&snap.id, &RestoreOptions::default())
-        .expect("restore");
+    ws.restore(
+        &snap.snapshot.id,
+        &Default::default(),
+        &Default::default(),
+        Default::default(),
+    )
+    .expect("restore");
     let mut j = ws.journals().expect("journals").pop().expect("a journal");
     // Format 2 (postcard), then the same acting on `..`.
     seed_with_damage("journal", &j.encode());

@@ -143,7 +143,7 @@ fn check_store_usable(dir: &Path, what: &str) {
         store.live_operations().expect("markers list").is_empty(),
         "{what}: a live marker outlived its process"
     );
-    ws.snapshot(&ws.snapshot_options())
+    ws.snapshot(&ws.snapshot_options(), Default::default())
         .unwrap_or_else(|e| panic!("{what}: the next snapshot: {e}"));
     // That snapshot's stat cache is written by a background thread after it returned, through
     // `tmp/statcache-*.tmp`: wait for it, or the check below races this test's own writer
@@ -178,7 +178,8 @@ fn a_snapshot_killed_at_any_moment_leaves_a_store_that_verifies_and_takes_the_ne
     let template = fresh_template(base.path());
     let ws = open_ws(&template);
     populate(&template.join("root"), 0);
-    ws.snapshot(&ws.snapshot_options()).expect("first snapshot");
+    ws.snapshot(&ws.snapshot_options(), Default::default())
+        .expect("first snapshot");
     clear(&template.join("root"));
     populate(&template.join("root"), 1);
     let before = snapshot_ids(ws.store());
@@ -236,14 +237,19 @@ fn a_restore_killed_at_any_moment_or_after_any_operation_is_finished_or_untouche
     let root = template.join("root");
     let ws = open_ws(&template);
     populate(&root, 0);
-    let target = ws.snapshot(&ws.snapshot_options()).expect("target").id;
+    let target = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("target")
+        .snapshot
+        .id;
     let target_picture = picture(&root);
     clear(&root);
     populate(&root, 1);
-    ws.snapshot(&ws.snapshot_options()).expect("start");
+    ws.snapshot(&ws.snapshot_options(), Default::default())
+        .expect("start");
     let start_picture = picture(&root);
     let ops = ws
-        .plan(&target, &cairn_restore::RestoreOptions::default())
+        .plan(&target, &Default::default(), Default::default())
         .expect("plan")
         .actions
         .len();
@@ -309,8 +315,13 @@ fn a_restore_killed_at_any_moment_or_after_any_operation_is_finished_or_untouche
         drop(ws);
         check_store_usable(&dir, &what);
         let ws = open_ws(&dir);
-        ws.restore(&target, &cairn_restore::RestoreOptions::default())
-            .unwrap_or_else(|e| panic!("{what}: the next restore: {e}"));
+        ws.restore(
+            &target,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("{what}: the next restore: {e}"));
         assert_eq!(
             picture(&dir.join("root")),
             target_picture,
@@ -342,7 +353,12 @@ fn a_copy_killed_at_any_moment_leaves_the_other_store_whole_and_a_retry_complete
     for v in 0..3 {
         clear(&template.join("root"));
         populate(&template.join("root"), v * 2);
-        snaps.push(ws.snapshot(&ws.snapshot_options()).expect("snapshot").id);
+        snaps.push(
+            ws.snapshot(&ws.snapshot_options(), Default::default())
+                .expect("snapshot")
+                .snapshot
+                .id,
+        );
     }
     let src = ws.store().clone();
     let dst = cairn_store::Store::open(template.join("dst"), store_options()).expect("dst");
@@ -429,7 +445,12 @@ fn a_collection_killed_at_any_moment_loses_no_object_of_a_kept_snapshot() {
     for v in 0..6 {
         clear(&template.join("root"));
         populate(&template.join("root"), v);
-        snaps.push(ws.snapshot(&ws.snapshot_options()).expect("snapshot").id);
+        snaps.push(
+            ws.snapshot(&ws.snapshot_options(), Default::default())
+                .expect("snapshot")
+                .snapshot
+                .id,
+        );
     }
     let store = ws.store().clone();
     // Three snapshots deleted (their objects now unreachable, spread over every pack), and

@@ -12,7 +12,7 @@ use crate::util::{
     child_command, copy_dir, figures, is_root, names, open_store, picture, populate, snapshot_ids,
     staged_leftovers, store_options, tree_picture, write, ws_options, Rng, Spawned, Tmpfs, WS_ID,
 };
-use cairn_restore::{RestoreOptions, Workspace};
+use cairn_restore::Workspace;
 use cairn_store::{Classify, ErrorKind, SnapshotId};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -74,7 +74,8 @@ fn a_full_disk_under_the_store_fails_a_snapshot_with_io_and_leaves_the_store_as_
     let template = base.path().join("store-template");
     {
         let ws = Workspace::open(&root, ws_options(&store)).expect("open");
-        ws.snapshot(&ws.snapshot_options()).expect("first snapshot");
+        ws.snapshot(&ws.snapshot_options(), Default::default())
+            .expect("first snapshot");
     }
     copy_dir(&store, &template);
     // New, incompressible content: a pack of about 600 KiB, an index, a manifest and a stat
@@ -91,7 +92,7 @@ fn a_full_disk_under_the_store_fails_a_snapshot_with_io_and_leaves_the_store_as_
     let free0 = available(&disk.0);
     {
         let ws = Workspace::open(&root, ws_options(&store)).expect("open");
-        ws.snapshot(&ws.snapshot_options())
+        ws.snapshot(&ws.snapshot_options(), Default::default())
             .expect("a snapshot with room");
     }
     let need = free0 - available(&disk.0);
@@ -109,11 +110,11 @@ fn a_full_disk_under_the_store_fails_a_snapshot_with_io_and_leaves_the_store_as_
         let cache_path = cairn_snapshot::StatCache::path(s, WS_ID).expect("cache path");
         let cache = std::fs::read(&cache_path).expect("the stat cache");
         let what = format!("{free} bytes free of the {need} a snapshot needs");
-        match ws.snapshot(&ws.snapshot_options()) {
+        match ws.snapshot(&ws.snapshot_options(), Default::default()) {
             Ok(snap) => {
                 succeeded += 1;
-                assert!(s.has_snapshot(&snap.id), "{what}");
-                let m = s.read_manifest(&snap.id).expect("manifest");
+                assert!(s.has_snapshot(&snap.snapshot.id), "{what}");
+                let m = s.read_manifest(&snap.snapshot.id).expect("manifest");
                 assert_eq!(tree_picture(s, m.root), files, "{what}: exact");
             }
             Err(e) => {
@@ -137,7 +138,7 @@ fn a_full_disk_under_the_store_fails_a_snapshot_with_io_and_leaves_the_store_as_
         assert!(report.is_ok(), "{what}: {report:?}");
         assert_eq!(picture(&root), files, "{what}: the files are untouched");
         unfill(&disk.0);
-        ws.snapshot(&ws.snapshot_options())
+        ws.snapshot(&ws.snapshot_options(), Default::default())
             .unwrap_or_else(|e| panic!("{what}: with room again: {e}"));
     }
     assert!(
@@ -181,13 +182,18 @@ fn a_full_disk_under_the_workspace_fails_a_restore_before_any_change_or_recovers
         );
     }
     let ws = Workspace::open(&root, ws_options(&store)).expect("open");
-    let target = ws.snapshot(&ws.snapshot_options()).expect("target").id;
+    let target = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("target")
+        .snapshot
+        .id;
     let target_files = picture(&root);
     std::fs::remove_dir_all(root.join("data")).expect("rm data");
     for i in 0..40 {
         write(&root, &format!("src/f{i}.txt"), b"edited\n");
     }
-    ws.snapshot(&ws.snapshot_options()).expect("start");
+    ws.snapshot(&ws.snapshot_options(), Default::default())
+        .expect("start");
     let start_files = picture(&root);
     drop(ws);
     let root_template = base.path().join("root-template");
@@ -204,7 +210,12 @@ fn a_full_disk_under_the_workspace_fails_a_restore_before_any_change_or_recovers
         let what = format!("{free} bytes free of about {need}");
         let ws = Workspace::open(&root, ws_options(&store)).expect("open");
         let ids = snapshot_ids(ws.store());
-        match ws.restore(&target, &RestoreOptions::default()) {
+        match ws.restore(
+            &target,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        ) {
             Ok(_) => {
                 succeeded += 1;
                 assert_eq!(picture(&root), target_files, "{what}");
@@ -266,18 +277,29 @@ fn a_store_on_a_read_only_mount_refuses_snapshots_and_restores_with_io_and_still
     populate(&root, 0);
     let store = disk.0.join("store");
     let ws = Workspace::open(&root, ws_options(&store)).expect("open");
-    let first = ws.snapshot(&ws.snapshot_options()).expect("snapshot").id;
+    let first = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot")
+        .snapshot
+        .id;
     write(&root, "src/mod0/f0.rs", b"edited\n");
     drop(ws);
     let files = picture(&root);
     let stored = picture(&store);
     disk.remount(true);
     let ws = Workspace::open(&root, ws_options(&store)).expect("a read-only store opens");
-    let e = ws.snapshot(&ws.snapshot_options()).expect_err("read-only");
+    let e = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect_err("read-only");
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("Read-only file system"), "{e}");
     let e = ws
-        .restore(&first, &RestoreOptions::default())
+        .restore(
+            &first,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect_err("read-only");
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     let report = ws.store().verify().expect("verify reads a read-only store");
@@ -287,7 +309,8 @@ fn a_store_on_a_read_only_mount_refuses_snapshots_and_restores_with_io_and_still
     drop(ws);
     disk.remount(false);
     let ws = Workspace::open(&root, ws_options(&store)).expect("open");
-    ws.snapshot(&ws.snapshot_options()).expect("writable again");
+    ws.snapshot(&ws.snapshot_options(), Default::default())
+        .expect("writable again");
 }
 
 /// Runs the `try` child job as uid/gid 65534 on `dir` and returns its `RESULT` lines.
@@ -348,7 +371,11 @@ fn shared_dir() -> (tempfile::TempDir, SnapshotId) {
     std::fs::create_dir_all(&root).expect("root");
     populate(&root, 0);
     let ws = crate::util::open_ws(base.path());
-    let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot").id;
+    let snap = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot")
+        .snapshot
+        .id;
     write(&root, "src/mod1/f1.rs", b"edited\n");
     (base, snap)
 }
@@ -433,7 +460,10 @@ fn files_and_directories_of_another_user_skip_in_a_snapshot_and_deny_a_restore()
     write(&root, "secret.txt", b"not yours\n");
     let target = {
         let ws = crate::util::open_ws(base.path());
-        ws.snapshot(&ws.snapshot_options()).expect("snapshot").id
+        ws.snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot")
+            .snapshot
+            .id
     };
     write(&root, "theirs/a.txt", b"two\n");
     chown_all(base.path(), 65534);
@@ -577,10 +607,18 @@ fn a_truncated_or_flipped_object_is_reported_refused_and_harms_nothing_else() {
     std::fs::create_dir_all(template.join("root")).expect("root");
     let ws = crate::util::open_ws(&template);
     populate(&template.join("root"), 0);
-    let damaged = ws.snapshot(&ws.snapshot_options()).expect("a").id;
+    let damaged = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("a")
+        .snapshot
+        .id;
     crate::util::clear(&template.join("root"));
     populate(&template.join("root"), 2);
-    let sound = ws.snapshot(&ws.snapshot_options()).expect("b").id;
+    let sound = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("b")
+        .snapshot
+        .id;
     let sound_picture = tree_picture(
         ws.store(),
         ws.store().read_manifest(&sound).expect("m").root,
@@ -618,7 +656,12 @@ fn a_truncated_or_flipped_object_is_reported_refused_and_harms_nothing_else() {
         assert_ne!(check(&damaged), Some(true), "{what}: the damaged snapshot");
         let sound_ok = check(&sound) == Some(true);
         // Restoring the damaged snapshot fails before any change.
-        let r = ws.restore(&damaged, &RestoreOptions::default());
+        let r = ws.restore(
+            &damaged,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        );
         assert_eq!(kind(r), Some(restore_kind), "{what}: restore");
         assert_eq!(picture(&dir.join("root")), files, "{what}: files unchanged");
         assert!(staged_leftovers(&dir.join("root")).is_empty(), "{what}");
@@ -643,7 +686,7 @@ fn a_truncated_or_flipped_object_is_reported_refused_and_harms_nothing_else() {
             let m = store.read_manifest(&sound).expect("m");
             assert_eq!(tree_picture(store, m.root), sound_picture, "{what}");
         }
-        ws.snapshot(&ws.snapshot_options())
+        ws.snapshot(&ws.snapshot_options(), Default::default())
             .unwrap_or_else(|e| panic!("{what}: a snapshot after the damage: {e}"));
         lines.push(format!(
             "{what}: verify reports it{}, restore {restore_kind}, copy {}",

@@ -4,7 +4,7 @@
 //! outside the root, nor inside it.
 
 use crate::util::{open_store, open_ws, picture, populate, snapshot_ids, write, ws_options, WS_ID};
-use cairn_restore::{RestoreOptions, Workspace};
+use cairn_restore::Workspace;
 use cairn_store::{
     CaptureSettings, Classify, EntryKind, ErrorKind, Manifest, ObjectKind, OperationKind,
     SnapshotId, Stats, Store, Tree, TreeEntry, TreeId,
@@ -101,11 +101,16 @@ fn trees_naming_paths_outside_the_root_are_refused_with_corrupt_and_write_nothin
                 let around = crate::util::names(base.path());
 
                 let e = ws
-                    .plan(&snap, &RestoreOptions::default())
+                    .plan(&snap, &Default::default(), Default::default())
                     .expect_err("plan");
                 assert_eq!(e.kind(), ErrorKind::Corrupt, "{what}: plan: {e}");
                 let e = ws
-                    .restore(&snap, &RestoreOptions::default())
+                    .restore(
+                        &snap,
+                        &Default::default(),
+                        &Default::default(),
+                        Default::default(),
+                    )
                     .expect_err("restore");
                 assert_eq!(e.kind(), ErrorKind::Corrupt, "{what}: restore: {e}");
                 let dst = Store::open(other.path().join("dst"), Default::default()).expect("dst");
@@ -172,7 +177,11 @@ fn store_directories_swapped_for_symlinks_are_refused_with_corrupt_and_nothing_g
         populate(&base.path().join("root"), 0);
         let snap = {
             let ws = open_ws(base.path());
-            let s = ws.snapshot(&ws.snapshot_options()).expect("snapshot").id;
+            let s = ws
+                .snapshot(&ws.snapshot_options(), Default::default())
+                .expect("snapshot")
+                .snapshot
+                .id;
             write(ws.root(), "src/mod0/f0.rs", b"edited\n");
             s
         };
@@ -191,8 +200,17 @@ fn store_directories_swapped_for_symlinks_are_refused_with_corrupt_and_nothing_g
         )
         .map_err(|e| e.kind())
         .and_then(|ws| {
-            let s = ws.snapshot(&ws.snapshot_options()).map(|_| ());
-            let r = ws.restore(&snap, &RestoreOptions::default()).map(|_| ());
+            let s = ws
+                .snapshot(&ws.snapshot_options(), Default::default())
+                .map(|_| ());
+            let r = ws
+                .restore(
+                    &snap,
+                    &Default::default(),
+                    &Default::default(),
+                    Default::default(),
+                )
+                .map(|_| ());
             let g = ws.store().gc(&crate::child::eager_gc()).map(|_| ());
             // Every operation that goes through the directory refuses.
             let kinds: Vec<Option<ErrorKind>> = vec![
@@ -235,13 +253,22 @@ fn a_manifest_that_is_a_symlink_is_refused_with_corrupt() {
     std::fs::create_dir_all(base.path().join("root")).expect("root");
     populate(&base.path().join("root"), 0);
     let ws = open_ws(base.path());
-    let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot").id;
+    let snap = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot")
+        .snapshot
+        .id;
     let path = ws.store().layout().manifest_path(&snap);
     let out = base.path().join("manifest-outside");
     std::fs::rename(&path, &out).expect("move");
     std::os::unix::fs::symlink(&out, &path).expect("symlink");
     let e = ws
-        .restore(&snap, &RestoreOptions::default())
+        .restore(
+            &snap,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect_err("refused");
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
 }
@@ -264,11 +291,20 @@ fn a_planted_journal_naming_paths_outside_the_root_is_refused_with_corrupt_and_c
     // A real journal to start from: a restore that wrote, removed and re-moded things.
     let template = {
         let ws = open_ws(base.path());
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot").id;
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot")
+            .snapshot
+            .id;
         write(&root, "src/mod0/f0.rs", b"edited\n");
         write(&root, "new/file.txt", b"new\n");
-        ws.restore(&snap, &RestoreOptions::default())
-            .expect("restore");
+        ws.restore(
+            &snap,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
+        .expect("restore");
         let j = ws.journals().expect("journals").pop().expect("one journal");
         serde_json::to_value(&j).expect("json")
     };

@@ -15,7 +15,7 @@ use crate::error::{CliError, Result};
 use crate::threads::{fork_workspace, resolve_entry};
 use axum::body::Bytes;
 use axum::extract::State;
-use cairn_restore::{DriftPolicy, Report, RestoreOptions, Workspace};
+use cairn_restore::{ApplyOptions, Context, DriftPolicy, PlanOptions, Report, Workspace};
 use cairn_rewind::{Files, ForkOptions, RewindOptions, ThreadId};
 use cairn_store::{ErrorKind, SnapshotId};
 use serde::{Deserialize, Serialize};
@@ -105,6 +105,7 @@ fn files_view(r: &Report, root: &Path) -> FilesView {
         v.iter().take(PLAN_PATHS).map(|p| p.to_string()).collect()
     };
     let keep: Vec<String> = r
+        .summary
         .kept
         .iter()
         .filter(|k| k.reason != cairn_restore::KeptReason::Excluded)
@@ -119,15 +120,15 @@ fn files_view(r: &Report, root: &Path) -> FilesView {
     FilesView {
         snapshot_id: r.snapshot_id,
         root: root.display().to_string(),
-        restore: names(&r.restored),
-        restore_count: r.restored.len(),
-        delete: names(&r.deleted),
-        delete_count: r.deleted.len(),
+        restore: names(&r.summary.restored),
+        restore_count: r.summary.restored.len(),
+        delete: names(&r.summary.deleted),
+        delete_count: r.summary.deleted.len(),
         keep_count: keep.len(),
         keep: keep.into_iter().take(PLAN_PATHS).collect(),
-        drifted: names(&r.drifted),
-        unchanged: r.unchanged,
-        busy: r.busy,
+        drifted: names(&r.summary.drifted),
+        unchanged: r.summary.unchanged,
+        busy: r.summary.busy,
         safety_snapshot_id: r.safety_snapshot_id,
     }
 }
@@ -299,13 +300,13 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                     .filter(|r| Path::new(r) != s.opened.ws.root()),
                 on_drift: req.on_drift,
             };
-            let mut options = RestoreOptions::default();
+            let mut options = PlanOptions::default();
             if let Some(policy) = req.on_drift {
                 options.on_drift = policy;
                 options.reference = crate::files::drift_reference(&ws, &id, None)?;
             }
-            let plan = ws.plan(&id, &options)?;
-            let dry = cairn_rewind::workspace::dry_run_report(&plan);
+            let plan = ws.plan(&id, &options, Context::default())?;
+            let dry = Report::dry_run(&plan);
             let digest = digest_of(&request, &(&dry, plan.current_root))?;
             let view = OpView {
                 op: Op::Restore,
@@ -427,7 +428,7 @@ fn files_now(
 ) -> Result<Option<cairn_store::TreeId>> {
     match files {
         Some(f) => Ok(Some(
-            ws.plan(&f.snapshot_id, &RestoreOptions::default())?
+            ws.plan(&f.snapshot_id, &PlanOptions::default(), Context::default())?
                 .current_root,
         )),
         None => Ok(None),
@@ -615,7 +616,7 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
     match req.op {
         Op::Restore => {
             let (ws, plan) = p.restore.expect("a restore plan holds its plan");
-            let report = ws.apply(&plan, &RestoreOptions::default())?;
+            let report = ws.apply(&plan, &ApplyOptions::default(), Context::default())?;
             // For the processes following the event log; the files are restored either way.
             let recorded = serde_json::to_value(&report)
                 .map_err(|e| cairn_rewind::Error::InvalidArgument(e.to_string()))

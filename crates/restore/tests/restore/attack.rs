@@ -1,7 +1,6 @@
 //! Attacks: nothing outside the root changes, ever.
 
 use crate::fixtures::{picture, Fx};
-use cairn_restore::RestoreOptions;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -22,7 +21,12 @@ fn a_symlink_planted_where_a_file_will_be_written_is_replaced_not_followed() {
     std::os::unix::fs::symlink(out.join("secret.txt"), fx.root().join("f.txt")).expect("plant");
     let before = picture(&out);
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore");
     assert_eq!(picture(&out), before);
     assert_eq!(fx.read("f.txt"), b"snapshot content");
@@ -45,7 +49,12 @@ fn a_hard_link_to_a_file_outside_is_replaced_and_the_outside_file_is_untouched()
     std::fs::hard_link(out.join("secret.txt"), fx.root().join("extra.txt")).expect("link");
     let before = picture(&out);
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore");
     assert_eq!(picture(&out), before);
     assert_eq!(
@@ -93,7 +102,12 @@ fn a_parent_directory_swapped_for_a_symlink_while_a_restore_runs_never_leads_out
             })
         };
         // The restore may succeed or fail; either way nothing outside may change.
-        let _ = fx.ws.restore(&snap.id, &RestoreOptions::default());
+        let _ = fx.ws.restore(
+            &snap.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        );
         stop.store(true, Ordering::Relaxed);
         racer.join().expect("racer");
         assert_eq!(
@@ -127,7 +141,10 @@ fn mode_content_and_delete_changes_on_paths_hard_linked_outside_leave_the_outsid
             dir.path().join("root"),
             cairn_restore::WorkspaceOptions {
                 store: Some(dir.path().join("store")),
-                refuse_hard_links,
+                capture: cairn_snapshot::CaptureSettings {
+                    refuse_hard_links,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         )
@@ -136,7 +153,9 @@ fn mode_content_and_delete_changes_on_paths_hard_linked_outside_leave_the_outsid
         std::fs::write(root.join("modeonly"), b"same\n").expect("write");
         crate::fixtures::chmod(&root.join("modeonly"), 0o755);
         std::fs::write(root.join("content"), b"snapshot content\n").expect("write");
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
         // Planted: hard links to files outside the root, one with the same content as the
         // snapshot (only its mode differs), one with other content, one where nothing was.
         let out = dir.path().join("outside");
@@ -157,7 +176,12 @@ fn mode_content_and_delete_changes_on_paths_hard_linked_outside_leave_the_outsid
             .map(|n| state(&out.join(n)))
             .collect();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let r = ws.restore(&snap.id, &RestoreOptions::default());
+        let r = ws.restore(
+            &snap.snapshot.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        );
         if refuse_hard_links {
             // Under refuse_hard_links the safety snapshot cannot read those paths, so the
             // restore refuses them before any change.
@@ -211,7 +235,9 @@ fn an_open_workspace_writes_nothing_through_store_directories_swapped_for_symlin
     )
     .expect("open");
     std::fs::write(ws.root().join("a.txt"), b"one\n").expect("write");
-    let first = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let first = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     ws.flush_stat_cache();
     // While the handle stays open, two of the store's directories become symlinks to a
     // directory outside it.
@@ -225,7 +251,7 @@ fn an_open_workspace_writes_nothing_through_store_directories_swapped_for_symlin
     }
     std::fs::write(ws.root().join("a.txt"), b"two, a change to store\n").expect("write");
     let e = ws
-        .snapshot(&ws.snapshot_options())
+        .snapshot(&ws.snapshot_options(), Default::default())
         .expect_err("refused while a store directory is a symlink");
     assert_eq!(
         cairn_store::Classify::kind(&e),
@@ -238,7 +264,12 @@ fn an_open_workspace_writes_nothing_through_store_directories_swapped_for_symlin
         .map(|e| e.file_name())
         .collect();
     assert!(written.is_empty(), "nothing written outside: {written:?}");
-    let r = ws.restore(&first.id, &RestoreOptions::default());
+    let r = ws.restore(
+        &first.snapshot.id,
+        &Default::default(),
+        &Default::default(),
+        Default::default(),
+    );
     assert!(r.is_err(), "a restore is refused too");
     assert_eq!(
         std::fs::read(ws.root().join("a.txt")).expect("read"),

@@ -1,7 +1,7 @@
 //! Restore behaviour: plans, kept paths, refusals, holds, safety snapshots, drift, journals.
 
 use crate::fixtures::{chmod, mtime_ns, temp_files, Fx};
-use cairn_restore::{DriftPolicy, KeptReason, RestoreOptions};
+use cairn_restore::{ApplyOptions, Context, DriftPolicy, KeptReason, PlanOptions, Report};
 use cairn_store::{Classify, ErrorKind, RelPath};
 
 fn names(paths: &[RelPath]) -> Vec<String> {
@@ -21,35 +21,33 @@ fn a_dry_run_lists_every_change_and_apply_does_exactly_that() {
     let before = fx.picture();
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
         .expect("plan");
     assert_eq!(fx.picture(), before, "a plan changes nothing");
-    assert_eq!(names(&plan.restored), vec!["del", "del/me.txt", "mod.txt"]);
     assert_eq!(
-        names(&plan.deleted),
+        names(&plan.summary.restored),
+        vec!["del", "del/me.txt", "mod.txt"]
+    );
+    assert_eq!(
+        names(&plan.summary.deleted),
         vec!["new/dir/file.txt", "new/dir", "new"]
     );
-    assert_eq!(plan.unchanged, 1);
+    assert_eq!(plan.summary.unchanged, 1);
     let dry = fx
         .ws
-        .restore(
-            &snap.id,
-            &RestoreOptions {
-                dry_run: true,
-                ..RestoreOptions::default()
-            },
-        )
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
+        .map(|plan| Report::dry_run(&plan))
         .expect("dry run");
     assert!(dry.dry_run);
-    assert_eq!(dry.restored, plan.restored);
+    assert_eq!(dry.summary.restored, plan.summary.restored);
     assert_eq!(fx.picture(), before);
     let report = fx
         .ws
-        .apply(&plan, &RestoreOptions::default())
+        .apply(&plan, &ApplyOptions::default(), Context::default())
         .expect("apply");
     assert!(report.as_planned);
-    assert_eq!(report.restored, plan.restored);
-    assert_eq!(report.deleted, plan.deleted);
+    assert_eq!(report.summary.restored, plan.summary.restored);
+    assert_eq!(report.summary.deleted, plan.summary.deleted);
     assert_eq!(report.operations, plan.actions.len() as u64);
     assert_eq!(fx.read("mod.txt"), b"original");
     assert_eq!(fx.read("del/me.txt"), b"x");
@@ -67,7 +65,12 @@ fn files_that_already_match_are_not_touched_and_keep_their_mtime() {
     let before = mtime_ns(&fx.root().join("same.txt"));
     std::thread::sleep(std::time::Duration::from_millis(20));
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     assert_eq!(mtime_ns(&fx.root().join("same.txt")), before);
     assert_eq!(fx.read("other.txt"), b"v1");
@@ -83,12 +86,22 @@ fn restoring_the_safety_snapshot_undoes_the_restore() {
     let mutated = fx.picture();
     let report = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     let safety = report.safety_snapshot_id.expect("safety snapshot");
     assert_ne!(fx.picture(), mutated);
     fx.ws
-        .restore(&safety, &RestoreOptions::default())
+        .restore(
+            &safety,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("undo");
     assert_eq!(fx.picture(), mutated);
 }
@@ -100,7 +113,12 @@ fn a_restore_that_changes_nothing_takes_no_safety_snapshot() {
     let snap = fx.snap();
     let report = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     assert!(report.safety_snapshot_id.is_none());
     assert_eq!(report.operations, 0);
@@ -115,7 +133,7 @@ fn a_restore_refused_after_its_safety_snapshot_but_before_any_change_keeps_no_sa
     fx.write("a.txt", b"two");
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
         .expect("plan");
     // The files change between the plan and its apply (a new file the plan does not know):
     // the safety snapshot sees it and the apply is refused with nothing changed.
@@ -123,7 +141,7 @@ fn a_restore_refused_after_its_safety_snapshot_but_before_any_change_keeps_no_sa
     let before = fx.ws.store().snapshot_ids().expect("ids").len();
     let err = fx
         .ws
-        .apply(&plan, &RestoreOptions::default())
+        .apply(&plan, &ApplyOptions::default(), Context::default())
         .expect_err("the plan no longer holds");
     assert_eq!(
         std::fs::read(fx.root().join("a.txt")).expect("read"),
@@ -137,7 +155,12 @@ fn a_restore_refused_after_its_safety_snapshot_but_before_any_change_keeps_no_sa
     );
     // And the next restore works from a stat cache that no longer names it.
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     assert_eq!(
         std::fs::read(fx.root().join("a.txt")).expect("read"),
@@ -158,10 +181,11 @@ fn excluded_ignored_and_special_paths_are_kept_with_what_holds_them() {
     fx.write("gen/trace.log", b"log");
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
         .expect("plan");
-    assert_eq!(names(&plan.deleted), vec!["gen/made.rs"]);
+    assert_eq!(names(&plan.summary.deleted), vec!["gen/made.rs"]);
     let kept: Vec<(String, KeptReason)> = plan
+        .summary
         .kept
         .iter()
         .map(|k| (k.path.display().into_owned(), k.reason))
@@ -171,7 +195,7 @@ fn excluded_ignored_and_special_paths_are_kept_with_what_holds_them() {
     assert!(kept.contains(&("node_modules".into(), KeptReason::Excluded)));
     assert!(kept.contains(&("gen".into(), KeptReason::HoldsKept)));
     fx.ws
-        .apply(&plan, &RestoreOptions::default())
+        .apply(&plan, &ApplyOptions::default(), Context::default())
         .expect("apply");
     assert_eq!(fx.read("debug.log"), b"log");
     assert_eq!(fx.read("build/out.o"), b"obj");
@@ -185,18 +209,29 @@ fn a_file_made_since_that_is_too_large_for_the_snapshot_is_kept() {
     fx.write("a.txt", b"a");
     let snap = fx
         .ws
-        .snapshot(&cairn_snapshot::Options {
-            max_file_bytes: 1000,
-            ..fx.ws.snapshot_options()
-        })
+        .snapshot(
+            &cairn_snapshot::Options {
+                capture: cairn_snapshot::CaptureSettings {
+                    max_file_bytes: 1000,
+                    ..fx.ws.snapshot_options().capture
+                },
+                ..fx.ws.snapshot_options()
+            },
+            Context::default(),
+        )
         .expect("snap");
     fx.write("big.bin", &[1u8; 5000]);
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(
+            &snap.snapshot.id,
+            &PlanOptions::default(),
+            Context::default(),
+        )
         .expect("plan");
-    assert!(plan.deleted.is_empty());
+    assert!(plan.summary.deleted.is_empty());
     assert!(plan
+        .summary
         .kept
         .iter()
         .any(|k| k.path.0 == b"big.bin" && k.reason == KeptReason::TooLarge));
@@ -212,19 +247,19 @@ fn overwriting_a_present_ignored_file_is_denied_naming_it() {
     let before = fx.picture();
     let err = fx
         .ws
-        .restore(
-            &snap.id,
-            &RestoreOptions {
-                dry_run: true,
-                ..RestoreOptions::default()
-            },
-        )
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
+        .map(|plan| Report::dry_run(&plan))
         .expect_err("denied");
     assert_eq!(err.kind(), ErrorKind::Denied);
     assert!(err.to_string().contains("notes.log"), "{err}");
     let err = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect_err("denied");
     assert_eq!(err.kind(), ErrorKind::Denied);
     assert_eq!(fx.picture(), before);
@@ -242,13 +277,8 @@ fn a_directory_owned_by_another_user_refuses_the_restore_before_any_change() {
     std::os::unix::fs::chown(fx.root().join("theirs"), Some(65534), Some(65534)).expect("chown");
     let err = fx
         .ws
-        .restore(
-            &snap.id,
-            &RestoreOptions {
-                dry_run: true,
-                ..RestoreOptions::default()
-            },
-        )
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
+        .map(|plan| Report::dry_run(&plan))
         .expect_err("denied");
     assert_eq!(err.kind(), ErrorKind::Denied);
     assert_eq!(fx.read("theirs/a.txt"), b"b");
@@ -265,7 +295,12 @@ fn a_read_only_directory_of_yours_is_opened_for_the_restore_and_given_its_mode()
     fx.write("ro/b.txt", b"new");
     chmod(&fx.root().join("ro"), 0o500);
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     use std::os::unix::fs::MetadataExt;
     assert_eq!(fx.read("ro/a.txt"), b"one");
@@ -289,25 +324,30 @@ fn a_hold_makes_a_restore_busy_and_a_dry_run_says_so() {
     let hold = fx.ws.hold("npm test", None).expect("hold");
     let dry = fx
         .ws
-        .restore(
-            &snap.id,
-            &RestoreOptions {
-                dry_run: true,
-                ..RestoreOptions::default()
-            },
-        )
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
+        .map(|plan| Report::dry_run(&plan))
         .expect("dry run");
-    assert!(dry.busy);
+    assert!(dry.summary.busy);
     let err = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect_err("busy");
     assert_eq!(err.kind(), ErrorKind::Busy);
     assert!(err.to_string().contains("npm test"), "{err}");
     assert_eq!(fx.read("a.txt"), b"two");
     drop(hold);
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     assert_eq!(fx.read("a.txt"), b"one");
 }
@@ -357,7 +397,12 @@ fn a_hold_released_while_other_threads_fork_children_does_not_refuse_the_next_re
         } else {
             (&two, b"two")
         };
-        match fx.ws.restore(&snap.id, &RestoreOptions::default()) {
+        match fx.ws.restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        ) {
             Ok(_) => assert_eq!(fx.read("a.txt"), want),
             Err(e) => {
                 result = Err(format!("round {i}: {e}"));
@@ -386,19 +431,34 @@ fn a_hold_naming_a_process_lasts_until_that_process_exits() {
             .hold("background server", Some(child.id()))
             .expect("hold"),
     );
-    let err = fx.ws.restore(&snap.id, &RestoreOptions::default());
+    let err = fx.ws.restore(
+        &snap.id,
+        &PlanOptions::default(),
+        &ApplyOptions::default(),
+        Context::default(),
+    );
     // Nothing to change is fine either way; make a change so the restore must act.
     let _ = err;
     fx.write("a.txt", b"two");
     let err = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect_err("busy");
     assert_eq!(err.kind(), ErrorKind::Busy);
     child.kill().expect("kill");
     child.wait().expect("wait");
     fx.ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     assert!(fx.ws.holds().expect("holds").is_empty());
 }
@@ -414,12 +474,47 @@ fn a_hold_in_another_process_makes_a_restore_busy() {
     let hold = other.hold("tool call", None).expect("hold");
     assert_eq!(
         fx.ws
-            .restore(&snap.id, &RestoreOptions::default())
+            .restore(
+                &snap.id,
+                &PlanOptions::default(),
+                &ApplyOptions::default(),
+                Context::default()
+            )
             .expect_err("busy")
             .kind(),
         ErrorKind::Busy
     );
     drop(hold);
+}
+
+#[test]
+fn a_plan_applied_later_is_checked_again_with_its_own_drift_policy() {
+    let fx = Fx::new();
+    fx.write("a.txt", b"one");
+    let target = fx.snap();
+    fx.write("a.txt", b"agent edit");
+    let reference = fx.snap();
+    fx.write("a.txt", b"someone else's edit");
+    // Its only change would be to a drifted path it keeps: it has nothing to do.
+    let keep = PlanOptions {
+        reference: Some(reference.id),
+        on_drift: DriftPolicy::Skip,
+        ..PlanOptions::default()
+    };
+    let plan = fx
+        .ws
+        .plan(&target.id, &keep, Context::default())
+        .expect("plan");
+    assert!(plan.is_noop());
+    assert_eq!(names(&plan.summary.drifted), vec!["a.txt"]);
+    // Applied with default options, it is checked as it was planned (keep), not with
+    // `overwrite`, which would find a change and refuse the plan as out of date.
+    let report = fx
+        .ws
+        .apply(&plan, &ApplyOptions::default(), Context::default())
+        .expect("apply");
+    assert_eq!(report.operations, 0);
+    assert_eq!(fx.read("a.txt"), b"someone else's edit");
 }
 
 #[test]
@@ -432,26 +527,35 @@ fn drift_from_a_reference_is_reported_refused_or_skipped_as_asked() {
     fx.write("b.txt", b"agent edit");
     let reference = fx.snap();
     fx.write("b.txt", b"someone else's edit");
-    let opts = |on_drift| RestoreOptions {
+    let opts = |on_drift| PlanOptions {
         reference: Some(reference.id),
         on_drift,
-        ..RestoreOptions::default()
+        ..PlanOptions::default()
     };
     let plan = fx
         .ws
-        .plan(&target.id, &opts(DriftPolicy::Overwrite))
+        .plan(
+            &target.id,
+            &opts(DriftPolicy::Overwrite),
+            Context::default(),
+        )
         .expect("plan");
-    assert_eq!(names(&plan.drifted), vec!["b.txt"]);
+    assert_eq!(names(&plan.summary.drifted), vec!["b.txt"]);
     let err = fx
         .ws
-        .plan(&target.id, &opts(DriftPolicy::Refuse))
+        .plan(&target.id, &opts(DriftPolicy::Refuse), Context::default())
         .expect_err("conflict");
     assert_eq!(err.kind(), ErrorKind::Conflict);
     let report = fx
         .ws
-        .restore(&target.id, &opts(DriftPolicy::Skip))
+        .restore(
+            &target.id,
+            &opts(DriftPolicy::Skip),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
-    assert_eq!(names(&report.drifted), vec!["b.txt"]);
+    assert_eq!(names(&report.summary.drifted), vec!["b.txt"]);
     assert_eq!(fx.read("a.txt"), b"one");
     assert_eq!(fx.read("b.txt"), b"someone else's edit");
 }
@@ -464,12 +568,12 @@ fn a_plan_made_before_the_files_changed_is_refused_with_conflict() {
     fx.write("a.txt", b"two");
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
         .expect("plan");
     fx.write("c.txt", b"made after the plan");
     let err = fx
         .ws
-        .apply(&plan, &RestoreOptions::default())
+        .apply(&plan, &ApplyOptions::default(), Context::default())
         .expect_err("conflict");
     assert_eq!(err.kind(), ErrorKind::Conflict);
     assert_eq!(fx.read("a.txt"), b"two");
@@ -504,7 +608,12 @@ fn a_corrupt_object_fails_the_restore_with_io_before_any_change() {
     let before = fx.picture();
     let err = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect_err("io");
     assert_eq!(err.kind(), ErrorKind::Io, "{err}");
     assert_eq!(fx.picture(), before);
@@ -518,13 +627,17 @@ fn repeating_a_finished_key_returns_the_earlier_report() {
     fx.write("a.txt", b"one");
     let snap = fx.snap();
     fx.write("a.txt", b"two");
-    let opts = RestoreOptions {
+    let opts = ApplyOptions {
         key: Some("rewind-42".into()),
-        ..RestoreOptions::default()
+        ..ApplyOptions::default()
     };
-    let first = fx.ws.restore(&snap.id, &opts).expect("restore");
+    let restore = || {
+        fx.ws
+            .restore(&snap.id, &PlanOptions::default(), &opts, Context::default())
+    };
+    let first = restore().expect("restore");
     fx.write("a.txt", b"three");
-    let again = fx.ws.restore(&snap.id, &opts).expect("again");
+    let again = restore().expect("again");
     assert_eq!(again, first);
     assert_eq!(fx.read("a.txt"), b"three");
 }
@@ -538,14 +651,14 @@ fn a_directory_replaced_by_a_file_is_deleted_with_everything_in_it() {
     fx.write("x/inner/deep.txt", b"deep");
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
         .expect("plan");
     assert_eq!(
-        names(&plan.deleted),
+        names(&plan.summary.deleted),
         vec!["x/inner/deep.txt", "x/inner", "x"]
     );
     fx.ws
-        .apply(&plan, &RestoreOptions::default())
+        .apply(&plan, &ApplyOptions::default(), Context::default())
         .expect("apply");
     assert_eq!(fx.read("x"), b"a file");
 }
@@ -587,14 +700,16 @@ fn a_restore_whose_every_change_is_a_skipped_drift_changes_nothing_and_succeeds(
         .ws
         .restore(
             &target.id,
-            &RestoreOptions {
+            &PlanOptions {
                 reference: Some(reference.id),
                 on_drift: DriftPolicy::Skip,
-                ..RestoreOptions::default()
+                ..PlanOptions::default()
             },
+            &ApplyOptions::default(),
+            Context::default(),
         )
         .expect("restore");
-    assert_eq!(names(&report.drifted), vec!["a.txt"]);
+    assert_eq!(names(&report.summary.drifted), vec!["a.txt"]);
     assert_eq!(report.operations, 0);
     assert_eq!(fx.read("a.txt"), b"someone else's v3");
 }
@@ -612,11 +727,11 @@ fn a_plan_counts_the_files_of_untouched_directories_as_unchanged_without_listing
     fx.write("c/changed.txt", b"after");
     let plan = fx
         .ws
-        .plan(&snap.id, &RestoreOptions::default())
+        .plan(&snap.id, &PlanOptions::default(), Context::default())
         .expect("plan");
-    assert_eq!(names(&plan.restored), vec!["c/changed.txt"]);
+    assert_eq!(names(&plan.summary.restored), vec!["c/changed.txt"]);
     // 30 files under a/, the link and its target.
-    assert_eq!(plan.unchanged, 32);
+    assert_eq!(plan.summary.unchanged, 32);
 }
 
 #[test]
@@ -631,7 +746,12 @@ fn a_corrupt_object_inside_a_directory_the_restore_makes_leaves_nothing_behind()
     let before = fx.picture();
     let err = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect_err("io");
     assert_eq!(err.kind(), ErrorKind::Io, "{err}");
     // No directory made, no staged directory left.
@@ -672,7 +792,12 @@ fn a_directory_the_restore_makes_is_put_in_place_whole_with_its_modes() {
     std::fs::remove_dir_all(fx.root().join("new")).expect("rm");
     let report = fx
         .ws
-        .restore(&snap.id, &RestoreOptions::default())
+        .restore(
+            &snap.id,
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
+        )
         .expect("restore");
     assert_eq!(fx.picture(), want);
     assert!(temp_files(&fx.root()).is_empty());
@@ -680,7 +805,9 @@ fn a_directory_the_restore_makes_is_put_in_place_whole_with_its_modes() {
     fx.ws
         .restore(
             &report.safety_snapshot_id.expect("safety"),
-            &RestoreOptions::default(),
+            &PlanOptions::default(),
+            &ApplyOptions::default(),
+            Context::default(),
         )
         .expect("undo");
     assert!(!fx.root().join("new").exists());
@@ -692,11 +819,14 @@ fn a_finished_journal_is_set_aside_and_not_read_when_the_workspace_opens() {
     fx.write("a.txt", b"one");
     let snap = fx.snap();
     fx.write("a.txt", b"two");
-    let opts = RestoreOptions {
+    let opts = ApplyOptions {
         key: Some("k1".into()),
-        ..RestoreOptions::default()
+        ..ApplyOptions::default()
     };
-    let report = fx.ws.restore(&snap.id, &opts).expect("restore");
+    let report = fx
+        .ws
+        .restore(&snap.id, &PlanOptions::default(), &opts, Context::default())
+        .expect("restore");
     let dir = fx.ws.store().layout().journal.join(fx.ws.id());
     let names = || {
         let mut names: Vec<String> = std::fs::read_dir(&dir)
@@ -718,7 +848,10 @@ fn a_finished_journal_is_set_aside_and_not_read_when_the_workspace_opens() {
     // Its key still finds it, and repeating the key returns the same report.
     let j = fx.ws.journal_for_key("k1").expect("read").expect("found");
     assert_eq!(j.report.as_ref(), Some(&report));
-    assert_eq!(fx.ws.restore(&snap.id, &opts).expect("again"), report);
+    let again = fx
+        .ws
+        .restore(&snap.id, &PlanOptions::default(), &opts, Context::default());
+    assert_eq!(again.expect("again"), report);
     // A damaged finished journal does not stop recovery, which reads only unfinished ones...
     std::fs::write(dir.join("r-damaged.done"), b"not a journal").expect("write");
     assert!(fx.ws.recover().expect("recover").is_empty());
@@ -750,7 +883,12 @@ fn a_workspace_opens_while_restores_finish_beside_it() {
                 // moment to look at it; a restore starting then is refused with BUSY, and
                 // tried again as that error says.
                 loop {
-                    match fx.ws.restore(target, &RestoreOptions::default()) {
+                    match fx.ws.restore(
+                        target,
+                        &PlanOptions::default(),
+                        &ApplyOptions::default(),
+                        Context::default(),
+                    ) {
                         Ok(_) => break,
                         Err(e) if e.kind() == ErrorKind::Busy => std::thread::yield_now(),
                         Err(e) => panic!("restore: {e}"),

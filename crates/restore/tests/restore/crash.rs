@@ -3,7 +3,6 @@
 //! temporary file.
 
 use crate::fixtures::{open, picture, temp_files, write, Node};
-use cairn_restore::RestoreOptions;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -36,7 +35,9 @@ fn setup_with(
         },
     )
     .expect("open workspace");
-    let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let snap = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     let target = picture(&root);
     for i in 0..6 {
         write(&root, &format!("src/f{i}.rs"), b"edited\n");
@@ -46,7 +47,7 @@ fn setup_with(
     write(&root, "added/more.txt", b"more");
     std::fs::remove_file(root.join("link")).expect("rm");
     write(&root, "link", b"now a file");
-    (snap.id, target)
+    (snap.snapshot.id, target)
 }
 
 /// The child: applies the restore and is killed after `CAIRN_CRASH_AFTER` operations.
@@ -64,10 +65,12 @@ fn crash_child() {
     let snap = cairn_store::SnapshotId::from_hex(&snap).expect("id");
     let _ = ws.restore(
         &snap,
-        &RestoreOptions {
+        &Default::default(),
+        &cairn_restore::ApplyOptions {
             crash_after_ops: n.parse().ok(),
-            ..RestoreOptions::default()
+            ..Default::default()
         },
+        Default::default(),
     );
 }
 
@@ -243,7 +246,7 @@ fn a_restore_killed_after_any_number_of_operations_is_finished_on_reopen() {
     let (snap, _) = setup(probe.path());
     let ws = open(probe.path());
     let total = ws
-        .plan(&snap, &RestoreOptions::default())
+        .plan(&snap, &Default::default(), Default::default())
         .expect("plan")
         .actions
         .len();
@@ -300,7 +303,12 @@ fn an_interrupted_restore_obstructed_by_a_later_edit_is_reported_and_kept_for_a_
     // Later restores are refused until it is resolved.
     use cairn_store::Classify;
     let err = ws
-        .restore(&snap, &RestoreOptions::default())
+        .restore(
+            &snap,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect_err("conflict");
     assert_eq!(err.kind(), cairn_store::ErrorKind::Conflict);
     // Resolved (the edit put back as the safety snapshot held it), a retry finishes.
@@ -393,8 +401,13 @@ fn give_up_ends_an_obstructed_recovery_and_leaves_the_obstruction_as_it_is() {
     assert!(temp_files(&root).is_empty());
     assert!(ws.recover().expect("recover").is_empty(), "nothing pending");
     // Restores work again (the edit counts as the user's: the safety snapshot keeps it).
-    ws.restore(&snap, &RestoreOptions::default())
-        .expect("restore");
+    ws.restore(
+        &snap,
+        &Default::default(),
+        &Default::default(),
+        Default::default(),
+    )
+    .expect("restore");
 }
 
 #[test]
@@ -425,15 +438,20 @@ fn a_copy_of_a_tree_with_a_pending_restore_never_takes_its_staged_files_for_the_
         "the original's journal is not the copy's"
     );
     // A snapshot leaves them out, saying why.
-    let s = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let s = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     let skipped: Vec<_> = s
+        .snapshot
         .skipped
         .iter()
         .filter(|k| k.reason == cairn_store::SkipReason::Staged)
         .collect();
-    assert_eq!(skipped.len(), staged.len(), "{:?}", s.skipped);
+    assert_eq!(skipped.len(), staged.len(), "{:?}", s.snapshot.skipped);
     // A restore's plan neither deletes nor overwrites them: they are kept as Cairn's own.
-    let plan = ws.plan(&snap, &RestoreOptions::default()).expect("plan");
+    let plan = ws
+        .plan(&snap, &Default::default(), Default::default())
+        .expect("plan");
     assert!(
         plan.actions
             .iter()
@@ -442,7 +460,8 @@ fn a_copy_of_a_tree_with_a_pending_restore_never_takes_its_staged_files_for_the_
         plan.actions
     );
     assert_eq!(
-        plan.kept
+        plan.summary
+            .kept
             .iter()
             .filter(|k| k.reason == cairn_restore::KeptReason::Staged)
             .count(),
@@ -453,9 +472,11 @@ fn a_copy_of_a_tree_with_a_pending_restore_never_takes_its_staged_files_for_the_
     assert_eq!(stray.len(), staged.len());
     assert!(temp_files(&copy).is_empty());
     // What the snapshot took is the copy without them.
-    let after = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
+    let after = ws
+        .snapshot(&ws.snapshot_options(), Default::default())
+        .expect("snapshot");
     assert_eq!(
-        after.root, s.root,
+        after.snapshot.root, s.snapshot.root,
         "the staged files were not in the snapshot"
     );
     // The original's restore is untouched by all this, and finishes.

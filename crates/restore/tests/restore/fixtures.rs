@@ -33,8 +33,9 @@ impl Fx {
 
     pub fn snap(&self) -> cairn_snapshot::Snapshot {
         self.ws
-            .snapshot(&self.ws.snapshot_options())
+            .snapshot(&self.ws.snapshot_options(), Default::default())
             .expect("snapshot")
+            .snapshot
     }
 
     pub fn picture(&self) -> BTreeMap<Vec<u8>, Node> {

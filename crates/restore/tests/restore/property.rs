@@ -3,7 +3,7 @@
 //! restoring the safety snapshot gives back the mutated tree exactly.
 
 use crate::fixtures::{mtime_ns, picture, temp_files, Fx, Node};
-use cairn_restore::{Action, RestoreOptions};
+use cairn_restore::Action;
 use proptest::prelude::*;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -206,12 +206,12 @@ proptest! {
             .filter(|(_, n)| matches!(n, Node::File { .. }))
             .map(|(p, _)| (p.clone(), mtime_ns(&root.join(os(p)))))
             .collect();
-        let plan = fx.ws.plan(&snap.id, &RestoreOptions::default()).expect("plan");
-        let report = fx.ws.apply(&plan, &RestoreOptions::default()).expect("apply");
+        let plan = fx.ws.plan(&snap.id, &Default::default(), Default::default()).expect("plan");
+        let report = fx.ws.apply(&plan, &Default::default(), Default::default()).expect("apply");
         prop_assert_eq!(&fx.picture(), &original);
-        prop_assert_eq!(&report.restored, &plan.restored);
-        prop_assert_eq!(&report.deleted, &plan.deleted);
-        prop_assert_eq!(report.unchanged, plan.unchanged);
+        prop_assert_eq!(&report.summary.restored, &plan.summary.restored);
+        prop_assert_eq!(&report.summary.deleted, &plan.summary.deleted);
+        prop_assert_eq!(report.summary.unchanged, plan.summary.unchanged);
         prop_assert!(report.as_planned);
         let touched: Vec<&[u8]> = plan.actions.iter().map(|a: &Action| a.path().as_bytes()).collect();
         for (p, t) in &mtimes {
@@ -222,7 +222,7 @@ proptest! {
         prop_assert!(temp_files(&root).is_empty());
         match report.safety_snapshot_id {
             Some(safety) => {
-                fx.ws.restore(&safety, &RestoreOptions::default()).expect("undo");
+                fx.ws.restore(&safety, &Default::default(), &Default::default(), Default::default()).expect("undo");
                 prop_assert_eq!(&fx.picture(), &mutated);
             }
             None => prop_assert_eq!(&original, &mutated),
@@ -275,8 +275,9 @@ proptest! {
             .filter(|(p, n)| matches!(n, Node::File { .. }) && !inside(p) && !above(p))
             .map(|(p, _)| (p.clone(), mtime_ns(&root.join(os(p)))))
             .collect();
-        let options = RestoreOptions { paths: paths.clone(), ..RestoreOptions::default() };
-        let report = match fx.ws.restore(&snap.id, &options) {
+        let options = cairn_restore::PlanOptions { paths: paths.clone(), ..Default::default() };
+        let restore = |id| fx.ws.restore(id, &options, &Default::default(), Default::default());
+        let report = match restore(&snap.id) {
             Ok(r) => r,
             Err(e) => {
                 // A directory above a chosen path that the workspace has as a file or link.
@@ -302,7 +303,7 @@ proptest! {
         }
         prop_assert!(temp_files(&root).is_empty());
         if let Some(safety) = report.safety_snapshot_id {
-            fx.ws.restore(&safety, &options).expect("undo");
+            restore(&safety).expect("undo");
             prop_assert_eq!(&fx.picture(), &mutated);
             for (p, t) in &mtimes {
                 prop_assert_eq!(mtime_ns(&root.join(os(p))), *t);

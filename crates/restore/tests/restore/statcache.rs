@@ -3,7 +3,6 @@
 //! holding its blob is gone, and a crash leaves no record that vouches for wrong content.
 
 use crate::fixtures::{open, write, Fx};
-use cairn_restore::RestoreOptions;
 use cairn_snapshot::statcache::RACY_WINDOW_NS;
 use std::time::Duration;
 
@@ -55,24 +54,37 @@ fn restored() -> (Fx, cairn_snapshot::Snapshot, cairn_restore::Report) {
     edit(&fx);
     let report = fx
         .ws
-        .restore(&first.id, &RestoreOptions::default())
+        .restore(
+            &first.id,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("restore");
     (fx, first, report)
 }
 
 fn cacheless(fx: &Fx) -> cairn_snapshot::Snapshot {
     fx.ws
-        .snapshot(&cairn_snapshot::Options {
-            use_stat_cache: false,
-            ..fx.ws.snapshot_options()
-        })
+        .snapshot(
+            &cairn_snapshot::Options {
+                use_stat_cache: false,
+                ..fx.ws.snapshot_options()
+            },
+            Default::default(),
+        )
         .expect("snapshot without the cache")
+        .snapshot
 }
 
 #[test]
 fn a_snapshot_after_a_restore_reads_no_file_the_restore_wrote_issue_33() {
     let (fx, first, report) = restored();
-    assert!(report.restored.len() >= 17, "{:?}", report.restored);
+    assert!(
+        report.summary.restored.len() >= 17,
+        "{:?}",
+        report.summary.restored
+    );
     // At once, and again past the racy window: nothing is read, and the tree is the target's.
     let now = fx.snap();
     assert_eq!(now.stats.hashed, 0, "{:?}", now.stats);
@@ -83,8 +95,10 @@ fn a_snapshot_after_a_restore_reads_no_file_the_restore_wrote_issue_33() {
     assert_eq!(later.root, first.root);
     // A workspace opened afresh (another process) reads the cache from its file: the same.
     let again = open(fx.dir.path());
-    let other = again.snapshot(&again.snapshot_options()).expect("snapshot");
-    assert_eq!(other.stats.hashed, 0, "{:?}", other.stats);
+    let other = again
+        .snapshot(&again.snapshot_options(), Default::default())
+        .expect("snapshot");
+    assert_eq!(other.snapshot.stats.hashed, 0, "{:?}", other.snapshot.stats);
     assert_eq!(cacheless(&fx).root, first.root);
 }
 
@@ -174,7 +188,12 @@ fn a_restore_killed_at_any_point_after_an_earlier_restore_leaves_a_cache_that_te
         edit(&fx);
         let report = fx
             .ws
-            .restore(&first.id, &RestoreOptions::default())
+            .restore(
+                &first.id,
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            )
             .expect("restore");
         let safety = report.safety_snapshot_id.expect("safety");
         (fx, safety)
@@ -183,7 +202,7 @@ fn a_restore_killed_at_any_point_after_an_earlier_restore_leaves_a_cache_that_te
     let (fx, safety) = setup(probe.path());
     let total = fx
         .ws
-        .plan(&safety, &RestoreOptions::default())
+        .plan(&safety, &Default::default(), Default::default())
         .expect("plan")
         .actions
         .len();
@@ -201,17 +220,24 @@ fn a_restore_killed_at_any_point_after_an_earlier_restore_leaves_a_cache_that_te
         );
         let ws = open(dir.path());
         assert!(ws.recovered()[0].completed, "after {n}");
-        let snap = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
-        assert_eq!(snap.root, expected, "after {n} operations");
-        let plain = ws
-            .snapshot(&cairn_snapshot::Options {
-                use_stat_cache: false,
-                ..ws.snapshot_options()
-            })
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
             .expect("snapshot");
-        assert_eq!(plain.root, expected, "after {n} operations");
+        assert_eq!(snap.snapshot.root, expected, "after {n} operations");
+        let plain = ws
+            .snapshot(
+                &cairn_snapshot::Options {
+                    use_stat_cache: false,
+                    ..ws.snapshot_options()
+                },
+                Default::default(),
+            )
+            .expect("snapshot");
+        assert_eq!(plain.snapshot.root, expected, "after {n} operations");
         write(&dir.path().join("root"), "d0/f0.txt", b"after\n");
-        let edited = ws.snapshot(&ws.snapshot_options()).expect("snapshot");
-        assert_ne!(edited.root, expected, "after {n} operations");
+        let edited = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
+        assert_ne!(edited.snapshot.root, expected, "after {n} operations");
     }
 }

@@ -3,7 +3,7 @@
 //! holds, pruned checkpoints, overlapping roots and crashes of whole processes.
 
 use crate::util::{active_ids, eventually, kind};
-use cairn_restore::{RestoreOptions, Workspace, WorkspaceOptions};
+use cairn_restore::{Workspace, WorkspaceOptions};
 use cairn_rewind::{
     AppendOptions, Appended, Checkpoints, EntryId, Files, ForkOptions, NewEntry, RewindOptions,
     Run, RunOptions, ThreadId, Threads, ThreadsOptions, FILE_CHECKPOINT_KEY,
@@ -247,7 +247,12 @@ fn a_rewind_restores_real_files_and_its_safety_snapshot_undoes_it() {
     // Undo the file part.
     let safety = files.safety_snapshot_id.expect("a safety snapshot");
     real.ws
-        .restore(&safety, &RestoreOptions::default())
+        .restore(
+            &safety,
+            &Default::default(),
+            &Default::default(),
+            Default::default(),
+        )
         .expect("undo");
     assert_eq!(real.read("src/app.txt").as_deref(), Some("v3"));
     assert_eq!(real.read("built-2.txt").as_deref(), Some("two\n"));
@@ -528,12 +533,11 @@ impl Files for Crashing {
                 .as_ref()
                 .and_then(|d| d.downcast_ref::<cairn_restore::Plan>())
                 .expect("a real plan");
-            let options = RestoreOptions {
+            let options = cairn_restore::ApplyOptions {
                 key: Some(key.into()),
                 crash_after_ops: Some(1),
-                ..Default::default()
             };
-            let _ = self.ws.apply(p, &options);
+            let _ = self.ws.apply(p, &options, Default::default());
             unreachable!("killed after one operation");
         }
         let _ = Files::apply(&self.ws, plan, key);

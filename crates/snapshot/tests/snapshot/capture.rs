@@ -180,7 +180,10 @@ fn gitignore_handling_can_be_turned_off() {
     ws.write(".gitignore", b"*.log\n");
     ws.write("a.log", b"x");
     let snap = ws.snap(&Options {
-        gitignore: false,
+        capture: cairn_snapshot::CaptureSettings {
+            gitignore: false,
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert_eq!(ws.paths(&snap), vec![".gitignore", "a.log"]);
@@ -195,7 +198,10 @@ fn exclude_globs_leave_out_what_they_match_and_everything_under_it() {
     ws.write("src/deep/trace.log", b"x");
     ws.write("src/gen/out.rs", b"x");
     let snap = ws.snap(&Options {
-        excludes: vec!["dist".into(), "*.log".into(), "src/gen/**".into()],
+        capture: cairn_snapshot::CaptureSettings {
+            excludes: vec!["dist".into(), "*.log".into(), "src/gen/**".into()],
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert_eq!(
@@ -213,9 +219,13 @@ fn a_bad_exclude_glob_is_an_invalid_argument() {
         &ws.root(),
         "ws",
         &Options {
-            excludes: vec!["a[".into()],
+            capture: cairn_snapshot::CaptureSettings {
+                excludes: vec!["a[".into()],
+                ..Default::default()
+            },
             ..Options::default()
         },
+        Default::default(),
     )
     .expect_err("bad glob");
     use cairn_store::Classify;
@@ -227,12 +237,21 @@ fn the_store_inside_the_root_is_excluded_whatever_its_name() {
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::write(dir.path().join("a.txt"), b"a").expect("write");
     let store = Store::open(dir.path().join("my-store"), StoreOptions::default()).expect("store");
-    let snap = snapshot(&store, dir.path(), "ws", &Options::default()).expect("snap");
+    let take = || {
+        snapshot(
+            &store,
+            dir.path(),
+            "ws",
+            &Options::default(),
+            Default::default(),
+        )
+    };
+    let snap = take().expect("snap");
     let tree = store.read_tree(&snap.root).expect("tree");
     let names: Vec<&[u8]> = tree.entries().iter().map(|e| e.name.as_slice()).collect();
     assert_eq!(names, vec![b"a.txt".as_slice()]);
     // And a second snapshot, after the store grew, still holds only the file.
-    let again = snapshot(&store, dir.path(), "ws", &Options::default()).expect("snap");
+    let again = take().expect("snap");
     assert_eq!(again.root, snap.root);
 }
 
@@ -295,6 +314,7 @@ fn a_missing_root_is_refused_with_not_found() {
         &ws.dir.path().join("nope"),
         "ws",
         &Options::default(),
+        Default::default(),
     )
     .expect_err("missing");
     use cairn_store::Classify;

@@ -29,7 +29,7 @@ impl Ws {
     }
 
     pub fn snap(&self, options: &Options) -> Snapshot {
-        snapshot(&self.store, &self.root(), "ws", options).expect("snapshot")
+        snapshot(&self.store, &self.root(), "ws", options, Default::default()).expect("snapshot")
     }
 
     pub fn entry(&self, snap: &Snapshot, rel: &[u8]) -> Option<TreeEntry> {

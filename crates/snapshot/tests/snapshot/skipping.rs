@@ -1,7 +1,7 @@
 //! What a snapshot skips, and says so; what a failed or cancelled snapshot leaves behind.
 
 use crate::fixtures::{blob, is_root, Ws};
-use cairn_snapshot::{snapshot, snapshot_with_progress, Options, StatCache};
+use cairn_snapshot::{snapshot, Context, Options, StatCache};
 use cairn_store::{CancelToken, Classify, ErrorKind, SkipReason};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -21,7 +21,10 @@ fn a_file_over_max_file_bytes_is_skipped_as_too_large() {
     ws.write("small.txt", b"1234");
     ws.write("big.txt", &[b'x'; 5000]);
     let snap = ws.snap(&Options {
-        max_file_bytes: 4096,
+        capture: cairn_snapshot::CaptureSettings {
+            max_file_bytes: 4096,
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert_eq!(
@@ -41,7 +44,10 @@ fn a_file_with_several_hard_links_is_skipped_with_refuse_hard_links() {
     std::fs::hard_link(ws.root().join("a.txt"), ws.dir.path().join("outside-link")).expect("link");
     ws.write("b.txt", b"alone");
     let snap = ws.snap(&Options {
-        refuse_hard_links: true,
+        capture: cairn_snapshot::CaptureSettings {
+            refuse_hard_links: true,
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert_eq!(reasons(&snap), vec![("a.txt".into(), SkipReason::HardLink)]);
@@ -126,7 +132,8 @@ fn unreadable_check(dir: &std::path::Path) {
     std::fs::set_permissions(root.join("secret"), std::fs::Permissions::from_mode(0o000))
         .expect("chmod");
     let store = cairn_store::Store::open(dir.join("store"), Default::default()).expect("store");
-    let snap = snapshot(&store, &root, "ws", &Options::default()).expect("snapshot");
+    let snap =
+        snapshot(&store, &root, "ws", &Options::default(), Context::default()).expect("snapshot");
     let got: Vec<(String, SkipReason, bool)> = snap
         .skipped
         .iter()
@@ -183,8 +190,11 @@ fn a_file_appended_to_while_snapshotted_is_changing_or_one_whole_version() {
     let mut outcomes = Vec::new();
     for _ in 0..3 {
         let snap = ws.snap(&Options {
+            capture: cairn_snapshot::CaptureSettings {
+                max_file_bytes: 1 << 30,
+                ..Default::default()
+            },
             use_stat_cache: false,
-            max_file_bytes: 1 << 30,
             ..Options::default()
         });
         outcomes.push(snap);
@@ -274,10 +284,8 @@ fn a_cancelled_snapshot_leaves_no_manifest_no_cache_change_and_no_temp_files() {
         &ws.store,
         &ws.root(),
         "ws",
-        &Options {
-            cancel: Some(token),
-            ..Options::default()
-        },
+        &Options::default(),
+        Context::with_cancel(Some(token)),
     )
     .expect_err("cancelled");
     assert_eq!(err.kind(), ErrorKind::Cancelled);
@@ -301,16 +309,22 @@ fn a_progress_callback_runs_on_the_calling_thread_and_can_stop_the_snapshot() {
         calls += 1;
         false
     };
-    let err = snapshot_with_progress(
+    let err = snapshot(
         &ws.store,
         &ws.root(),
         "ws",
         &Options {
+            capture: cairn_snapshot::CaptureSettings {
+                max_file_bytes: 1 << 30,
+                ..Default::default()
+            },
             use_stat_cache: false,
-            max_file_bytes: 1 << 30,
             ..Options::default()
         },
-        Some(&mut cb),
+        Context {
+            progress: Some(&mut cb),
+            ..Context::default()
+        },
     )
     .expect_err("aborted");
     assert_eq!(err.kind(), ErrorKind::AbortedByCallback);
@@ -323,15 +337,21 @@ fn a_progress_callback_runs_on_the_calling_thread_and_can_stop_the_snapshot() {
         last = *p;
         true
     };
-    let snap = snapshot_with_progress(
+    let snap = snapshot(
         &ws.store,
         &ws.root(),
         "ws",
         &Options {
-            max_file_bytes: 1 << 30,
+            capture: cairn_snapshot::CaptureSettings {
+                max_file_bytes: 1 << 30,
+                ..Default::default()
+            },
             ..Options::default()
         },
-        Some(&mut cb),
+        Context {
+            progress: Some(&mut cb),
+            ..Context::default()
+        },
     )
     .expect("snapshot");
     assert_eq!(last.files, snap.stats.files);

@@ -183,7 +183,10 @@ fn other_exclude_globs_decide_again_what_is_left_out() {
     ws.write("d/b.txt", b"text\n");
     wait_out_the_racy_window();
     let globbed = Options {
-        excludes: vec!["*.log".into()],
+        capture: cairn_snapshot::CaptureSettings {
+            excludes: vec!["*.log".into()],
+            ..Default::default()
+        },
         ..Options::default()
     };
     ws.snap(&globbed);
@@ -223,7 +226,10 @@ fn a_cached_file_over_a_lowered_size_limit_is_skipped_as_too_large() {
     wait_out_the_racy_window();
     ws.snap(&Options::default());
     let snap = ws.snap(&Options {
-        max_file_bytes: 10,
+        capture: cairn_snapshot::CaptureSettings {
+            max_file_bytes: 10,
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert!(ws.entry(&snap, b"d/big.txt").is_none());
@@ -429,7 +435,10 @@ fn a_file_left_out_under_a_lower_size_limit_is_kept_again_under_the_default_one(
     ws.snap(&Options::default());
     wait_out_the_racy_window();
     let z = ws.snap(&Options {
-        max_file_bytes: 1024,
+        capture: cairn_snapshot::CaptureSettings {
+            max_file_bytes: 1024,
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert!(ws.entry(&z, b"big").is_none(), "skipped as too large");
@@ -443,7 +452,10 @@ fn a_file_left_out_under_a_lower_size_limit_is_kept_again_under_the_default_one(
     assert!(n1.skipped.is_empty(), "{:?}", n1.skipped);
     // And with a limit of 0, every later snapshot under the default keeps it as well.
     ws.snap(&Options {
-        max_file_bytes: 0,
+        capture: cairn_snapshot::CaptureSettings {
+            max_file_bytes: 0,
+            ..Default::default()
+        },
         ..Options::default()
     });
     std::fs::write(ws.root().join("big"), [b'd'; 5000]).expect("edit in place");
@@ -464,7 +476,10 @@ fn a_snapshot_refusing_hard_links_decides_again_what_an_earlier_one_kept() {
     assert!(ws.entry(&kept, b"a").is_some());
     wait_out_the_racy_window();
     let refused = ws.snap(&Options {
-        refuse_hard_links: true,
+        capture: cairn_snapshot::CaptureSettings {
+            refuse_hard_links: true,
+            ..Default::default()
+        },
         ..Options::default()
     });
     assert!(ws.entry(&refused, b"a").is_none(), "refused as hard-linked");

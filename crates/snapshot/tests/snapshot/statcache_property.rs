@@ -49,9 +49,12 @@ fn options(rng: &mut Rng) -> Options {
         _ => vec!["d/f".to_string()],
     };
     Options {
-        max_file_bytes,
-        excludes,
-        refuse_hard_links: rng.below(3) == 0,
+        capture: cairn_snapshot::CaptureSettings {
+            max_file_bytes,
+            excludes,
+            refuse_hard_links: rng.below(3) == 0,
+            ..Default::default()
+        },
         ..Options::default()
     }
 }
@@ -84,7 +87,7 @@ fn snapshots_under_random_settings_and_in_place_edits_equal_snapshots_without_a_
         });
         let what = format!(
             "step {step}: max_file_bytes {} excludes {:?} refuse_hard_links {}",
-            o.max_file_bytes, o.excludes, o.refuse_hard_links
+            o.capture.max_file_bytes, o.capture.excludes, o.capture.refuse_hard_links
         );
         assert_eq!(cached.root, fresh.root, "{what}: the trees differ");
         let list = |s: &cairn_snapshot::Snapshot| {
