@@ -627,6 +627,24 @@ impl Drop for Prepared<'_> {
     }
 }
 
+/// The time a snapshot records (`Manifest::created_ms`): the wall clock in milliseconds, but
+/// strictly increasing within the process, so that snapshots taken one after another in the
+/// same millisecond (an in-process agent's checkpoints before two quick tool calls) still
+/// sort in the order they were taken; who changed what (`cairn_rewind::attribute`) cuts time
+/// by that order. A later call never gets an earlier or equal time; it may run ahead of the
+/// wall clock by as many milliseconds as snapshots were started within one.
+fn snapshot_clock() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = cairn_store::fsutil::now_ms();
+    let prev = LAST
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+            Some(now.max(last + 1))
+        })
+        .unwrap_or_else(|last| last);
+    now.max(prev + 1)
+}
+
 /// Walks the workspace and stores its objects, without a manifest yet: see [`Prepared`].
 pub fn prepare<'s>(
     store: &'s Store,
@@ -637,7 +655,7 @@ pub fn prepare<'s>(
 ) -> Result<Prepared<'s>> {
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
-    let created_ms = cairn_store::fsutil::now_ms();
+    let created_ms = snapshot_clock();
     let cache = load_cache(store, workspace_id, options)?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
     let writer = store.writer(&guard);
@@ -689,4 +707,30 @@ pub fn scan(
         kept: out.kept,
         stats: out.stats,
     })
+}
+
+#[cfg(test)]
+mod clock_tests {
+    #[test]
+    fn the_snapshot_clock_never_repeats_a_millisecond_within_the_process() {
+        let times: Vec<i64> = (0..1000).map(|_| super::snapshot_clock()).collect();
+        assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    (0..500)
+                        .map(|_| super::snapshot_clock())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<i64> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("a clock thread"))
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "two snapshots got the same time");
+    }
 }
