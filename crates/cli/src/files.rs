@@ -797,12 +797,8 @@ fn record_restore(ctx: &Ctx, ws: &cairn_restore::Workspace, report: &cairn_resto
     if !(cairn_rewind::is_pg_url(&db.to_string_lossy()) || db.exists()) {
         return;
     }
-    let recorded = serde_json::to_value(report)
-        .map_err(|e| cairn_rewind::Error::InvalidArgument(format!("the restore report: {e}")))
-        .and_then(|doc| {
-            cairn_rewind::Threads::open(&db, cairn_rewind::ThreadsOptions::default())?
-                .record_restore(ws.id(), ws.root(), &doc)
-        });
+    let recorded = cairn_rewind::Threads::open(&db, cairn_rewind::ThreadsOptions::default())
+        .and_then(|threads| threads.record_restore(ws.id(), ws.root(), report));
     if let Err(e) = recorded {
         eprintln!(
             "cairn: the files are restored, but the restore could not be recorded in the event log of {}: {e}",

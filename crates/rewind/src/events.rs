@@ -80,19 +80,20 @@ impl Threads {
     }
 
     /// Records that a restore of the workspace `workspace_id` at `root` was applied outside
-    /// any thread (a `cairn restore`), from its report (`cairn_restore::Report` as JSON): a
-    /// `restore_applied` event with no thread, so that every process following the log sees
-    /// it. A rewind with files records its own restore; a dry run is not recorded.
+    /// any thread (a `cairn restore`), from its report: a `restore_applied` event with no
+    /// thread, so that every process following the log sees it. A rewind with files records
+    /// its own restore; a dry run is not recorded.
     pub fn record_restore(
         &self,
         workspace_id: &str,
         root: &Path,
-        report: &serde_json::Value,
+        report: &cairn_restore::Report,
     ) -> Result<()> {
-        if report["dry_run"].as_bool().unwrap_or(false) {
+        if report.dry_run {
             return Ok(());
         }
-        let data = restore_data(report, workspace_id, root);
+        let doc = serde_json::to_value(report).expect("a restore report always serialises");
+        let data = restore_data(&doc, workspace_id, root);
         self.inner.write("record a restore", |c| {
             emit(c, None, EventKind::RestoreApplied, data.clone())
         })

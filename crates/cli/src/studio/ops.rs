@@ -618,10 +618,7 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
             let (ws, plan) = p.restore.expect("a restore plan holds its plan");
             let report = ws.apply(&plan, &ApplyOptions::default(), Context::default())?;
             // For the processes following the event log; the files are restored either way.
-            let recorded = serde_json::to_value(&report)
-                .map_err(|e| cairn_rewind::Error::InvalidArgument(e.to_string()))
-                .and_then(|doc| s.opened.threads.record_restore(ws.id(), ws.root(), &doc));
-            if let Err(e) = recorded {
+            if let Err(e) = s.opened.threads.record_restore(ws.id(), ws.root(), &report) {
                 eprintln!("cairn studio: the restore could not be recorded in the event log: {e}");
             }
             let root = (ws.root() != s.opened.ws.root()).then(|| ws.root());

@@ -118,17 +118,19 @@ fn two_handles_on_one_database_see_the_same_thread() {
 fn a_restore_recorded_outside_any_thread_is_a_restore_applied_event_and_a_dry_run_is_not() {
     let env = env();
     let before = env.threads.last_cursor().expect("cursor");
-    let report = serde_json::json!({
+    let report: cairn_restore::Report = serde_json::from_value(serde_json::json!({
         "snapshot_id": "ab".repeat(32), "dry_run": false, "restored": ["a.txt", "b.txt"],
-        "deleted": ["c.txt"], "unchanged": 4, "kept": [], "drifted": [], "paths": ["a.txt", "b.txt", "c.txt"],
-        "safety_snapshot_id": "cd".repeat(32), "journal": "j1",
-    });
+        "deleted": ["c.txt"], "unchanged": 4, "kept": [], "busy": false, "drifted": [],
+        "paths": ["a.txt", "b.txt", "c.txt"], "safety_snapshot_id": "cd".repeat(32),
+        "operations": 3, "as_planned": true, "journal": "j1",
+    }))
+    .expect("a restore report");
     let root = std::path::Path::new("/work/project");
     env.threads
         .record_restore("ws-1", root, &report)
         .expect("record");
     let mut dry = report.clone();
-    dry["dry_run"] = true.into();
+    dry.dry_run = true;
     env.threads
         .record_restore("ws-1", root, &dry)
         .expect("a dry run");
