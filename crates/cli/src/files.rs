@@ -438,7 +438,7 @@ pub(crate) fn diff(
             (store, Some(root), changes?, (ia, None))
         }
     };
-    let mut attributions = if with_attribution {
+    let attributions = if with_attribution {
         cairn_rewind::attribute_changes(&store, opened.as_ref(), to.0, to.1, &changes)?
             .into_iter()
             .map(Some)
@@ -447,7 +447,7 @@ pub(crate) fn diff(
         vec![None; changes.len()]
     };
     let mut out = Vec::with_capacity(changes.len());
-    for (c, attribution) in changes.into_iter().zip(attributions.drain(..)) {
+    for (c, attribution) in changes.into_iter().zip(attributions) {
         let (patch, binary) = if with_patch {
             match patch::patch_of(&store, root.as_deref(), &c)? {
                 patch::Patch::Text(t) => (Some(t), Some(false)),

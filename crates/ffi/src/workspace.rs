@@ -339,7 +339,7 @@ pub unsafe extern "C" fn cairn_workspace_diff_with(
             None => cairn_snapshot::diff_workspace(w.store(), w.root(), w.id(), &a)?,
             Some(b) => cairn_snapshot::diff_snapshots(w.store(), &a, b)?,
         };
-        let mut attributions = if options.attribute {
+        let attributions = if options.attribute {
             cairn_rewind::attribute_changes(w.store(), Some(w.as_ref()), a, b, &changes)?
                 .into_iter()
                 .map(Some)
@@ -349,7 +349,7 @@ pub unsafe extern "C" fn cairn_workspace_diff_with(
         };
         let docs: Vec<ChangeOut> = changes
             .into_iter()
-            .zip(attributions.drain(..))
+            .zip(attributions)
             .map(|(c, attribution)| ChangeOut {
                 path: RelPath(c.path),
                 kind: c.kind,

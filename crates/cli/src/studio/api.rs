@@ -473,7 +473,7 @@ pub(crate) async fn diff(
         let count = |k: ChangeKind| list.iter().filter(|c| c.kind == k).count();
         let limit = q.limit.unwrap_or(MAX_CHANGES_PAGE).min(MAX_CHANGES_PAGE);
         let page: Vec<&Change> = list.iter().skip(q.offset).take(limit).collect();
-        let mut attributions = if q.attribute {
+        let attributions = if q.attribute {
             let paths: Vec<Vec<u8>> = page.iter().map(|c| c.path.clone()).collect();
             let ws = &s.opened.ws;
             cairn_rewind::attribute(ws.store(), Some(ws), key.0, key.1, &paths)?
@@ -493,7 +493,7 @@ pub(crate) async fn diff(
             offset: q.offset,
             changes: page
                 .into_iter()
-                .zip(attributions.drain(..))
+                .zip(attributions)
                 .map(|(c, attribution)| ChangeJson {
                     path: RelPath(c.path.clone()),
                     path_hex: hex::encode(&c.path),
