@@ -11,7 +11,7 @@
 
 use cairn_restore::Workspace;
 use cairn_snapshot::{Change, Result};
-use cairn_store::{SnapshotId, Store};
+use cairn_store::{Manifest, SnapshotId, Store};
 use serde::{Deserialize, Serialize};
 
 /// A checkpoint interval a path changed in, and what opened it.
@@ -42,21 +42,21 @@ pub struct Attribution {
 }
 
 impl Attribution {
-    /// The attribution of the interval that snapshot `from` opens (and `to` closes).
-    fn of(store: &Store, from: SnapshotId, to: Option<SnapshotId>) -> Result<Attribution> {
-        let m = store.read_manifest(&from)?;
+    /// The attribution of the interval that snapshot `from` (its manifest `m`) opens and `to`
+    /// closes.
+    fn of(from: SnapshotId, m: &Manifest, to: Option<SnapshotId>) -> Attribution {
         let meta: serde_json::Value = serde_json::from_str(&m.metadata).unwrap_or_default();
         let text = |k: &str| meta[k].as_str().map(str::to_string);
-        Ok(Attribution {
+        Attribution {
             from,
             to,
-            label: m.label,
+            label: m.label.clone(),
             checkpoint_kind: text("cairn_checkpoint_kind"),
             thread_id: text("cairn_thread_id"),
             tool_use_id: text("tool_use_id"),
             tool_name: text("tool_name"),
             agent_id: text("agent_id"),
-        })
+        }
     }
 }
 
@@ -102,11 +102,13 @@ pub fn attribute(
     paths: &[Vec<u8>],
 ) -> Result<Vec<Vec<Attribution>>> {
     let first = store.read_manifest(&from)?;
-    let end_ms = match &to {
-        Some(t) => Some(store.read_manifest(t)?.created_ms),
+    let last = match &to {
+        Some(t) => Some((*t, store.read_manifest(t)?)),
         None => None,
     };
-    let mut between: Vec<(i64, SnapshotId)> = Vec::new();
+    let end_ms = last.as_ref().map(|(_, m)| m.created_ms);
+    // Every manifest is read once: the chain keeps those it cuts the span with.
+    let mut between: Vec<(SnapshotId, Manifest)> = Vec::new();
     for id in store.snapshot_ids()? {
         if id == from || Some(id) == to {
             continue;
@@ -116,37 +118,33 @@ pub fn attribute(
             && m.created_ms >= first.created_ms
             && end_ms.is_none_or(|e| m.created_ms <= e);
         if inside {
-            between.push((m.created_ms, id));
+            between.push((id, m));
         }
     }
-    between.sort();
-    let mut chain: Vec<SnapshotId> = vec![from];
-    chain.extend(between.into_iter().map(|(_, id)| id));
+    between.sort_by_key(|(id, m)| (m.created_ms, *id));
+    let mut chain: Vec<(SnapshotId, Manifest)> = vec![(from, first)];
+    chain.extend(between);
+    let trees = |id: &cairn_store::TreeId| Ok(store.read_tree(id)?);
     let mut out: Vec<Vec<Attribution>> = vec![Vec::new(); paths.len()];
-    for (i, &a) in chain.iter().enumerate() {
-        let (b, changes) = match chain.get(i + 1) {
-            Some(b) => (Some(*b), cairn_snapshot::diff_snapshots(store, &a, b)?),
-            None => match (to, live) {
-                (Some(t), _) => (Some(t), cairn_snapshot::diff_snapshots(store, &a, &t)?),
-                (None, Some(ws)) => (
+    for (i, (a, ma)) in chain.iter().enumerate() {
+        let (b, changes) = match chain.get(i + 1).or(last.as_ref()) {
+            Some((b, mb)) => (
+                Some(*b),
+                cairn_snapshot::diff_trees(&trees, ma.root, mb.root)?,
+            ),
+            None => match live {
+                Some(ws) => (
                     None,
-                    cairn_snapshot::diff_workspace(store, ws.root(), ws.id(), &a)?,
+                    cairn_snapshot::diff_workspace(store, ws.root(), ws.id(), a)?,
                 ),
-                (None, None) => break,
+                None => break,
             },
         };
         let mut who: Option<Attribution> = None;
         for (k, p) in paths.iter().enumerate() {
             if changes.iter().any(|c| same_path(&c.path, p)) {
-                let w = match &who {
-                    Some(w) => w.clone(),
-                    None => {
-                        let w = Attribution::of(store, a, b)?;
-                        who = Some(w.clone());
-                        w
-                    }
-                };
-                out[k].push(w);
+                let w = who.get_or_insert_with(|| Attribution::of(*a, ma, b));
+                out[k].push(w.clone());
             }
         }
     }
