@@ -178,9 +178,6 @@ export class Workspace extends NativeHandle {
     checkNotCancelled(options);
     const an = text(a);
     const bn = text(b ?? '');
-    if (!options?.attribute) {
-      return fromNative(await runAsync([this], 'cairn_workspace_diff', ([ws]) => [ws, an, an.length, bn, bn.length]));
-    }
     const o = nativeOptions(options);
     return fromNative(
       await runAsync([this], 'cairn_workspace_diff_with', ([ws]) => [ws, an, an.length, bn, bn.length, o, o.length]),

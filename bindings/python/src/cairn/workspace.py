@@ -338,12 +338,9 @@ class Workspace(Managed):
         call that ran it); without, ``attribution`` is ``None``."""
         na = _name(a)
         nb = b"" if b is None else _name(b)
+        opts = json_arg({"attribute": True}) if attribute else b""
         with self._use() as ws:
-            if not attribute:
-                docs = call_json(lib.cairn_workspace_diff, ws, na, len(na), nb, len(nb))
-            else:
-                opts = json_arg({"attribute": True})
-                docs = call_json(lib.cairn_workspace_diff_with, ws, na, len(na), nb, len(nb), opts, len(opts))
+            docs = call_json(lib.cairn_workspace_diff_with, ws, na, len(na), nb, len(nb), opts, len(opts))
             return [Change.from_json(c) for c in docs]
 
     # -- store upkeep -------------------------------------------------------------------------
