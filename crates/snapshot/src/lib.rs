@@ -27,6 +27,7 @@ pub mod error;
 pub mod exclude;
 pub mod statcache;
 mod walk;
+pub mod watch;
 
 pub use diff::{diff_snapshots, diff_trees, diff_workspace, Change, ChangeKind, EntryInfo};
 pub use error::{Error, Result};
@@ -35,6 +36,7 @@ pub use statcache::{CacheMemo, StatCache, StatRecord};
 #[doc(hidden)]
 pub use walk::set_read_hook;
 pub use walk::{Kept, MAX_READS};
+pub use watch::{ChangeSource, Changes, Scope, Token, WatchOptions, WatchStatus, Watcher};
 
 use cairn_store::{
     CancelToken, Manifest, OperationKind, Skipped, SnapshotId, Stats, Store, Tree, TreeId,
@@ -92,6 +94,10 @@ pub struct Options {
     /// out wherever the walk meets it, as the store is (excluded by default, so a plan never
     /// writes or deletes it). A path outside the root is ignored.
     pub own_files: Vec<PathBuf>,
+    /// A watcher of the workspace (see [`watch`]): the snapshot asks it what changed since
+    /// the stat cache was confirmed and looks only there; without one, or when it cannot
+    /// say, the snapshot walks the whole tree ([`Snapshot::walk`] says which and why).
+    pub watch: Option<std::sync::Arc<dyn ChangeSource>>,
 }
 
 impl Default for Options {
@@ -104,6 +110,7 @@ impl Default for Options {
             use_stat_cache: true,
             memo: None,
             own_files: Vec::new(),
+            watch: None,
         }
     }
 }
@@ -141,6 +148,32 @@ impl Context<'_> {
     }
 }
 
+/// How much of the tree a snapshot looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Walked {
+    /// Every directory (no watcher, or one that could not vouch for the stat cache).
+    Full,
+    /// Only the directories a watcher said changed.
+    Partial,
+    /// Nothing: the watcher said nothing changed.
+    None,
+}
+
+/// What a snapshot walked, and why (see [`watch`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WalkInfo {
+    /// How much of the tree it looked at.
+    pub walked: Walked,
+    /// Why it walked what it did, when a watcher was asked and the walk was not the least
+    /// it could be (an overflow, a watch limit, a restarted watcher, no earlier token, ...).
+    pub reason: Option<String>,
+    /// Directories whose entries it `lstat`ed.
+    pub listed: u64,
+}
+
 /// A snapshot taken.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -156,6 +189,8 @@ pub struct Snapshot {
     pub kept: Vec<Kept>,
     /// Its manifest.
     pub manifest: Manifest,
+    /// What it walked, and why.
+    pub walk: WalkInfo,
 }
 
 /// A walk of the live workspace that stores nothing: contents are hashed only and trees kept in
@@ -184,6 +219,10 @@ struct WalkOutput {
     stats: Stats,
     /// Files taken from the records restores made.
     primed_used: Vec<(Vec<u8>, StatRecord)>,
+    /// What it walked, and why.
+    walk: WalkInfo,
+    /// The watcher's token to confirm the cache with, when one was asked.
+    token: Option<Token>,
 }
 
 /// The paths beneath `root` of `own` files and their SQLite companions, relative to the root.
@@ -225,6 +264,65 @@ fn own_paths(root: &Path, own: &[PathBuf]) -> std::collections::HashSet<Vec<u8>>
     out
 }
 
+/// What the watcher answered, for one walk.
+struct Asked {
+    token: Option<Token>,
+    partial: Option<watch::Partial>,
+    reason: Option<String>,
+}
+
+/// Asks the watcher of `options` what changed since `cache` was confirmed. The answer is
+/// used only when the cache can be trusted for what the watcher does not name: it is
+/// confirmed by a snapshot, recorded the whole tree, and was made under the same capture
+/// rules; otherwise the walk is full, and still takes the new token (the cache it leaves is
+/// then confirmed with it).
+fn ask(cache: &StatCache, options: &Options) -> Asked {
+    let none = Asked {
+        token: None,
+        partial: None,
+        reason: None,
+    };
+    let Some(watch) = options.watch.as_ref().filter(|_| options.use_stat_cache) else {
+        return none;
+    };
+    let usable = cache.snapshot.is_some()
+        && cache.root.is_some()
+        && cache.rules == statcache::rules_fingerprint(&options.capture);
+    match watch.changes_since(if usable { cache.token } else { None }) {
+        Err(e) => Asked {
+            reason: Some(format!("the watcher did not answer: {e}")),
+            ..none
+        },
+        Ok(answer) => match answer.scope {
+            _ if !usable => Asked {
+                token: Some(answer.token),
+                partial: None,
+                reason: Some(
+                    "no stat cache to build on (none yet, or made under other capture settings)"
+                        .into(),
+                ),
+            },
+            Scope::Full(why) => Asked {
+                token: Some(answer.token),
+                partial: None,
+                reason: Some(why),
+            },
+            Scope::Partial {
+                mut dirs,
+                subtrees,
+                note,
+            } => Asked {
+                token: Some(answer.token),
+                partial: Some({
+                    dirs.extend(cache.unvouched());
+                    watch::Partial::new(&dirs, &subtrees)
+                }),
+                reason: note,
+            },
+        },
+    }
+}
+
 fn walk(
     store: &Store,
     root: &Path,
@@ -232,8 +330,14 @@ fn walk(
     options: &Options,
     ctx: Context<'_>,
     sink: Sink<'_>,
+    asked: Option<Asked>,
 ) -> Result<WalkOutput> {
     let started = Instant::now();
+    let asked = asked.unwrap_or(Asked {
+        token: None,
+        partial: None,
+        reason: None,
+    });
     let (root_fd, root_st) = walk::open_root(root)?;
     // The store, and Cairn's data directory (other workspaces' stores) when the tree holds it.
     let data_dir = cairn_store::home::data_dir().ok();
@@ -274,6 +378,7 @@ fn walk(
         kept: Default::default(),
         dirs: Default::default(),
         primed_used: Default::default(),
+        partial: asked.partial.as_ref(),
     };
     let root_dir = walk::Handle::new(walk::DirAt::Open(root_fd));
     let root_record = statcache::StatRecord::of(&root_st);
@@ -285,6 +390,7 @@ fn walk(
             cache.root,
             true,
             Some(root_record),
+            true,
         )
     };
     let pool = match ctx.threads {
@@ -345,6 +451,16 @@ fn walk(
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     let mut kept = walker.kept.into_inner();
     kept.sort_by(|a, b| a.path.cmp(&b.path));
+    let listed = counters.listed.load(Ordering::Relaxed);
+    let walk_info = WalkInfo {
+        walked: match (&asked.partial, listed) {
+            (None, _) => Walked::Full,
+            (Some(_), 0) => Walked::None,
+            (Some(_), _) => Walked::Partial,
+        },
+        reason: asked.reason,
+        listed,
+    };
     let trees = match walker.sink {
         Sink::Hash(t) => Some(t.into_inner()),
         Sink::Store(_) => None,
@@ -369,6 +485,8 @@ fn walk(
         trees,
         stats,
         primed_used: walker.primed_used.into_inner(),
+        walk: walk_info,
+        token: asked.token,
     })
 }
 
@@ -477,19 +595,25 @@ fn save_cache(
     options: &Options,
     out: &mut WalkOutput,
 ) {
+    let partial = out.walk.walked != Walked::Full;
     let unchanged = cache.snapshot.is_some()
+        && cache.is_current()
         && cache.root == Some((out.root, out.root_size))
-        && cache.dir_count() == out.dirs.len()
+        && (partial || cache.dir_count() == out.dirs.len())
         && out.dirs.iter().all(|d| matches!(d, Update::Same(_)));
     cache.snapshot = Some(id);
     cache.started_ns = started_ns;
-    if unchanged && StatCache::confirm(path, &id, started_ns, cache.key()).is_ok() {
+    cache.token = out.token;
+    if unchanged
+        && StatCache::confirm(path, &id, started_ns, cache.key(), out.token.as_ref()).is_ok()
+    {
         if let Some(memo) = &options.memo {
             memo.put(path, std::mem::take(cache));
         }
         return;
     }
     cache.replace(
+        partial,
         std::mem::take(&mut out.dirs),
         statcache::StatCacheFile::new_key(Some(&id), started_ns),
         statcache::rules_fingerprint(&options.capture),
@@ -567,6 +691,11 @@ impl Prepared<'_> {
         &self.out.stats
     }
 
+    /// What the walk looked at, and why.
+    pub fn walk(&self) -> &WalkInfo {
+        &self.out.walk
+    }
+
     /// Writes the manifest, then the stat cache, and returns the snapshot.
     pub fn commit(mut self) -> Result<Snapshot> {
         let store = self.store;
@@ -610,6 +739,7 @@ impl Prepared<'_> {
             skipped: std::mem::take(&mut self.out.skipped),
             kept: std::mem::take(&mut self.out.kept),
             manifest,
+            walk: self.out.walk.clone(),
         })
     }
 }
@@ -659,7 +789,18 @@ pub fn prepare<'s>(
     let cache = load_cache(store, workspace_id, options)?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
     let writer = store.writer(&guard);
-    let mut out = walk(store, root, &cache, options, ctx, Sink::Store(&writer))?;
+    // Asked after the operation began and before the walk: every change the walk may miss
+    // is after the token (see `watch`).
+    let asked = ask(&cache, options);
+    let mut out = walk(
+        store,
+        root,
+        &cache,
+        options,
+        ctx,
+        Sink::Store(&writer),
+        Some(asked),
+    )?;
     let written = writer.commit()?;
     out.stats.stored_bytes = written.stored_bytes;
     out.stats.stored_objects = written.objects;
@@ -694,6 +835,7 @@ pub fn scan(
         options,
         ctx,
         Sink::Hash(Default::default()),
+        None,
     );
     // A scan only reads the cache: what it took from the memo goes back as it was.
     if let Some(memo) = &options.memo {

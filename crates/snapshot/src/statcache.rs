@@ -4,10 +4,11 @@
 //! read again, and a directory whose entries all match keeps its tree id without the tree being
 //! built, encoded and hashed again: a snapshot with nothing changed costs one `lstat` per entry.
 //!
-//! File format (version 4): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
+//! File format (version 5): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
 //! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, the
-//! key of the body, and a checksum of those fields), then a postcard-encoded
-//! [`StatCacheBody`]. The key is new each time a body is written and kept when only the header
+//! key of the body, the watcher token the records were confirmed with, and a checksum of those
+//! fields), then a postcard-encoded [`StatCacheBody`]. Versions 3 and 4 (a header of
+//! [`HEADER_LEN_V4`] bytes, without the token) are still read. The key is new each time a body is written and kept when only the header
 //! is rewritten, so a process that holds the body it last wrote or read (see [`CacheMemo`])
 //! knows from the header alone that it may use it without reading the file. The body is written
 //! to a temporary file and renamed over the old one after the snapshot's manifest; when a
@@ -30,6 +31,7 @@
 //! when the file's `lstat` matches it exactly.
 
 use crate::exclude::ExcludeReason;
+use crate::watch::Token;
 use cairn_store::{CaptureSettings, Hasher, ObjectId, SnapshotId, TreeId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -38,18 +40,28 @@ use std::path::{Path, PathBuf};
 
 /// Magic at the start of a stat cache file.
 pub const STATCACHE_MAGIC: &[u8; 8] = b"CAIRNSTC";
-/// The stat cache format version (version 3, the same without the files restores wrote, is
-/// still read).
-pub const STATCACHE_VERSION: u32 = 4;
-/// The earlier version still read.
+/// The stat cache format version (version 4, the same without the watcher's token in the
+/// header, and version 3, also without the files restores wrote, are still read).
+pub const STATCACHE_VERSION: u32 = 5;
+/// The earlier versions still read.
 const STATCACHE_VERSION_3: u32 = 3;
+const STATCACHE_VERSION_4: u32 = 4;
 /// Records of files changed this close before their snapshot started are not trusted.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 /// Length of the fixed header after the magic and version: a flag byte, a snapshot id, the
-/// start time, the body's 16-byte key, and the first 8 bytes of the SHA-256 of those.
-pub const HEADER_LEN: usize = 1 + 32 + 8 + 16 + 8;
-const CHECKED: usize = HEADER_LEN - 8;
-const BODY_START: usize = 12 + HEADER_LEN;
+/// start time, the body's 16-byte key, a flag byte, the watcher token's instance (16 bytes)
+/// and sequence number (8), and the first 8 bytes of the SHA-256 of those.
+pub const HEADER_LEN: usize = 1 + 32 + 8 + 16 + 1 + 16 + 8 + 8;
+/// The header of versions 3 and 4: the same without the token.
+pub const HEADER_LEN_V4: usize = 1 + 32 + 8 + 16 + 8;
+/// Where the body starts in a file of `version`.
+fn body_start(version: u32) -> usize {
+    12 + if version == STATCACHE_VERSION {
+        HEADER_LEN
+    } else {
+        HEADER_LEN_V4
+    }
+}
 
 /// What identifies one unchanged file (or link, or directory entry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -406,6 +418,11 @@ pub struct StatCache {
     files: usize,
     /// The key of the body these records came from (all zero when they came from no file).
     key: [u8; 16],
+    /// The watcher token the records were confirmed with (see [`crate::watch`]): a snapshot
+    /// asks the watcher what changed since.
+    pub token: Option<Token>,
+    /// The format version of the file they came from (0: none).
+    version: u32,
     /// Files restores wrote, by path.
     primed: HashMap<Vec<u8>, Primed>,
 }
@@ -416,9 +433,15 @@ struct Header {
     snapshot: Option<SnapshotId>,
     started_ns: i64,
     key: [u8; 16],
+    token: Option<Token>,
 }
 
-fn header(snapshot: Option<&SnapshotId>, started_ns: i64, key: &[u8; 16]) -> [u8; HEADER_LEN] {
+fn header(
+    snapshot: Option<&SnapshotId>,
+    started_ns: i64,
+    key: &[u8; 16],
+    token: Option<&Token>,
+) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     if let Some(id) = snapshot {
         out[0] = 1;
@@ -426,25 +449,32 @@ fn header(snapshot: Option<&SnapshotId>, started_ns: i64, key: &[u8; 16]) -> [u8
     }
     out[33..41].copy_from_slice(&started_ns.to_le_bytes());
     out[41..57].copy_from_slice(key);
+    if let Some(t) = token {
+        out[57] = 1;
+        out[58..74].copy_from_slice(&t.instance);
+        out[74..82].copy_from_slice(&t.seq.to_le_bytes());
+    }
+    let checked = HEADER_LEN - 8;
     let mut h = Hasher::new();
-    h.update(&out[..CHECKED]);
-    out[CHECKED..].copy_from_slice(&h.finish().0[..8]);
+    h.update(&out[..checked]);
+    out[checked..].copy_from_slice(&h.finish().0[..8]);
     out
 }
 
 /// Parses the magic, version and header at the start of `bytes`.
 fn parse_header(bytes: &[u8]) -> Option<Header> {
-    if bytes.len() < BODY_START || &bytes[..8] != STATCACHE_MAGIC {
+    if bytes.len() < 12 || &bytes[..8] != STATCACHE_MAGIC {
         return None;
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().ok()?);
-    if version != STATCACHE_VERSION && version != STATCACHE_VERSION_3 {
+    if ![STATCACHE_VERSION, STATCACHE_VERSION_4, STATCACHE_VERSION_3].contains(&version) {
         return None;
     }
-    let hdr = &bytes[12..BODY_START];
+    let hdr = bytes.get(12..body_start(version))?;
+    let checked = hdr.len() - 8;
     let mut check = Hasher::new();
-    check.update(&hdr[..CHECKED]);
-    if check.finish().0[..8] != hdr[CHECKED..] {
+    check.update(&hdr[..checked]);
+    if check.finish().0[..8] != hdr[checked..] {
         return None;
     }
     let snapshot = match hdr[0] {
@@ -452,11 +482,20 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
         1 => Some(SnapshotId::from(ObjectId(hdr[1..33].try_into().ok()?))),
         _ => return None,
     };
+    let token = match (version == STATCACHE_VERSION).then(|| hdr[57]) {
+        None | Some(0) => None,
+        Some(1) => Some(Token {
+            instance: hdr[58..74].try_into().ok()?,
+            seq: u64::from_le_bytes(hdr[74..82].try_into().ok()?),
+        }),
+        Some(_) => return None,
+    };
     Some(Header {
         version,
         snapshot,
         started_ns: i64::from_le_bytes(hdr[33..41].try_into().ok()?),
         key: hdr[41..57].try_into().ok()?,
+        token,
     })
 }
 
@@ -465,12 +504,13 @@ fn encode_with(
     snapshot: Option<&SnapshotId>,
     started_ns: i64,
     key: &[u8; 16],
+    token: Option<&Token>,
     body: &impl Serialize,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 << 16);
     out.extend_from_slice(STATCACHE_MAGIC);
     out.extend_from_slice(&STATCACHE_VERSION.to_le_bytes());
-    out.extend_from_slice(&header(snapshot, started_ns, key));
+    out.extend_from_slice(&header(snapshot, started_ns, key, token));
     postcard::to_io(body, &mut out).expect("a stat cache always encodes into memory");
     out
 }
@@ -530,12 +570,18 @@ pub enum Update {
 /// Reads only the header of the cache at `path`.
 fn read_header(path: &Path) -> Option<Header> {
     use std::io::Read;
-    let mut bytes = [0u8; BODY_START];
-    std::fs::File::open(path)
-        .ok()?
-        .read_exact(&mut bytes)
-        .ok()?;
-    parse_header(&bytes)
+    let mut bytes = [0u8; 12 + HEADER_LEN];
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut n = 0;
+    while n < bytes.len() {
+        match f.read(&mut bytes[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_header(&bytes[..n])
 }
 
 impl StatCache {
@@ -559,7 +605,7 @@ impl StatCache {
     pub fn decode(bytes: &[u8]) -> Option<StatCache> {
         let h = parse_header(bytes)?;
         let body: StatCacheBody = if h.version == STATCACHE_VERSION_3 {
-            let v3: StatCacheBodyV3 = postcard::from_bytes(&bytes[BODY_START..]).ok()?;
+            let v3: StatCacheBodyV3 = postcard::from_bytes(&bytes[body_start(h.version)..]).ok()?;
             StatCacheBody {
                 key: v3.key,
                 rules: v3.rules,
@@ -568,16 +614,19 @@ impl StatCache {
                 primed: Vec::new(),
             }
         } else {
-            postcard::from_bytes(&bytes[BODY_START..]).ok()?
+            postcard::from_bytes(&bytes[body_start(h.version)..]).ok()?
         };
         if body.key != h.key {
             return None;
         }
-        Some(StatCache::from_file(StatCacheFile {
+        let mut cache = StatCache::from_file(StatCacheFile {
             snapshot: h.snapshot,
             started_ns: h.started_ns,
             body,
-        }))
+        });
+        cache.token = h.token;
+        cache.version = h.version;
+        Some(cache)
     }
 
     /// The cache a file holds, without encoding it.
@@ -605,6 +654,8 @@ impl StatCache {
             key: body.key,
             dirs: body.dirs.into_iter().map(|d| (d.path.clone(), d)).collect(),
             primed,
+            token: None,
+            version: STATCACHE_VERSION,
         }
     }
 
@@ -614,6 +665,7 @@ impl StatCache {
             file.snapshot.as_ref(),
             file.started_ns,
             &file.body.key,
+            None,
             &file.body,
         )
     }
@@ -628,18 +680,27 @@ impl StatCache {
             dirs: DirsRef(&self.dirs),
             primed: self.primed_sets(),
         };
-        let bytes = encode_with(self.snapshot.as_ref(), self.started_ns, &self.key, &body);
+        let bytes = encode_with(
+            self.snapshot.as_ref(),
+            self.started_ns,
+            &self.key,
+            self.token.as_ref(),
+            &body,
+        );
         write_replacing(tmp_dir, path, &bytes)
     }
 
     /// Replaces the records by the walk's: each directory it walked, either `Same` as its
-    /// record here or a `Fresh` one (a directory it did not walk is gone, or now left out),
-    /// under a new body `key`, capture-rules fingerprint and root. The files restores wrote
+    /// record here or a `Fresh` one (after a full walk, a directory it did not walk is gone,
+    /// or now left out; after a `partial` one, told by a watcher what changed, it kept its
+    /// record, unless it lay beneath a directory whose new record no longer names it), under
+    /// a new body `key`, capture-rules fingerprint and root. The files restores wrote
     /// become `carried`: those the walk took from them and which the racy rule would still not
     /// trust under `snapshot` (which now holds their blobs), started at `started_ns`.
     #[allow(clippy::too_many_arguments)]
     pub fn replace(
         &mut self,
+        partial: bool,
         walked: impl IntoIterator<Item = Update>,
         key: [u8; 16],
         rules: [u8; 32],
@@ -666,40 +727,74 @@ impl StatCache {
         self.primed = carried;
         let mut old = std::mem::take(&mut self.dirs);
         let walked = walked.into_iter();
-        let mut dirs = HashMap::with_capacity(walked.size_hint().0);
-        for u in walked {
-            match u {
-                Update::Same(path) => {
-                    if let Some(r) = old.remove(&path) {
-                        dirs.insert(path, r);
+        let dirs = if partial {
+            let mut gone: Vec<Vec<u8>> = Vec::new();
+            for u in walked {
+                let Update::Fresh(r) = u else { continue };
+                if let Some(before) = old.get(&r.path) {
+                    for e in &before.entries {
+                        let still = r.get(&e.name).is_some_and(|n| n.kind == CachedKind::Dir);
+                        if e.kind == CachedKind::Dir && !still {
+                            gone.push(cairn_store::relpath::join(&r.path, &e.name));
+                        }
                     }
                 }
-                Update::Fresh(r) => {
-                    dirs.insert(r.path.clone(), r);
+                old.insert(r.path.clone(), r);
+            }
+            if !gone.is_empty() {
+                old.retain(|p, _| {
+                    !gone.iter().any(|g| {
+                        p == g || (p.len() > g.len() && p.starts_with(g) && p[g.len()] == b'/')
+                    })
+                });
+            }
+            old
+        } else {
+            let mut dirs = HashMap::with_capacity(walked.size_hint().0);
+            for u in walked {
+                match u {
+                    Update::Same(path) => {
+                        if let Some(r) = old.remove(&path) {
+                            dirs.insert(path, r);
+                        }
+                    }
+                    Update::Fresh(r) => {
+                        dirs.insert(r.path.clone(), r);
+                    }
                 }
             }
-        }
+            dirs
+        };
         self.files = dirs.values().map(|d| d.entries.len()).sum();
         self.dirs = dirs;
         self.key = key;
         self.rules = rules;
         self.root = root;
+        self.version = STATCACHE_VERSION;
     }
 
     /// Rewrites only the header of the cache at `path` in place: its records, the body named
-    /// `key`, were all confirmed, unchanged, by `snapshot`, which started at `started_ns`.
+    /// `key`, were all confirmed, unchanged, by `snapshot`, which started at `started_ns`, with
+    /// the watcher's `token`. The file must be of this version (see [`StatCache::is_current`]).
     pub fn confirm(
         path: &Path,
         snapshot: &SnapshotId,
         started_ns: i64,
         key: &[u8; 16],
+        token: Option<&Token>,
     ) -> std::io::Result<()> {
         use std::os::unix::fs::{FileExt, OpenOptionsExt};
         let f = std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)?;
-        f.write_all_at(&header(Some(snapshot), started_ns, key), 12)
+        f.write_all_at(&header(Some(snapshot), started_ns, key, token), 12)
+    }
+
+    /// Whether the records came from a file of this format version (only such a file's header
+    /// may be rewritten in place: an older one is shorter).
+    pub fn is_current(&self) -> bool {
+        self.version == STATCACHE_VERSION
     }
 
     /// The key of the body these records came from.
@@ -710,6 +805,16 @@ impl StatCache {
     /// The record of directory `path`.
     pub fn dir(&self, path: &[u8]) -> Option<&DirRecord> {
         self.dirs.get(path)
+    }
+
+    /// The directories whose listing the cache does not vouch for (an entry was skipped, or
+    /// a file has several links): a watched snapshot lists them every time, as a walk does.
+    pub fn unvouched(&self) -> Vec<Vec<u8>> {
+        self.dirs
+            .values()
+            .filter(|d| d.stat.is_none())
+            .map(|d| d.path.clone())
+            .collect()
     }
 
     /// The trusted record for the file at `path` if `fresh` matches it and it is not racy.
@@ -802,6 +907,7 @@ impl StatCache {
     /// Gives the records a new body key (before they are written as a new body).
     pub fn rekey(&mut self) {
         self.key = StatCacheFile::new_key(self.snapshot.as_ref(), self.started_ns);
+        self.version = STATCACHE_VERSION;
     }
 
     /// The records restores made, grouped by snapshot and boot, as stored.
@@ -907,6 +1013,8 @@ impl CacheMemo {
                             .unwrap_or_else(|shared| StatCache::clone(&shared));
                         cache.snapshot = h.snapshot;
                         cache.started_ns = h.started_ns;
+                        cache.token = h.token;
+                        cache.version = h.version;
                         return cache;
                     }
                 }

@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use crate::exclude::{ExcludeReason, Excludes, IgnoreChain};
 use crate::statcache::{CachedEntry, CachedKind, DirRecord, StatCache, StatRecord, Update};
+use crate::watch::Partial;
 use cairn_store::relpath::join;
 use cairn_store::{
     CancelToken, EntryKind, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason, Skipped, Tree,
@@ -81,6 +82,8 @@ pub(crate) struct Counters {
     pub hashed: AtomicU64,
     pub hashed_bytes: AtomicU64,
     pub reused: AtomicU64,
+    /// Directories whose entries were `lstat`ed (the others were taken from the cache).
+    pub listed: AtomicU64,
 }
 
 pub(crate) struct Walker<'a> {
@@ -107,6 +110,9 @@ pub(crate) struct Walker<'a> {
     pub dirs: Mutex<Vec<Update>>,
     /// Files taken from the records restores made (see [`StatCache::primed`]), by path.
     pub primed_used: Mutex<Vec<(Vec<u8>, StatRecord)>>,
+    /// What a watcher says changed since the cache was confirmed: every other directory
+    /// keeps its record and tree without being looked at (see [`crate::watch`]).
+    pub partial: Option<&'a Partial>,
 }
 
 /// A walked directory: its tree (stored, or the cache's when nothing in it changed) and the
@@ -154,6 +160,7 @@ fn dir_record(name: &[u8], mode: u32, tree: TreeId, size: u64) -> CachedEntry {
 }
 
 const S_IFMT: u32 = 0o170000;
+const S_IFDIR: u32 = 0o040000;
 
 fn is_unreadable(e: Errno) -> bool {
     matches!(e, Errno::ACCESS | Errno::PERM | Errno::IO)
@@ -418,7 +425,10 @@ impl Walker<'_> {
     /// `cached_tree` is the tree the cache says it had; `decisions` whether the exclusion
     /// decisions the cache holds for the directories above still stand (same rules, same
     /// ignore files); `fresh` the directory's own `lstat` (its listing is taken from the cache
-    /// when that matches the cache's record of it).
+    /// when that matches the cache's record of it); `partial` whether a watcher's answer
+    /// decides what is looked at beneath it (off beneath a directory whose ignore files
+    /// changed, or one new to the cache: everything there is walked).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn walk_dir(
         &self,
         dir: &Handle<'_>,
@@ -427,10 +437,28 @@ impl Walker<'_> {
         cached_tree: Option<(TreeId, u64)>,
         decisions: bool,
         fresh: Option<StatRecord>,
+        partial: bool,
     ) -> Result<DirOut> {
         self.check_stop()?;
-        self.counters.dirs.fetch_add(1, Ordering::Relaxed);
         let cached = self.cache.dir(rel);
+        let mut partial = partial;
+        if let (true, Some(scope)) = (partial, self.partial) {
+            if scope.in_subtree(rel) {
+                partial = false;
+            } else if let (Some(c), Some((id, size))) = (cached, cached_tree) {
+                if c.stat.is_some() && !scope.dirs.contains(rel) && !self.check_objects {
+                    if !scope.ancestors.contains(rel) {
+                        if self.reuse(rel) {
+                            return Ok(DirOut { id, size });
+                        }
+                    } else if let Some(out) = self.through(dir, rel, chain, (id, size), c)? {
+                        return Ok(out);
+                    }
+                }
+            }
+        }
+        self.counters.dirs.fetch_add(1, Ordering::Relaxed);
+        self.counters.listed.fetch_add(1, Ordering::Relaxed);
         let listing = match (cached, &fresh) {
             (Some(c), Some(f)) if c.stat.is_some_and(|s| self.cache.trusts(&s, f)) => {
                 dir.pin();
@@ -465,6 +493,9 @@ impl Walker<'_> {
         let decisions = decisions
             && self.same_rules
             && cached.is_some_and(|c| self.ignore_files_unchanged(&entries, c));
+        // Ignore files changed here (or the directory is new to the cache): every decision
+        // beneath is made again, so everything beneath is walked.
+        let partial = partial && decisions;
         let chain = if self.rules.gitignore {
             self.ignore_files(dir, rel, &entries, chain)?
         } else {
@@ -574,11 +605,11 @@ impl Walker<'_> {
         self.counters.reused.fetch_add(reused, Ordering::Relaxed);
         let worked: Vec<Result<Option<CachedEntry>>> = if work.len() > 1 {
             work.par_iter()
-                .map(|w| self.entry(dir, rel, w, &chain, decisions))
+                .map(|w| self.entry(dir, rel, w, &chain, decisions, partial))
                 .collect()
         } else {
             work.iter()
-                .map(|w| self.entry(dir, rel, w, &chain, decisions))
+                .map(|w| self.entry(dir, rel, w, &chain, decisions, partial))
                 .collect()
         };
         for r in worked {
@@ -587,6 +618,43 @@ impl Walker<'_> {
             }
         }
         records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let out = self.tree_of(&records, cached, cached_tree)?;
+        // A listing is vouched for only when every name in it has a record: a file skipped
+        // (too large, hard-linked, unreadable, changing) or gone has none, and a listing taken
+        // from the records would leave it out of every later snapshot, however the rules
+        // change or the file is edited, while the directory's own `lstat` stays the same
+        // (issue 28). Such a directory is listed again by the next walk.
+        //
+        // Nor is a listing that holds a file with more than one link: a write through a link
+        // outside the directory makes no inotify event in it, so a watched snapshot must
+        // always look at such a directory (a walk finds the change by the file's `lstat`).
+        let linked = entries.iter().any(|(_, st)| {
+            st.st_nlink > 1
+                && rustix::fs::FileType::from_raw_mode(st.st_mode)
+                    == rustix::fs::FileType::RegularFile
+        });
+        let fresh = fresh.filter(|_| records.len() == listing.ends.len() && !linked);
+        let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
+            Update::Same(rel.to_vec())
+        } else {
+            Update::Fresh(DirRecord {
+                path: rel.to_vec(),
+                stat: fresh,
+                entries: records,
+            })
+        };
+        self.dirs.lock().push(new);
+        Ok(out)
+    }
+
+    /// The tree of a directory's `records` (sorted by name): the cached one when its included
+    /// entries are the cache's, else built and stored.
+    fn tree_of(
+        &self,
+        records: &[CachedEntry],
+        cached: Option<&DirRecord>,
+        cached_tree: Option<(TreeId, u64)>,
+    ) -> Result<DirOut> {
         let included = |e: &&CachedEntry| !matches!(e.kind, CachedKind::Excluded(_));
         let same_tree = cached.is_some_and(|c| {
             records
@@ -594,8 +662,8 @@ impl Walker<'_> {
                 .filter(included)
                 .eq(c.entries.iter().filter(included))
         });
-        let out = match cached_tree {
-            Some((id, size)) if same_tree && self.present(&id.object()) => DirOut { id, size },
+        match cached_tree {
+            Some((id, size)) if same_tree && self.present(&id.object()) => Ok(DirOut { id, size }),
             _ => {
                 let tree = Tree::new(
                     records
@@ -615,29 +683,171 @@ impl Walker<'_> {
                         .collect(),
                 )?;
                 let size = tree.total_size();
-                DirOut {
+                Ok(DirOut {
                     id: self.put_tree_inner(tree)?,
                     size,
+                })
+            }
+        }
+    }
+
+    /// Counts what was taken from the cache's records without looking (files, their bytes,
+    /// links, directories) and reports its excluded entries, as a walk would have.
+    fn taken(&self, files: u64, bytes: u64, symlinks: u64, dirs: u64, kept: Vec<Kept>) {
+        let c = self.counters;
+        c.files.fetch_add(files, Ordering::Relaxed);
+        c.bytes.fetch_add(bytes, Ordering::Relaxed);
+        c.reused.fetch_add(files, Ordering::Relaxed);
+        c.symlinks.fetch_add(symlinks, Ordering::Relaxed);
+        c.dirs.fetch_add(dirs, Ordering::Relaxed);
+        if !kept.is_empty() {
+            self.kept.lock().extend(kept);
+        }
+    }
+
+    /// A directory the watcher vouches for, with everything beneath it (nothing there changed
+    /// since the cache was confirmed): its records are counted and its excluded entries
+    /// reported as a walk would, without a system call. `false` when some directory beneath
+    /// has no record, or one the cache does not vouch for (it held an entry skipped, or a
+    /// file with several links): then the directory is walked.
+    fn reuse(&self, rel: &[u8]) -> bool {
+        let mut stack = vec![rel.to_vec()];
+        let (mut files, mut bytes, mut symlinks, mut dirs) = (0u64, 0u64, 0u64, 0u64);
+        let mut kept = Vec::new();
+        while let Some(p) = stack.pop() {
+            let Some(r) = self.cache.dir(&p).filter(|r| r.stat.is_some()) else {
+                return false;
+            };
+            dirs += 1;
+            for e in &r.entries {
+                match e.kind {
+                    CachedKind::File => {
+                        files += 1;
+                        bytes += e.stat.size;
+                    }
+                    CachedKind::Symlink => symlinks += 1,
+                    CachedKind::Dir => stack.push(join(&p, &e.name)),
+                    CachedKind::Excluded(reason) => kept.push(Kept {
+                        path: join(&p, &e.name),
+                        reason,
+                        is_dir: e.stat.mode & S_IFMT == S_IFDIR,
+                    }),
                 }
             }
-        };
-        // A listing is vouched for only when every name in it has a record: a file skipped
-        // (too large, hard-linked, unreadable, changing) or gone has none, and a listing taken
-        // from the records would leave it out of every later snapshot, however the rules
-        // change or the file is edited, while the directory's own `lstat` stays the same
-        // (issue 28). Such a directory is listed again by the next walk.
-        let fresh = fresh.filter(|_| records.len() == listing.ends.len());
-        let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
-            Update::Same(rel.to_vec())
+        }
+        self.taken(files, bytes, symlinks, dirs, kept);
+        true
+    }
+
+    /// A directory whose own entries did not change but beneath which something did: its
+    /// entries are the cache's record (not `lstat`ed), each subdirectory on the way to a
+    /// change is walked, and the tree is built again if one of theirs changed. `None` when
+    /// what it finds does not agree with the record (an ignore file or a subdirectory gone
+    /// or replaced since): then the directory is walked.
+    fn through(
+        &self,
+        dir: &Handle<'_>,
+        rel: &[u8],
+        chain: &Arc<IgnoreChain>,
+        tree: (TreeId, u64),
+        record: &DirRecord,
+    ) -> Result<Option<DirOut>> {
+        let scope = self.partial.expect("only called in a partial walk");
+        let mut ignore: Vec<(&CStr, rustix::fs::Stat)> = Vec::new();
+        if self.rules.gitignore {
+            for name in [c".cairnignore", c".gitignore"] {
+                if record.get(name.to_bytes()).is_some() {
+                    match dir.stat(name) {
+                        Ok(st) => ignore.push((name, st)),
+                        Err(_) => return Ok(None),
+                    }
+                }
+            }
+        }
+        if !self.ignore_files_unchanged(&ignore, record) {
+            return Ok(None);
+        }
+        let chain = if self.rules.gitignore {
+            self.ignore_files(dir, rel, &ignore, chain)?
         } else {
-            Update::Fresh(DirRecord {
-                path: rel.to_vec(),
-                stat: fresh,
-                entries: records,
-            })
+            chain.clone()
         };
-        self.dirs.lock().push(new);
-        Ok(out)
+        let mut records = record.entries.clone();
+        let mut changed = false;
+        let (mut files, mut bytes, mut symlinks) = (0u64, 0u64, 0u64);
+        let mut kept = Vec::new();
+        let mut i = 0;
+        while i < records.len() {
+            let e = &records[i];
+            let path = join(rel, &e.name);
+            match e.kind {
+                CachedKind::File => {
+                    files += 1;
+                    bytes += e.stat.size;
+                }
+                CachedKind::Symlink => symlinks += 1,
+                CachedKind::Excluded(reason) => kept.push(Kept {
+                    path,
+                    reason,
+                    is_dir: e.stat.mode & S_IFMT == S_IFDIR,
+                }),
+                // A subdirectory off the way to every change is taken whole from the cache
+                // (counted by `reuse`), unless the cache cannot vouch for all of it.
+                CachedKind::Dir
+                    if scope.dirs.contains(&path)
+                        || scope.ancestors.contains(&path)
+                        || scope.in_subtree(&path)
+                        || !self.reuse(&path) =>
+                {
+                    let Ok(name) = std::ffi::CString::new(e.name.clone()) else {
+                        return Ok(None);
+                    };
+                    let st = match dir.stat(&name) {
+                        Ok(st)
+                            if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                                == rustix::fs::FileType::Directory =>
+                        {
+                            st
+                        }
+                        _ => return Ok(None),
+                    };
+                    let work = Work {
+                        name: &name,
+                        st,
+                        cached: Some(e),
+                    };
+                    match self.entry(dir, rel, &work, &chain, true, true)? {
+                        Some(new) => {
+                            if new != records[i] {
+                                records[i] = new;
+                                changed = true;
+                            }
+                        }
+                        None => {
+                            records.remove(i);
+                            changed = true;
+                            continue;
+                        }
+                    }
+                }
+                CachedKind::Dir => {}
+            }
+            i += 1;
+        }
+        self.taken(files, bytes, symlinks, 1, kept);
+        if !changed {
+            return Ok(Some(DirOut {
+                id: tree.0,
+                size: tree.1,
+            }));
+        }
+        let out = self.tree_of(&records, Some(record), Some(tree))?;
+        self.dirs.lock().push(Update::Fresh(DirRecord {
+            path: rel.to_vec(),
+            stat: record.stat,
+            entries: records,
+        }));
+        Ok(Some(out))
     }
 
     /// Whether this directory's `.cairnignore` and `.gitignore` are as the cache saw them
@@ -731,6 +941,7 @@ impl Walker<'_> {
         w: &Work<'_>,
         chain: &Arc<IgnoreChain>,
         decisions: bool,
+        partial: bool,
     ) -> Result<Option<CachedEntry>> {
         self.check_stop()?;
         let name = w.name;
@@ -751,6 +962,7 @@ impl Walker<'_> {
                 cached_tree,
                 decisions,
                 Some(StatRecord::of(st)),
+                partial,
             ) {
                 Ok(out) => Ok(Some(dir_record(name_b, st.st_mode, out.id, out.size))),
                 // Gone since it was listed.

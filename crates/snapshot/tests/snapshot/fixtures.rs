@@ -95,3 +95,40 @@ pub fn is_root() -> bool {
 pub fn os(p: &[u8]) -> &Path {
     Path::new(std::ffi::OsStr::from_bytes(p))
 }
+
+/// splitmix64: enough randomness for choosing steps, and reproducible from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Seeded from `CAIRN_SEED` when set, else from the clock; the seed is printed with `what`.
+    pub fn from_env(what: &str) -> Rng {
+        let seed = std::env::var("CAIRN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            });
+        println!("{what}: CAIRN_SEED={seed}");
+        eprintln!("{what}: CAIRN_SEED={seed}");
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+        (!v.is_empty()).then(|| &v[self.below(v.len() as u64) as usize])
+    }
+}

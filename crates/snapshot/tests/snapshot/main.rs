@@ -6,3 +6,4 @@ mod fixtures;
 mod skipping;
 mod statcache;
 mod statcache_property;
+mod watch;

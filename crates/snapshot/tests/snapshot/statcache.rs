@@ -415,13 +415,13 @@ fn a_header_that_names_another_body_leaves_the_cache_unused() {
     assert_eq!(loaded.len(), 27);
     // A header confirmed over a body another process wrote meanwhile: its key is not the
     // body's, so its snapshot and start time say nothing of these records.
-    StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16]).expect("confirm");
+    StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16], None).expect("confirm");
     assert!(StatCache::load(&path).is_empty());
     // The body's own key pairs them again.
-    StatCache::confirm(&path, &snap.id, loaded.started_ns, loaded.key()).expect("confirm");
+    StatCache::confirm(&path, &snap.id, loaded.started_ns, loaded.key(), None).expect("confirm");
     assert_eq!(StatCache::load(&path).len(), 27);
     // A snapshot does not use a mismatched cache either: it reads every file.
-    StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16]).expect("confirm");
+    StatCache::confirm(&path, &snap.id, loaded.started_ns, &[7; 16], None).expect("confirm");
     assert_eq!(ws.snap(&Options::default()).stats.hashed, 20);
 }
 
@@ -554,6 +554,40 @@ fn a_file_a_restore_wrote_is_recorded_only_when_its_times_prove_nothing_wrote_it
     assert!(cache.primed(b"b.txt", &placed).is_none());
 }
 
+/// A version 5 cache file as version 3 or 4 wrote it: the header without the watcher's token
+/// (its first 57 bytes, then their checksum), the same body.
+fn older_header(v5: &[u8], version: u32) -> Vec<u8> {
+    let kept = 57;
+    let mut out = v5[..12 + kept].to_vec();
+    out[8..12].copy_from_slice(&version.to_le_bytes());
+    let mut h = cairn_store::Hasher::new();
+    h.update(&v5[12..12 + kept]);
+    out.extend_from_slice(&h.finish().0[..8]);
+    out.extend_from_slice(&v5[12 + cairn_snapshot::statcache::HEADER_LEN..]);
+    out
+}
+
+#[test]
+fn a_version_4_cache_is_still_read_and_its_header_is_never_rewritten_in_place() {
+    let ws = Ws::new();
+    populate(&ws, 30);
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    std::fs::write(&path, older_header(&std::fs::read(&path).expect("read"), 4)).expect("write");
+    let cache = StatCache::load(&path);
+    assert_eq!(cache.len(), 30 + 7);
+    assert!(!cache.is_current());
+    let snap = ws.snap(&Options::default());
+    assert_eq!(snap.stats.hashed, 0);
+    // Nothing changed, but the file is written whole in this version, not patched.
+    let now = std::fs::read(&path).expect("read");
+    assert_eq!(now[8..12], 5u32.to_le_bytes());
+    let cache = StatCache::load(&path);
+    assert_eq!(cache.len(), 30 + 7);
+    assert_eq!(cache.snapshot, Some(snap.id));
+}
+
 #[test]
 fn a_version_3_cache_is_still_read() {
     let ws = Ws::new();
@@ -563,9 +597,8 @@ fn a_version_3_cache_is_still_read() {
     // The same cache as version 3 wrote it: the version field, and a body without the files
     // restores wrote (postcard's last field, one zero byte when empty).
     let path = StatCache::path(&ws.store, "ws").expect("path");
-    let mut bytes = std::fs::read(&path).expect("read");
+    let mut bytes = older_header(&std::fs::read(&path).expect("read"), 3);
     assert_eq!(bytes.pop(), Some(0));
-    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
     std::fs::write(&path, &bytes).expect("write");
     let cache = StatCache::load(&path);
     assert_eq!(cache.len(), 30 + 7);

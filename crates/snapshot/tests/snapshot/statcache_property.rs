@@ -3,41 +3,10 @@
 //! the same moment taken with no stat cache at all (issue 28). Seeded from `CAIRN_SEED` (else
 //! the clock); the seed is printed.
 
-use crate::fixtures::Ws;
+use crate::fixtures::{Rng, Ws};
 use cairn_snapshot::statcache::RACY_WINDOW_NS;
 use cairn_snapshot::Options;
 use std::time::Duration;
-
-/// splitmix64: enough randomness for choosing steps, and reproducible from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn seed() -> u64 {
-    let seed = std::env::var("CAIRN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    println!("stat cache differential: CAIRN_SEED={seed}");
-    seed
-}
 
 const FILES: [&str; 6] = ["a", "b.log", "d/c", "d/e.log", "d/f/g", "h"];
 
@@ -61,7 +30,7 @@ fn options(rng: &mut Rng) -> Options {
 
 #[test]
 fn snapshots_under_random_settings_and_in_place_edits_equal_snapshots_without_a_cache() {
-    let mut rng = Rng(seed());
+    let mut rng = Rng::from_env("stat cache differential");
     let ws = Ws::new();
     for (i, f) in FILES.iter().enumerate() {
         ws.write(f, &vec![b'0' + i as u8; 50 + 1000 * i]);

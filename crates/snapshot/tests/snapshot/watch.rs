@@ -1,0 +1,523 @@
+//! The watcher (issue 23), differentially: after every random operation, a snapshot that asks
+//! the watcher what changed must have the same root tree as a walk that reads every file.
+//!
+//! Seeded: `CAIRN_SEED` picks the seed (default: from the clock, printed), and
+//! `CAIRN_WATCH_OPS` the number of operations of the long run (default 1,000).
+
+use crate::fixtures::Rng;
+use cairn_snapshot::{scan, snapshot, Context, Options, Walked, WatchOptions, Watcher};
+use cairn_store::{Store, StoreOptions};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A workspace, a store outside it, a place outside both to move things from, and a
+/// watcher.
+struct Bench {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    outside: PathBuf,
+    store: Store,
+    watch: Arc<Watcher>,
+    counter: u64,
+    walked: [u64; 3],
+    /// Directories the watched snapshots listed, and directories they held, in all.
+    listed: u64,
+    dirs_seen: u64,
+}
+
+impl Bench {
+    fn new(watch: WatchOptions, seed_tree: impl FnOnce(&Path)) -> Bench {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(&root).expect("the root");
+        fs::create_dir_all(&outside).expect("outside");
+        seed_tree(&root);
+        let store = Store::open(dir.path().join("store"), StoreOptions::default()).expect("store");
+        let watch = Arc::new(Watcher::start(&root, &watch).expect("a watcher"));
+        Bench {
+            _dir: dir,
+            root,
+            outside,
+            store,
+            watch,
+            counter: 0,
+            walked: [0; 3],
+            listed: 0,
+            dirs_seen: 0,
+        }
+    }
+
+    fn watched(&self) -> Options {
+        Options {
+            watch: Some(self.watch.clone()),
+            ..Options::default()
+        }
+    }
+
+    /// A watched snapshot, checked against a walk that reads every file; returns what the
+    /// watched one walked and why.
+    fn check(&mut self, what: &str) -> (Walked, Option<String>) {
+        let snap = snapshot(
+            &self.store,
+            &self.root,
+            "watched",
+            &self.watched(),
+            Context::default(),
+        )
+        .unwrap_or_else(|e| panic!("watched snapshot after {what}: {e}"));
+        let truth = scan(
+            &self.store,
+            &self.root,
+            "truth",
+            &Options {
+                use_stat_cache: false,
+                ..Options::default()
+            },
+            Context::default(),
+        )
+        .unwrap_or_else(|e| panic!("walk after {what}: {e}"));
+        assert_eq!(
+            snap.root, truth.root,
+            "after {what}: the watched snapshot ({:?}) differs from the walk",
+            snap.walk
+        );
+        assert_eq!(snap.stats.files, truth.stats.files, "files after {what}");
+        assert_eq!(snap.stats.bytes, truth.stats.bytes, "bytes after {what}");
+        let mut skipped: Vec<_> = snap.skipped.iter().map(|s| s.path.clone()).collect();
+        let mut want: Vec<_> = truth.skipped.iter().map(|s| s.path.clone()).collect();
+        skipped.sort();
+        want.sort();
+        assert_eq!(skipped, want, "skipped entries after {what}");
+        let i = match snap.walk.walked {
+            Walked::Full => 0,
+            Walked::Partial => 1,
+            Walked::None => 2,
+        };
+        self.walked[i] += 1;
+        self.listed += snap.walk.listed;
+        self.dirs_seen += truth.stats.dirs;
+        (snap.walk.walked, snap.walk.reason)
+    }
+
+    fn fresh_name(&mut self, stem: &str) -> String {
+        self.counter += 1;
+        format!("{stem}{}", self.counter)
+    }
+
+    /// Every file, directory and symlink beneath the root (relative), by kind.
+    fn listing(&self) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
+        let (mut files, mut dirs, mut links) = (Vec::new(), Vec::new(), Vec::new());
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let Ok(rd) = fs::read_dir(self.root.join(&rel)) else {
+                continue;
+            };
+            let mut names: Vec<_> = rd.filter_map(|e| e.ok()).collect();
+            names.sort_by_key(|e| e.file_name());
+            for e in names {
+                let p = rel.join(e.file_name());
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_symlink() {
+                    links.push(p);
+                } else if ft.is_dir() {
+                    dirs.push(p.clone());
+                    stack.push(p);
+                } else if ft.is_file() {
+                    files.push(p);
+                }
+            }
+        }
+        dirs.sort();
+        (files, dirs, links)
+    }
+}
+
+fn seed_tree(root: &Path) {
+    for d in ["src/a/b", "src/c", "docs", "assets/img", "deep/1/2/3/4"] {
+        fs::create_dir_all(root.join(d)).expect("dir");
+    }
+    // Some breadth, so that most directories are off the way to each change.
+    for i in 0..6 {
+        for j in 0..5 {
+            let d = root.join(format!("pkg{i}/mod{j}"));
+            fs::create_dir_all(&d).expect("dir");
+            for k in 0..3 {
+                fs::write(d.join(format!("f{k}.txt")), format!("{i} {j} {k}\n")).expect("file");
+            }
+        }
+    }
+    for (i, f) in [
+        "src/main.rs",
+        "src/a/x.rs",
+        "src/a/b/y.rs",
+        "src/c/z.rs",
+        "docs/readme.md",
+        "assets/img/logo.png",
+        "deep/1/2/3/4/leaf.txt",
+        "top.txt",
+    ]
+    .iter()
+    .enumerate()
+    {
+        fs::write(root.join(f), format!("file {i}\n").repeat(i + 1)).expect("file");
+    }
+    std::os::unix::fs::symlink("top.txt", root.join("link")).expect("symlink");
+    fs::write(root.join(".gitignore"), "*.log\n").expect("gitignore");
+}
+
+/// One random operation; returns what it did.
+fn operate(b: &mut Bench, rng: &mut Rng) -> String {
+    let (files, dirs, links) = b.listing();
+    let root = b.root.clone();
+    // Subtrees removed or moved out are a directory or two deep, so the tree keeps its size.
+    let deep: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| d.components().count() >= 2)
+        .cloned()
+        .collect();
+    let any_dir = |rng: &mut Rng| -> PathBuf {
+        if rng.below(5) as usize == 0 {
+            PathBuf::new()
+        } else {
+            rng.pick(&dirs).cloned().unwrap_or_default()
+        }
+    };
+    match rng.below(18) as usize {
+        0 | 1 => {
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "nothing (no file to edit)".into();
+            };
+            let old = fs::read(root.join(&f)).unwrap_or_default();
+            // Same size half the time: only the content says it changed.
+            let new = if rng.below(2) as usize == 0 && !old.is_empty() {
+                let mut n = old.clone();
+                let i = rng.below(n.len() as u64) as usize;
+                n[i] = n[i].wrapping_add(1);
+                n
+            } else {
+                format!("edit {}\n", rng.next()).into_bytes()
+            };
+            let _ = fs::write(root.join(&f), new);
+            format!("edit {}", f.display())
+        }
+        2 | 3 => {
+            let d = any_dir(rng);
+            let ext = ["rs", "txt", "log"][rng.below(3) as usize];
+            let name = format!("{}.{ext}", b.fresh_name("new"));
+            let _ = fs::write(root.join(&d).join(&name), format!("{}\n", rng.next()));
+            format!("create {}", d.join(name).display())
+        }
+        4 => {
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "nothing".into();
+            };
+            let _ = fs::remove_file(root.join(&f));
+            format!("delete {}", f.display())
+        }
+        5 => {
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "nothing".into();
+            };
+            let to = any_dir(rng).join(b.fresh_name("moved"));
+            let _ = fs::rename(root.join(&f), root.join(&to));
+            format!("rename {} -> {}", f.display(), to.display())
+        }
+        6 | 17 => {
+            // A directory made with files in it at once: before its watch can be added.
+            let d = any_dir(rng).join(b.fresh_name("dir"));
+            let _ = fs::create_dir_all(root.join(&d).join("inner"));
+            let _ = fs::write(root.join(&d).join("f.txt"), "x\n");
+            let _ = fs::write(root.join(&d).join("inner/g.txt"), "y\n");
+            format!("mkdir with files {}", d.display())
+        }
+        7 => {
+            let Some(d) = rng.pick(&dirs).cloned() else {
+                return "nothing".into();
+            };
+            let to = any_dir(rng).join(b.fresh_name("renamed"));
+            if to.starts_with(&d) {
+                return "nothing (into itself)".into();
+            }
+            let _ = fs::rename(root.join(&d), root.join(&to));
+            format!("rename dir {} -> {}", d.display(), to.display())
+        }
+        8 => {
+            let Some(d) = rng.pick(&deep).cloned() else {
+                return "nothing".into();
+            };
+            let _ = fs::remove_dir_all(root.join(&d));
+            format!("rm -rf {}", d.display())
+        }
+        9 => {
+            // Made outside, then moved in whole.
+            let name = b.fresh_name("from-outside");
+            let src = b.outside.join(&name);
+            let _ = fs::create_dir_all(src.join("sub"));
+            let _ = fs::write(src.join("a.txt"), format!("{}\n", rng.next()));
+            let _ = fs::write(src.join("sub/b.txt"), "b\n");
+            let to = any_dir(rng).join(&name);
+            let _ = fs::rename(&src, root.join(&to));
+            format!("move in from outside {}", to.display())
+        }
+        10 => {
+            let Some(d) = rng.pick(&deep).cloned() else {
+                return "nothing".into();
+            };
+            let name = b.fresh_name("gone");
+            let to = b.outside.join(name);
+            let _ = fs::rename(root.join(&d), &to);
+            // Changed out there afterwards: none of it may show up.
+            let _ = fs::write(to.join("later.txt"), "later\n");
+            format!("move out {}", d.display())
+        }
+        11 => {
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "nothing".into();
+            };
+            let p = root.join(&f);
+            if let Ok(m) = fs::metadata(&p) {
+                let mode = m.permissions().mode() ^ 0o111;
+                let _ = fs::set_permissions(&p, fs::Permissions::from_mode(mode));
+            }
+            format!("chmod {}", f.display())
+        }
+        12 => {
+            // Symlink swaps: a link's target changed, or a file or directory replaced by a
+            // link, or a link by a file.
+            match rng.below(3) as usize {
+                0 => {
+                    let Some(l) = rng.pick(&links).cloned() else {
+                        return "nothing".into();
+                    };
+                    let _ = fs::remove_file(root.join(&l));
+                    let _ = std::os::unix::fs::symlink(
+                        format!("target-{}", rng.next() % 5),
+                        root.join(&l),
+                    );
+                    format!("retarget link {}", l.display())
+                }
+                1 => {
+                    let Some(f) = rng.pick(&files).cloned() else {
+                        return "nothing".into();
+                    };
+                    let swap = b.fresh_name(".swap");
+                    let tmp = root.join(f.with_file_name(swap));
+                    let _ = std::os::unix::fs::symlink("elsewhere", &tmp);
+                    let _ = fs::rename(&tmp, root.join(&f));
+                    format!("file to link {}", f.display())
+                }
+                _ => {
+                    let Some(l) = rng.pick(&links).cloned() else {
+                        return "nothing".into();
+                    };
+                    let _ = fs::remove_file(root.join(&l));
+                    let _ = fs::create_dir_all(root.join(&l));
+                    let _ = fs::write(root.join(&l).join("was-a-link.txt"), "d\n");
+                    format!("link to dir {}", l.display())
+                }
+            }
+        }
+        13 => {
+            // Within the racy window: edited, snapshotted at once, edited again to the same
+            // size (its mtime may not move).
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "nothing".into();
+            };
+            let p = root.join(&f);
+            let _ = fs::write(&p, b"racy 1\n");
+            b.check("the first racy edit");
+            let _ = fs::write(&p, b"racy 2\n");
+            format!("racy edits {}", f.display())
+        }
+        14 => {
+            // An ignore file changed: what is left out beneath changes.
+            let d = any_dir(rng);
+            let pat = ["*.txt\n", "*.rs\n", "inner/\n", "sub\n", ""][rng.below(5) as usize];
+            let _ = fs::write(root.join(&d).join(".gitignore"), pat);
+            format!("gitignore {:?} in {}", pat, d.display())
+        }
+        15 => {
+            // A hard link to a file outside, then written through the outside path: no event
+            // in the workspace.
+            let name = b.fresh_name("linked");
+            let outside = b.outside.join(&name);
+            let _ = fs::write(&outside, "before\n");
+            let d = any_dir(rng);
+            let _ = fs::hard_link(&outside, root.join(&d).join(&name));
+            b.check("a hard link made");
+            let _ = fs::write(&outside, "after, longer\n");
+            format!("hard link written from outside {}", d.join(name).display())
+        }
+        _ => {
+            // Times only.
+            let Some(f) = rng.pick(&files).cloned() else {
+                return "nothing".into();
+            };
+            let _ = fs::File::options()
+                .append(true)
+                .open(root.join(&f))
+                .and_then(|fl| fl.set_modified(std::time::SystemTime::now()));
+            format!("touch {}", f.display())
+        }
+    }
+}
+
+fn run(b: &mut Bench, rng: &mut Rng, ops: usize, seed: u64) {
+    for i in 0..ops {
+        let what = operate(b, rng);
+        let what = format!("op {i} ({what}), seed {seed}");
+        b.check(&what);
+    }
+}
+
+fn ops() -> usize {
+    std::env::var("CAIRN_WATCH_OPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000)
+}
+
+#[test]
+fn a_watched_snapshot_equals_a_walk_after_each_of_a_thousand_random_operations() {
+    let mut rng = Rng::from_env("watch differential");
+    let seed = rng.0;
+    // No racy window in the watcher: each snapshot looks only where events say, so the
+    // reuse of every other directory is what is checked.
+    let mut b = Bench::new(
+        WatchOptions {
+            racy_window: std::time::Duration::ZERO,
+            ..WatchOptions::default()
+        },
+        seed_tree,
+    );
+    let (walked, reason) = b.check("the first snapshot");
+    assert_eq!(walked, Walked::Full, "the first snapshot has no token");
+    assert!(reason.is_some());
+    run(&mut b, &mut rng, ops(), seed);
+    let [full, partial, none] = b.walked;
+    eprintln!(
+        "walked: full {full}, partial {partial}, none {none}; directories listed {} of {}",
+        b.listed, b.dirs_seen
+    );
+    // The watcher was used: only the first snapshot walks the whole tree.
+    assert_eq!(full, 1, "snapshots that walked the whole tree");
+    assert!(partial > 0);
+    assert!(
+        b.listed * 4 < b.dirs_seen * 3,
+        "the watched snapshots listed {} of {} directories: the watcher saved little",
+        b.listed,
+        b.dirs_seen
+    );
+}
+
+#[test]
+fn a_queue_overflow_makes_the_next_snapshot_walk_and_then_the_watcher_serves_again() {
+    let mut rng = Rng::from_env("watch differential");
+    let seed = rng.0;
+    // Events are read only when a snapshot asks, so a flood overflows the kernel's queue.
+    let mut b = Bench::new(
+        WatchOptions {
+            background: false,
+            ..WatchOptions::default()
+        },
+        seed_tree,
+    );
+    b.check("the first snapshot");
+    run(&mut b, &mut rng, 50, seed);
+    let max: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16384);
+    // Three events a file (made, written, closed): more than the queue holds.
+    let flood = b.root.join("flood");
+    fs::create_dir_all(&flood).expect("flood dir");
+    b.check("the flood directory");
+    for i in 0..(max / 3 + 200) {
+        fs::write(flood.join(format!("f{i}")), "x").expect("a flood file");
+    }
+    // And a change elsewhere that only the walk can find now.
+    fs::write(b.root.join("during-the-flood.txt"), "changed\n").expect("edit");
+    let (walked, reason) = b.check("the flood");
+    assert_eq!(walked, Walked::Full, "after an overflow the snapshot walks");
+    let reason = reason.expect("a reason");
+    assert!(reason.contains("overflow"), "{reason}");
+    assert_eq!(b.watch.status().overflows, 1);
+    fs::remove_dir_all(&flood).expect("flood removed");
+    let (walked, _) = b.check("the flood removed");
+    assert_eq!(walked, Walked::Partial, "the watcher serves again");
+    run(&mut b, &mut rng, 50, seed);
+}
+
+#[test]
+fn directories_past_the_watch_limit_are_walked_by_every_snapshot_and_nothing_is_missed() {
+    let mut rng = Rng::from_env("watch differential");
+    let seed = rng.0;
+    let mut b = Bench::new(
+        WatchOptions {
+            max_watches: Some(4),
+            ..WatchOptions::default()
+        },
+        seed_tree,
+    );
+    let status = b.watch.status();
+    assert_eq!(status.watches, 4);
+    assert!(!status.unwatched.is_empty(), "{status:?}");
+    b.check("the first snapshot");
+    // A change in an unwatched directory, with nothing else changed.
+    let unwatched = status.unwatched[0]
+        .split(':')
+        .next()
+        .expect("a path")
+        .to_string();
+    fs::write(b.root.join(&unwatched).join("unseen.txt"), "seen?\n").expect("write");
+    let (walked, reason) = b.check("a file made where no watch is");
+    assert_eq!(walked, Walked::Partial);
+    assert!(
+        reason.as_deref().is_some_and(|r| r.contains("not watched")),
+        "{reason:?}"
+    );
+    run(&mut b, &mut rng, 200, seed);
+}
+
+#[test]
+fn a_watcher_restarted_or_a_walk_in_between_makes_the_next_snapshot_walk_with_the_reason() {
+    let mut b = Bench::new(WatchOptions::default(), seed_tree);
+    b.check("the first snapshot");
+    fs::write(b.root.join("top.txt"), "one\n").expect("edit");
+    assert_eq!(b.check("an edit").0, Walked::Partial);
+    // The edit is within the racy window of the last token: its directory is looked at
+    // again, and only it.
+    assert_eq!(b.check("nothing").0, Walked::Partial);
+    // Another watcher: the cache's token is not its own.
+    b.watch = Arc::new(Watcher::start(&b.root, &WatchOptions::default()).expect("watcher"));
+    let (walked, reason) = b.check("a new watcher");
+    assert_eq!(walked, Walked::Full);
+    assert!(reason.is_some_and(|r| r.contains("another watcher")));
+    // A walk with no watcher confirms the cache without a token.
+    fs::write(b.root.join("top.txt"), "two\n").expect("edit");
+    snapshot(
+        &b.store,
+        &b.root,
+        "watched",
+        &Options::default(),
+        Context::default(),
+    )
+    .expect("a walk");
+    fs::write(b.root.join("docs/readme.md"), "three\n").expect("edit");
+    let (walked, reason) = b.check("a walk in between");
+    assert_eq!(walked, Walked::Full);
+    assert!(reason.is_some_and(|r| r.contains("no earlier token")));
+    assert_ne!(b.check("nothing").0, Walked::Full);
+}
+
+#[test]
+fn a_watcher_knows_when_its_root_is_gone() {
+    let b = Bench::new(WatchOptions::default(), seed_tree);
+    assert!(!b.watch.is_gone());
+    let moved = b.outside.join("moved-root");
+    fs::rename(&b.root, &moved).expect("move the root");
+    assert!(b.watch.is_gone());
+}
