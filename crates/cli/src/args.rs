@@ -69,6 +69,16 @@ pub enum Command {
         after_help = "Examples:\n  cairn snapshot --label before-refactor\n  cairn snapshot --exclude 'dist/**' --max-file-bytes 5MiB\n  cairn -C ~/project --json snapshot"
     )]
     Snapshot(SnapshotArgs),
+    /// Watch the workspace, so that every snapshot of it looks only at what changed.
+    #[command(
+        after_help = "Runs in the foreground until stopped (Ctrl-C, SIGTERM, `cairn watch --stop`) or until the \
+        workspace root or its store is moved or deleted. It watches every directory with inotify and answers \
+        the snapshots of every Cairn process on the workspace over a socket in the store; a snapshot with no \
+        watcher walks the whole tree. It holds no lock. With CAIRN_WATCH=auto a snapshot starts one in the \
+        background when none runs; CAIRN_WATCH=off makes a process ignore it.\n\n\
+        Examples:\n  cairn watch &\n  cairn watch --status\n  cairn --json watch --status\n  cairn watch --stop"
+    )]
+    Watch(WatchArgs),
     /// List the snapshots in the store, oldest first.
     #[command(after_help = "Examples:\n  cairn list\n  cairn list --json | jq '.snapshots[].id'")]
     List,
@@ -332,6 +342,20 @@ pub struct SnapshotArgs {
     /// them: their inode may be a file outside the workspace.
     #[arg(long)]
     pub refuse_hard_links: bool,
+}
+
+/// Arguments of `cairn watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Say whether a watcher runs, and what it watches, its memory and processor time.
+    #[arg(long, conflicts_with = "stop")]
+    pub status: bool,
+    /// Stop the watcher that runs.
+    #[arg(long)]
+    pub stop: bool,
+    /// Watch at most N directories (those past it are walked by every snapshot).
+    #[arg(long, value_name = "N")]
+    pub max_watches: Option<usize>,
 }
 
 /// Arguments of `cairn prune`.

@@ -172,7 +172,7 @@ impl Ctx {
     }
 
     /// How the store is opened: created when `create` (a cache of a remote always is).
-    fn store_options(&self, create: bool) -> Result<StoreOptions> {
+    pub(crate) fn store_options(&self, create: bool) -> Result<StoreOptions> {
         match &self.remote {
             Some(url) => Ok(cairn_remote::store_options(
                 url,

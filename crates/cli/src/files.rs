@@ -53,14 +53,30 @@ pub struct SnapshotJson {
     pub workspace_id: String,
     /// The workspace root.
     pub root: PathBuf,
-    /// What it cost.
-    pub stats: Stats,
+    /// What it cost, and what it walked.
+    pub stats: SnapshotStatsJson,
     /// What it left out, and why.
     pub skipped: Vec<SkippedJson>,
 }
 
+/// A snapshot's stats in `cairn snapshot --json`: the manifest's, and what the walk looked at
+/// (`full`, `partial` or `none` of the tree, with a watcher) and why.
+#[derive(Debug, Serialize)]
+pub struct SnapshotStatsJson {
+    /// The manifest's stats.
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// How much of the tree was walked.
+    pub walked: cairn_snapshot::Walked,
+    /// Why, when a watcher was asked and more than the least was walked.
+    pub walk_reason: Option<String>,
+    /// Directories whose entries were looked at.
+    pub listed: u64,
+}
+
 pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     let ws = ctx.open_workspace(true)?;
+    crate::watch::start_if_asked(ctx, &ws);
     if args.label.as_deref().is_some_and(|l| l.trim().is_empty()) {
         return Err(CliError::usage(
             "snapshot --label needs a label with something in it: an empty label could never \
@@ -115,11 +131,16 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
         label: snap.manifest.label.clone(),
         workspace_id: ws.id().to_string(),
         root: ws.root().to_path_buf(),
-        stats: snap.stats,
+        stats: SnapshotStatsJson {
+            stats: snap.stats,
+            walked: snap.walk.walked,
+            walk_reason: snap.walk.reason.clone(),
+            listed: snap.walk.listed,
+        },
         skipped: skipped_json(&snap.skipped),
     };
     ctx.emit(&json, || {
-        let s = &json.stats;
+        let s = &json.stats.stats;
         let mut out = format!("snapshot {}", json.id.short());
         if let Some(l) = &json.label {
             let _ = write!(out, " \"{l}\"");
@@ -135,6 +156,20 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
             human_bytes(s.stored_bytes),
             s.duration_ms
         );
+        if json.stats.walked != cairn_snapshot::Walked::Full || json.stats.walk_reason.is_some() {
+            let what = match json.stats.walked {
+                cairn_snapshot::Walked::Full => "the whole tree".to_string(),
+                cairn_snapshot::Walked::Partial => {
+                    format!("{} directories the watcher named", json.stats.listed)
+                }
+                cairn_snapshot::Walked::None => "nothing (the watcher saw no change)".to_string(),
+            };
+            let _ = write!(out, "  walked {what}");
+            if let Some(r) = &json.stats.walk_reason {
+                let _ = write!(out, ": {r}");
+            }
+            out.push('\n');
+        }
         for k in &json.skipped {
             let _ = writeln!(out, "  skipped {} ({})", k.path, k.reason.name());
         }

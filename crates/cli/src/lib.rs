@@ -24,6 +24,7 @@ pub mod parse;
 mod patch;
 mod studio;
 mod threads;
+mod watch;
 
 use args::{Cli, Command, HookCommand, InitCommand, StoreCommand, ThreadCommand, WorkspaceCommand};
 use clap::Parser;
@@ -119,6 +120,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     });
     match cli.command {
         Command::Snapshot(a) => files::snapshot(&ctx, &a),
+        Command::Watch(a) => watch::watch(&ctx, &a),
         Command::List => files::list(&ctx),
         Command::Show { snapshot } => files::show(&ctx, &snapshot),
         Command::Diff {

@@ -57,6 +57,7 @@ pub mod plan;
 pub mod report;
 mod safe;
 mod site;
+pub mod watch;
 pub mod workspace;
 
 pub use apply::{files_after, ApplyOptions};

@@ -9,11 +9,14 @@ use crate::plan::{self, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
 use crate::{apply, home};
-use cairn_snapshot::{CaptureSettings, Context, Options as SnapshotOptions, Snapshot};
+use cairn_snapshot::{
+    CaptureSettings, Context, Options as SnapshotOptions, Snapshot, WatchOptions, Watcher,
+};
 use cairn_store::gc::GcOptions;
 use cairn_store::retain::Retention;
 use cairn_store::{SnapshotId, Store, StoreOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How a workspace is opened. `Default` is the safest choice.
 #[derive(Debug, Clone)]
@@ -64,6 +67,8 @@ pub struct Workspace {
     home: home::StoreHome,
     /// What opening found in pending journals, if anything.
     recovered: Vec<Recovery>,
+    /// The watcher [`Workspace::watch`] started in this process, if any.
+    watcher: parking_lot::Mutex<Option<Arc<Watcher>>>,
 }
 
 impl Workspace {
@@ -113,6 +118,7 @@ impl Workspace {
             options,
             home,
             recovered: Vec::new(),
+            watcher: parking_lot::Mutex::new(None),
         };
         ws.recover_on_open()?;
         Ok(ws)
@@ -194,6 +200,11 @@ impl Workspace {
     /// stays pending and reported). The workspace's excludes are added to the call's; then
     /// finished restores are made durable (see [`Workspace::recover`]) and the workspace's
     /// retention runs (its failure is returned in the outcome, never failing the snapshot).
+    ///
+    /// With a watcher (the options', this handle's from [`Workspace::watch`], or a `cairn
+    /// watch` daemon of the workspace), only what changed is looked at (see
+    /// [`crate::watch`]); [`Snapshot::walk`] says what was walked and why. A daemon takes the
+    /// snapshot itself when `ctx` has no cancel token and no progress callback.
     pub fn snapshot(&self, options: &SnapshotOptions, ctx: Context<'_>) -> Result<SnapshotOutcome> {
         journal::finish_before_snapshot(&self.site)?;
         let mut opts = options.clone();
@@ -203,17 +214,66 @@ impl Workspace {
                 opts.capture.excludes.push(e.clone());
             }
         }
+        if opts.watch.is_none() {
+            if let Some(w) = self.watcher() {
+                opts.watch = Some(w);
+            } else if crate::watch::daemon_allowed() {
+                let bound = ctx.cancel.is_some() || ctx.progress.is_some();
+                match crate::watch::delegate(self, &opts, !bound) {
+                    crate::watch::Delegated::Taken(snapshot) => {
+                        return Ok(SnapshotOutcome {
+                            snapshot: *snapshot,
+                            prune: self.prune_after(),
+                        });
+                    }
+                    crate::watch::Delegated::Ask(client) => opts.watch = Some(Arc::new(client)),
+                    crate::watch::Delegated::None => {}
+                }
+            }
+        }
         let snapshot = cairn_snapshot::snapshot(self.store(), self.root(), self.id(), &opts, ctx)?;
         // A restore returns before its changes are known durable; confirm it now rather than
         // leave it to the next restore or opening. Best effort: a failure here never fails the
         // snapshot, and the next opening or restore confirms the same journal and reports it.
         let _ = journal::confirm_applied(&self.site);
-        let prune = self.options.retain.as_ref().map(|r| {
+        Ok(SnapshotOutcome {
+            snapshot,
+            prune: self.prune_after(),
+        })
+    }
+
+    /// The workspace's retention, after a snapshot (its failure reported, never raised).
+    fn prune_after(&self) -> Option<std::result::Result<cairn_store::retain::PruneReport, String>> {
+        self.options.retain.as_ref().map(|r| {
             self.store()
                 .prune(r, &self.options.gc)
                 .map_err(|e| e.to_string())
-        });
-        Ok(SnapshotOutcome { snapshot, prune })
+        })
+    }
+
+    /// Starts a watcher of the workspace inside this process (see [`cairn_snapshot::watch`]):
+    /// from now on each snapshot of this handle looks only at what changed since the last
+    /// one. The store and Cairn's data directory are never watched. Replaces a watcher
+    /// started before; refused on a file system inotify cannot watch.
+    pub fn watch(&self, options: &WatchOptions) -> Result<Arc<Watcher>> {
+        let mut options = options.clone();
+        options.skip_dirs.push(self.store().path().to_path_buf());
+        if let Ok(data) = cairn_store::home::data_dir() {
+            options.skip_dirs.push(data);
+        }
+        let w = Arc::new(Watcher::start(self.root(), &options)?);
+        *self.watcher.lock() = Some(w.clone());
+        Ok(w)
+    }
+
+    /// Stops the watcher [`Workspace::watch`] started (snapshots walk again, or ask a daemon).
+    pub fn unwatch(&self) {
+        self.watcher.lock().take();
+    }
+
+    /// The watcher [`Workspace::watch`] started, if any.
+    pub fn watcher(&self) -> Option<Arc<Watcher>> {
+        self.watcher.lock().clone()
     }
 
     /// Takes a hold: while any hold stands, in this process or another sharing the store, a

@@ -1,0 +1,229 @@
+//! `cairn watch`: the workspace's watcher, in the foreground (see `cairn_restore::watch`).
+
+use crate::args::WatchArgs;
+use crate::ctx::Ctx;
+use crate::error::{CliError, Result};
+use cairn_restore::watch::{self, DaemonStatus, ServeEnd};
+use cairn_snapshot::WatchOptions;
+use cairn_store::{ErrorKind, Store};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What `cairn watch --status` (and `cairn watch`, once ready) prints with `--json`.
+#[derive(Debug, Serialize)]
+pub struct WatchJson {
+    /// Whether a watcher runs.
+    pub running: bool,
+    /// The workspace root.
+    pub root: PathBuf,
+    /// The socket a watcher answers on.
+    pub socket: PathBuf,
+    /// The running watcher's account.
+    #[serde(flatten)]
+    pub status: Option<DaemonStatus>,
+}
+
+pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
+    if args.status || args.stop {
+        return status_or_stop(ctx, args.stop);
+    }
+    let ws = ctx.open_workspace(true)?;
+    let watcher = ws.watch(&WatchOptions {
+        max_watches: args.max_watches,
+        ..WatchOptions::default()
+    })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    stop_on_signals(stop.clone());
+    let end = watch::serve(&ws, watcher, &stop, |st| {
+        let json = WatchJson {
+            running: true,
+            root: st.root.clone(),
+            socket: st.socket.clone(),
+            status: Some(st.clone()),
+        };
+        let _ = ctx.emit(&json, || {
+            let mut out = format!(
+                "watching {}: {} directories (process {}, socket {})\n",
+                st.root.display(),
+                st.watch.watches,
+                st.pid,
+                st.socket.display()
+            );
+            for u in &st.watch.unwatched {
+                out.push_str(&format!("  not watched, walked by every snapshot: {u}\n"));
+            }
+            out
+        });
+    })?;
+    match end {
+        ServeEnd::Stopped => ctx.note("the watcher stopped"),
+        ServeEnd::RootGone => ctx.note(&format!(
+            "the watcher stopped: the workspace root {} was moved or deleted",
+            ws.root().display()
+        )),
+        ServeEnd::StoreGone => ctx.note(&format!(
+            "the watcher stopped: the store {} was deleted",
+            ws.store().path().display()
+        )),
+    }
+    Ok(())
+}
+
+/// Sets `stop` on SIGTERM, SIGINT or SIGHUP, so the watcher removes its socket as it ends.
+fn stop_on_signals(stop: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("cairn-signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::hangup()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                    _ = hup.recv() => {}
+                }
+                stop.store(true, Ordering::SeqCst);
+            });
+        });
+}
+
+fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
+    let (store_path, _, id) = ctx.workspace_location()?;
+    let root = ctx.canonical_root();
+    let none = |socket: PathBuf| WatchJson {
+        running: false,
+        root: root.clone(),
+        socket,
+        status: None,
+    };
+    if std::fs::symlink_metadata(&store_path).is_err() {
+        let json = none(
+            store_path
+                .join("workspaces")
+                .join(&id)
+                .join(watch::SOCKET_NAME),
+        );
+        return ctx.emit(&json, || {
+            format!("no watcher runs for {} (no store yet)\n", root.display())
+        });
+    }
+    let store = Store::open(&store_path, ctx.store_options(false)?)?;
+    let socket = watch::socket_path(&store, &id)?;
+    let Some(st) = watch::status(&store, &id)? else {
+        let json = none(socket);
+        return ctx.emit(&json, || {
+            format!(
+                "no watcher runs for {}; start one with `cairn watch`\n",
+                root.display()
+            )
+        });
+    };
+    if stop {
+        let pid = rustix::process::Pid::from_raw(st.pid as i32).ok_or_else(|| {
+            CliError::new(ErrorKind::Panic, format!("a watcher gave pid {}", st.pid))
+        })?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
+            CliError::new(
+                ErrorKind::Denied,
+                format!("cannot stop the watcher (process {}): {e}", st.pid),
+            )
+        })?;
+        let started = Instant::now();
+        while watch::status(&store, &id)?.is_some() {
+            if started.elapsed() > Duration::from_secs(20) {
+                return Err(CliError::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "the watcher (process {}) did not stop within 20 s of SIGTERM",
+                        st.pid
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let json = none(socket);
+        return ctx.emit(&json, || {
+            format!(
+                "stopped the watcher of {} (process {})\n",
+                root.display(),
+                st.pid
+            )
+        });
+    }
+    let json = WatchJson {
+        running: true,
+        root: st.root.clone(),
+        socket: st.socket.clone(),
+        status: Some(st.clone()),
+    };
+    ctx.emit(&json, || {
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let mut out = format!(
+            "watching {} (process {}): {} directories watched, {} changed since it started, \
+             {} queue overflows\n  memory {:.1} MiB (peak {:.1} MiB), processor {} ms, {} \
+             snapshots taken for other processes\n",
+            st.root.display(),
+            st.pid,
+            st.watch.watches,
+            st.watch.changed,
+            st.watch.overflows,
+            mib(st.memory_bytes),
+            mib(st.peak_memory_bytes),
+            st.cpu_ms,
+            st.snapshots
+        );
+        for u in &st.watch.unwatched {
+            out.push_str(&format!("  not watched, walked by every snapshot: {u}\n"));
+        }
+        out
+    })
+}
+
+/// With `CAIRN_WATCH=auto`: starts `cairn watch` for the workspace in the background when
+/// none runs (this snapshot walks; the next ones ask it). Best effort: a watcher that cannot
+/// start leaves snapshots walking.
+pub(crate) fn start_if_asked(ctx: &Ctx, ws: &cairn_restore::Workspace) {
+    // A remote's cache is left to walk: the daemon would need the remote's keys too.
+    if std::env::var("CAIRN_WATCH").as_deref() != Ok("auto") || ctx.remote.is_some() {
+        return;
+    }
+    let Ok(socket) = watch::socket_path(ws.store(), ws.id()) else {
+        return;
+    };
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("-C")
+        .arg(ws.root())
+        .arg("--store")
+        .arg(ws.store().path())
+        .arg("watch")
+        .env_remove("CAIRN_WATCH")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let _ = cmd.spawn();
+}

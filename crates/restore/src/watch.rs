@@ -1,0 +1,479 @@
+//! The watcher of a workspace, shared by every Cairn process that snapshots it (issue 23).
+//!
+//! `cairn watch` runs a [`cairn_snapshot::Watcher`] in a process of its own and answers on a
+//! Unix socket in the store (`<store>/workspaces/<id>/watch.sock`), one request per
+//! connection, each a length-prefixed postcard message:
+//!
+//! - `Changes { since }`: what changed since a token (see [`cairn_snapshot::watch`]); a
+//!   snapshot in another process walks only that ([`Client`] is that process's
+//!   [`ChangeSource`]);
+//! - `Snapshot(..)`: the daemon takes the snapshot itself, with the stat cache it keeps in
+//!   memory, and answers with it. [`Workspace::snapshot`] sends this first, when nothing
+//!   binds the snapshot to the calling process (no cancel token, no progress callback): a
+//!   short-lived process (the command line, a hook) then neither reads nor writes the stat
+//!   cache file, which costs more than the snapshot itself on a large tree. A daemon that
+//!   serves another store, root or workspace id, or another remote setting, refuses, and the
+//!   caller asks `Changes` instead and walks what it is told;
+//! - `Status`: what `cairn watch --status` shows ([`DaemonStatus`]).
+//!
+//! No daemon (no socket, or a socket nobody listens on): the snapshot walks, as without a
+//! watcher. `CAIRN_WATCH=off` in the environment makes a process ignore any daemon.
+//! `Workspace::watch` runs the same watcher inside the calling process instead.
+
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use cairn_snapshot::{
+    CaptureSettings, ChangeSource, Changes, Kept, Options as SnapshotOptions, Snapshot, Token,
+    WalkInfo, WatchStatus, Watcher,
+};
+use cairn_store::{Manifest, Skipped, SnapshotId, Stats, Store, TreeId};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The socket's file name, in the workspace's directory of the store.
+pub const SOCKET_NAME: &str = "watch.sock";
+
+/// The largest message read (a snapshot's answer holds its skipped and kept lists).
+const MAX_MESSAGE: u32 = 256 << 20;
+
+/// How long a daemon waits for a request, and a client for an answer to `Changes` or
+/// `Status` (a snapshot's answer has no limit: it takes what the snapshot takes).
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The socket of the watcher of workspace `id` in `store`.
+pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
+    Ok(store.workspace_dir(id)?.join(SOCKET_NAME))
+}
+
+/// Whether this process may use a daemon (`CAIRN_WATCH=off` says no).
+pub fn daemon_allowed() -> bool {
+    !matches!(
+        std::env::var("CAIRN_WATCH").as_deref(),
+        Ok("off" | "0" | "no" | "false")
+    )
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Request {
+    Changes { since: Option<Token> },
+    Snapshot(Box<SnapshotRequest>),
+    Status,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotRequest {
+    store: PathBuf,
+    workspace_id: String,
+    root: PathBuf,
+    remote: bool,
+    label: Option<String>,
+    metadata: String,
+    protect: bool,
+    capture: CaptureSettings,
+    use_stat_cache: bool,
+    own_files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Response {
+    Changes(Changes),
+    Snapshot(Box<WireSnapshot>),
+    Status(Box<DaemonStatus>),
+    /// Not for this daemon (another store, root, workspace or remote), or it failed: the
+    /// caller does it itself.
+    Refused(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct WireSnapshot {
+    id: SnapshotId,
+    root: TreeId,
+    stats: Stats,
+    skipped: Vec<Skipped>,
+    kept: Vec<Kept>,
+    manifest: Manifest,
+    walk: WalkInfo,
+}
+
+/// What a running `cairn watch` says of itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DaemonStatus {
+    /// Its process id.
+    pub pid: u32,
+    /// The workspace root.
+    pub root: PathBuf,
+    /// The workspace id.
+    pub workspace_id: String,
+    /// The store.
+    pub store: PathBuf,
+    /// Its socket.
+    pub socket: PathBuf,
+    /// The watcher's own account (watches, unwatched subtrees, overflows, ...).
+    pub watch: WatchStatus,
+    /// Its resident memory (`VmRSS`), bytes: the watcher and the stat cache it keeps for the
+    /// snapshots it takes.
+    pub memory_bytes: u64,
+    /// Its peak resident memory (`VmHWM`), bytes.
+    pub peak_memory_bytes: u64,
+    /// Processor time it used (user and system), milliseconds.
+    pub cpu_ms: u64,
+    /// Snapshots it took for other processes.
+    pub snapshots: u64,
+}
+
+/// Connects to the socket at `path`: by a short `/proc/self/fd/N/...` name when the path is
+/// longer than a socket address holds.
+fn connect(path: &Path) -> std::io::Result<UnixStream> {
+    with_short_path(path, |p| UnixStream::connect(p))
+}
+
+fn with_short_path<T>(
+    path: &Path,
+    f: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.as_os_str().as_bytes().len() < 100 {
+        return f(path);
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return f(path);
+    };
+    let dir = std::fs::File::open(dir)?;
+    use std::os::fd::AsRawFd;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let out = f(&short);
+    drop(dir);
+    out
+}
+
+fn send<T: Serialize>(s: &mut UnixStream, msg: &T) -> std::io::Result<()> {
+    let bytes = postcard::to_stdvec(msg).map_err(std::io::Error::other)?;
+    let len = u32::try_from(bytes.len()).map_err(std::io::Error::other)?;
+    let mut out = Vec::with_capacity(4 + bytes.len());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&bytes);
+    s.write_all(&out)
+}
+
+fn recv<T: serde::de::DeserializeOwned>(s: &mut UnixStream) -> std::io::Result<T> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len);
+    if len > MAX_MESSAGE {
+        return Err(std::io::Error::other(format!(
+            "a message of {len} bytes is more than the {MAX_MESSAGE} a watcher sends"
+        )));
+    }
+    let mut buf = vec![0u8; len as usize];
+    s.read_exact(&mut buf)?;
+    postcard::from_bytes(&buf).map_err(std::io::Error::other)
+}
+
+/// One request, one answer.
+fn ask(path: &Path, req: &Request, timeout: Option<Duration>) -> std::io::Result<Response> {
+    let mut s = connect(path)?;
+    s.set_read_timeout(timeout)?;
+    s.set_write_timeout(Some(TIMEOUT))?;
+    send(&mut s, req)?;
+    recv(&mut s)
+}
+
+/// A daemon's answers to the snapshots of this process: its [`ChangeSource`].
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+}
+
+impl Client {
+    /// The client of the daemon listening at `socket`.
+    pub fn new(socket: PathBuf) -> Client {
+        Client { socket }
+    }
+}
+
+impl ChangeSource for Client {
+    fn changes_since(&self, since: Option<Token>) -> std::result::Result<Changes, String> {
+        match ask(&self.socket, &Request::Changes { since }, Some(TIMEOUT)) {
+            Ok(Response::Changes(c)) => Ok(c),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(format!("{}: {e}", self.socket.display())),
+        }
+    }
+}
+
+/// What the daemon of workspace `id` in `store` says of itself; `None` when none runs.
+pub fn status(store: &Store, id: &str) -> Result<Option<DaemonStatus>> {
+    let socket = socket_path(store, id)?;
+    match ask(&socket, &Request::Status, Some(TIMEOUT)) {
+        Ok(Response::Status(s)) => Ok(Some(*s)),
+        Ok(other) => Err(Error::InvalidArgument(format!(
+            "the watcher at {} answered {other:?} to a status request",
+            socket.display()
+        ))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// How a delegation went.
+pub(crate) enum Delegated {
+    /// The daemon took it.
+    Taken(Box<Snapshot>),
+    /// A daemon runs but does not take it: ask it what changed instead.
+    Ask(Client),
+    /// No daemon.
+    None,
+}
+
+/// Has the daemon of `ws`, if one runs, take the snapshot `opts` describes (`take`; else, or
+/// when it refuses, only its client is returned).
+pub(crate) fn delegate(ws: &Workspace, opts: &SnapshotOptions, take: bool) -> Delegated {
+    let Ok(socket) = socket_path(ws.store(), ws.id()) else {
+        return Delegated::None;
+    };
+    if std::fs::symlink_metadata(&socket).is_err() {
+        return Delegated::None;
+    }
+    if !take {
+        return Delegated::Ask(Client::new(socket));
+    }
+    let req = Request::Snapshot(Box::new(SnapshotRequest {
+        store: ws.store().path().to_path_buf(),
+        workspace_id: ws.id().to_string(),
+        root: ws.root().to_path_buf(),
+        remote: ws.options().store_options.remote.is_some(),
+        label: opts.label.clone(),
+        metadata: serde_json::Value::Object(opts.metadata.clone()).to_string(),
+        protect: opts.protect,
+        capture: opts.capture.clone(),
+        use_stat_cache: opts.use_stat_cache,
+        own_files: opts.own_files.clone(),
+    }));
+    match ask(&socket, &req, None) {
+        Ok(Response::Snapshot(w)) => Delegated::Taken(Box::new(Snapshot {
+            id: w.id,
+            root: w.root,
+            stats: w.stats,
+            skipped: w.skipped,
+            kept: w.kept,
+            manifest: w.manifest,
+            walk: w.walk,
+        })),
+        Ok(_) => Delegated::Ask(Client::new(socket)),
+        Err(_) => Delegated::None,
+    }
+}
+
+/// How [`serve`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// Asked to stop.
+    Stopped,
+    /// The workspace root was moved or deleted.
+    RootGone,
+    /// The store was deleted.
+    StoreGone,
+}
+
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn cpu_ms() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // After the command's name in parentheses: state, ..., utime (14th), stime (15th).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| f.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum();
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    ticks * 1000 / hz
+}
+
+/// Serves the workspace `ws`, watched by `watcher`, on its socket until `stop` is set, the root
+/// goes, or the store does; `ready` is called once the socket listens. Refused with `BUSY`
+/// when another daemon answers on the socket. The daemon holds no lock: every request is
+/// served as any Cairn process would do it, with the store's own locking.
+pub fn serve(
+    ws: &Workspace,
+    watcher: Arc<Watcher>,
+    stop: &AtomicBool,
+    ready: impl FnOnce(&DaemonStatus),
+) -> Result<ServeEnd> {
+    let socket = socket_path(ws.store(), ws.id())?;
+    if let Ok(Some(other)) = status(ws.store(), ws.id()) {
+        return Err(Error::Busy {
+            detail: format!(
+                "a watcher already runs for {} (process {}, socket {})",
+                ws.root().display(),
+                other.pid,
+                socket.display()
+            ),
+        });
+    }
+    // A socket nobody listens on: left by a daemon that died.
+    let _ = std::fs::remove_file(&socket);
+    let listener = with_short_path(&socket, |p| UnixListener::bind(p))
+        .map_err(|e| Error::io("listen on", &socket, e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("listen on", &socket, e))?;
+    let bound = file_id(&socket);
+    let mut served = Served {
+        ws,
+        watcher,
+        socket: socket.clone(),
+        snapshots: 0,
+    };
+    ready(&served.status());
+    let store_dir = ws.store().path().to_path_buf();
+    let mut last_check = std::time::Instant::now();
+    let end = loop {
+        if stop.load(Ordering::SeqCst) {
+            break ServeEnd::Stopped;
+        }
+        if last_check.elapsed() > Duration::from_secs(1) {
+            last_check = std::time::Instant::now();
+            if served.watcher.is_gone() {
+                break ServeEnd::RootGone;
+            }
+            if std::fs::symlink_metadata(&store_dir).is_err() {
+                break ServeEnd::StoreGone;
+            }
+        }
+        match listener.accept() {
+            Ok((stream, _)) => served.one(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                use rustix::event::{poll, PollFd, PollFlags};
+                let mut fds = [PollFd::new(&listener, PollFlags::IN)];
+                let timeout = rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 250_000_000,
+                };
+                let _ = poll(&mut fds, Some(&timeout));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    // Only our own socket: another daemon may have taken the name since (it checked ours).
+    if bound.is_some() && file_id(&socket) == bound {
+        let _ = std::fs::remove_file(&socket);
+    }
+    Ok(end)
+}
+
+/// The device and inode of the file at `path`.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+struct Served<'a> {
+    ws: &'a Workspace,
+    watcher: Arc<Watcher>,
+    socket: PathBuf,
+    snapshots: u64,
+}
+
+impl Served<'_> {
+    fn status(&self) -> DaemonStatus {
+        DaemonStatus {
+            pid: std::process::id(),
+            root: self.ws.root().to_path_buf(),
+            workspace_id: self.ws.id().to_string(),
+            store: self.ws.store().path().to_path_buf(),
+            socket: self.socket.clone(),
+            watch: self.watcher.status(),
+            memory_bytes: proc_status_kib("VmRSS:") * 1024,
+            peak_memory_bytes: proc_status_kib("VmHWM:") * 1024,
+            cpu_ms: cpu_ms(),
+            snapshots: self.snapshots,
+        }
+    }
+
+    fn one(&mut self, mut stream: UnixStream) {
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(TIMEOUT));
+        let _ = stream.set_write_timeout(Some(TIMEOUT));
+        let Ok(req) = recv::<Request>(&mut stream) else {
+            return;
+        };
+        let answer = match req {
+            Request::Changes { since } => match self.watcher.changes_since(since) {
+                Ok(c) => Response::Changes(c),
+                Err(e) => Response::Refused(e),
+            },
+            Request::Status => Response::Status(Box::new(self.status())),
+            Request::Snapshot(req) => self.snapshot(&req),
+        };
+        let _ = send(&mut stream, &answer);
+    }
+
+    fn snapshot(&mut self, req: &SnapshotRequest) -> Response {
+        let ws = self.ws;
+        if req.store != ws.store().path()
+            || req.workspace_id != ws.id()
+            || req.root != ws.root()
+            || req.remote != ws.options().store_options.remote.is_some()
+        {
+            return Response::Refused(format!(
+                "this watcher serves workspace {} at {} in store {}",
+                ws.id(),
+                ws.root().display(),
+                ws.store().path().display()
+            ));
+        }
+        let Ok(metadata) = serde_json::from_str(&req.metadata) else {
+            return Response::Refused("metadata that is not a JSON object".into());
+        };
+        for f in &req.own_files {
+            ws.keep_out(f);
+        }
+        let mut opts = ws.snapshot_options();
+        opts.label = req.label.clone();
+        opts.metadata = metadata;
+        opts.protect = req.protect;
+        opts.capture = req.capture.clone();
+        opts.use_stat_cache = req.use_stat_cache;
+        opts.own_files = req.own_files.clone();
+        opts.watch = Some(self.watcher.clone());
+        match ws.snapshot(&opts, cairn_snapshot::Context::default()) {
+            Ok(out) => {
+                self.snapshots += 1;
+                let s = out.snapshot;
+                Response::Snapshot(Box::new(WireSnapshot {
+                    id: s.id,
+                    root: s.root,
+                    stats: s.stats,
+                    skipped: s.skipped,
+                    kept: s.kept,
+                    manifest: s.manifest,
+                    walk: s.walk,
+                }))
+            }
+            // The caller takes it itself, and meets the error itself.
+            Err(e) => Response::Refused(e.to_string()),
+        }
+    }
+}
