@@ -74,14 +74,25 @@ fn main() {
     );
 }
 
+/// The first of `paths` (each a list of keys into nested objects) that `v` holds.
+fn field<'a>(v: &'a serde_json::Value, paths: &[&[&str]]) -> Option<&'a serde_json::Value> {
+    paths.iter().find_map(|path| {
+        let found = path.iter().fold(v, |v, key| &v[*key]);
+        (!found.is_null()).then_some(found)
+    })
+}
+
 /// What the harness reads from `cairn --json snapshot`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SnapshotOut {
     id: String,
-    /// `stats.walked`: "none", "partial" or "full"; `None` from a CLI that does not say.
+    /// `stats.walked` (or `walk.walked`): "none", "partial" or "full"; `None` from a CLI that
+    /// does not say.
     walked: Option<String>,
-    /// `stats.walk_reason`, when given.
+    /// `stats.walk_reason` (or `walk.reason`), when given.
     walk_reason: Option<String>,
+    /// Directories whose entries it listed (`stats.listed` or `walk.listed`), when given.
+    listed: Option<u64>,
     hashed: u64,
 }
 
@@ -89,11 +100,13 @@ impl SnapshotOut {
     fn parse(json: &str) -> Result<SnapshotOut, String> {
         let v: serde_json::Value =
             serde_json::from_str(json).map_err(|e| format!("snapshot JSON {json:?}: {e}"))?;
-        let text = |x: &serde_json::Value| x.as_str().map(str::to_string);
+        let text = |paths: &[&[&str]]| field(&v, paths).and_then(|x| x.as_str().map(String::from));
         Ok(SnapshotOut {
-            id: text(&v["id"]).ok_or_else(|| format!("snapshot JSON has no id: {json}"))?,
-            walked: text(&v["stats"]["walked"]),
-            walk_reason: text(&v["stats"]["walk_reason"]),
+            id: text(&[&["id"]]).ok_or_else(|| format!("snapshot JSON has no id: {json}"))?,
+            walked: text(&[&["stats", "walked"], &["walk", "walked"]]),
+            walk_reason: text(&[&["stats", "walk_reason"], &["walk", "reason"]]),
+            listed: field(&v, &[&["stats", "listed"], &["walk", "listed"]])
+                .and_then(|x| x.as_u64()),
             hashed: v["stats"]["hashed"].as_u64().unwrap_or(0),
         })
     }
@@ -106,6 +119,14 @@ impl SnapshotOut {
             (Some(w), Some(r)) => format!("{w} ({r})"),
         }
     }
+
+    /// `hashed` files, and `/listed` directories when said: `10/12`.
+    fn cost(&self) -> String {
+        match self.listed {
+            Some(l) => format!("{}/{l}", self.hashed),
+            None => self.hashed.to_string(),
+        }
+    }
 }
 
 /// What the harness reads from `cairn --json watch --status`.
@@ -113,17 +134,22 @@ impl SnapshotOut {
 struct WatchStatus {
     running: bool,
     pid: Option<u32>,
+    /// `watches`, or `watch.watches`.
     watches: Option<u64>,
+    /// Processor time the daemon used (`cpu_ms`), when it says.
+    cpu_ms: Option<u64>,
 }
 
 impl WatchStatus {
     fn parse(json: &str) -> Result<WatchStatus, String> {
         let v: serde_json::Value =
             serde_json::from_str(json).map_err(|e| format!("watch --status JSON {json:?}: {e}"))?;
+        let number = |paths: &[&[&str]]| field(&v, paths).and_then(|x| x.as_u64());
         Ok(WatchStatus {
             running: v["running"] == true,
-            pid: v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
-            watches: v["watches"].as_u64(),
+            pid: number(&[&["pid"]]).and_then(|p| u32::try_from(p).ok()),
+            watches: number(&[&["watches"], &["watch", "watches"]]),
+            cpu_ms: number(&[&["cpu_ms"]]),
         })
     }
 }
@@ -347,7 +373,8 @@ struct TreeResult {
     times: [[Vec<f64>; 3]; 2],
     /// The watched snapshots' walk keys, per scenario.
     walked: [Tally; 2],
-    /// Files the walk and the watched snapshot hashed, per scenario, as `walk/watched`.
+    /// What the walk and the watched snapshot read, per scenario and run: files hashed (and
+    /// directories listed, when the CLI says), as `walk | watched`.
     hashed: [Vec<String>; 2],
     watcher: Option<WatcherFigures>,
 }
@@ -356,6 +383,8 @@ struct WatcherFigures {
     ready_ms: f64,
     first_walk: String,
     watches: Option<u64>,
+    /// Processor time the watcher used by the end, when it says.
+    cpu_ms: Option<u64>,
     rss_kib: u64,
     hwm_kib: u64,
     stopped: String,
@@ -490,10 +519,10 @@ fn measure(
             }
             let walk = ids[WALK].as_ref().ok_or("no walking snapshot")?;
             let Some(watched) = &ids[WATCHED] else {
-                hashed[scenario].push(walk.hashed.to_string());
+                hashed[scenario].push(walk.cost());
                 continue;
             };
-            hashed[scenario].push(format!("{}/{}", walk.hashed, watched.hashed));
+            hashed[scenario].push(format!("{} | {}", walk.cost(), watched.cost()));
             walked[scenario].add(watched.walk_key());
             if watched.walked.as_deref() == Some("full") {
                 eprintln!(
@@ -519,12 +548,15 @@ fn measure(
     let watcher = match watcher {
         Some((mut w, ready_ms, first_walk)) => {
             let (rss_kib, hwm_kib) = w.memory()?;
-            let watches = cairn.watch_status()?.and_then(|s| s.watches);
+            let status = cairn.watch_status()?;
+            let watches = status.and_then(|s| s.watches);
+            let cpu_ms = status.and_then(|s| s.cpu_ms);
             let stopped = w.stop()?;
             Some(WatcherFigures {
                 ready_ms,
                 first_walk,
                 watches,
+                cpu_ms,
                 rss_kib,
                 hwm_kib,
                 stopped,
@@ -622,9 +654,13 @@ fn report(results: &[TreeResult]) {
                 println!("  FINDING: {label}: a timed watched snapshot walked the whole tree");
             }
             println!(
-                "  {label}: files hashed per run (walk{}): {}",
-                if r.watcher.is_some() { "/watched" } else { "" },
-                r.hashed[s].join(" ")
+                "  {label}: files hashed[/directories listed] per run (walk{}): {}",
+                if r.watcher.is_some() {
+                    " | watched"
+                } else {
+                    ""
+                },
+                r.hashed[s].join(", ")
             );
         }
     }
@@ -663,18 +699,22 @@ fn report(results: &[TreeResult]) {
         }
     }
     if results.iter().any(|r| r.watcher.is_some()) {
-        println!("\n| tree | files | watcher ready, ms | watches | VmRSS, MiB | VmHWM, MiB |");
-        println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+        println!(
+            "\n| tree | files | watcher ready, ms | watches | VmRSS, MiB | VmHWM, MiB | \
+             watcher CPU, ms |"
+        );
+        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
         for r in results {
             if let Some(w) = &r.watcher {
                 println!(
-                    "| {} | {} | {:.0} | {} | {:.1} | {:.1} |",
+                    "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} |",
                     r.title,
                     r.files,
                     w.ready_ms,
                     w.watches.map_or("-".to_string(), |n| n.to_string()),
                     mib(w.rss_kib),
-                    mib(w.hwm_kib)
+                    mib(w.hwm_kib),
+                    w.cpu_ms.map_or("-".to_string(), |n| n.to_string())
                 );
             }
         }
@@ -693,6 +733,14 @@ mod tests {
         assert_eq!(s.id, "ab12");
         assert_eq!(s.hashed, 2);
         assert_eq!(s.walk_key(), "partial (12 directories changed)");
+        assert_eq!(s.cost(), "2");
+        let nested = SnapshotOut::parse(
+            r#"{"id": "ab", "stats": {"hashed": 10},
+                "walk": {"walked": "full", "reason": "no earlier token", "listed": 41667}}"#,
+        )
+        .expect("parses");
+        assert_eq!(nested.walk_key(), "full (no earlier token)");
+        assert_eq!(nested.cost(), "10/41667");
         let old = SnapshotOut::parse(r#"{"id": "cd34", "stats": {"hashed": 0}}"#).expect("parses");
         assert_eq!(old.walked, None);
         assert_eq!(old.walk_key(), "(not said)");
@@ -711,9 +759,15 @@ mod tests {
             WatchStatus {
                 running: true,
                 pid: Some(4242),
-                watches: Some(41667)
+                watches: Some(41667),
+                cpu_ms: None
             }
         );
+        let daemon = WatchStatus::parse(
+            r#"{"running": true, "pid": 7, "watch": {"watches": 12}, "cpu_ms": 340}"#,
+        )
+        .expect("parses");
+        assert_eq!((daemon.watches, daemon.cpu_ms), (Some(12), Some(340)));
         let starting = WatchStatus::parse(r#"{"running": false}"#).expect("parses");
         assert!(!starting.running);
         assert_eq!(starting.pid, None);
