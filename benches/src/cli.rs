@@ -64,6 +64,18 @@ impl Args {
         }
     }
 
+    /// `--name` as a comma-separated list (empty items left out); empty when not given.
+    pub fn list(&self, name: &str) -> Vec<&str> {
+        self.get(name)
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// `--name` as a comma-separated list of numbers, or `default`.
     pub fn numbers(&self, name: &str, default: &[u64]) -> Result<Vec<u64>, String> {
         match self.get(name) {
@@ -112,8 +124,13 @@ fn parse_count(s: &str) -> Option<u64> {
 /// Generates the tree `--files` (default `files`) and `--seed` (default 1) ask for at `at`, and
 /// returns how to name it in a report.
 pub fn generate_tree(args: &Args, at: &std::path::Path, files: u64) -> Result<String, String> {
-    let n = args.number("files", files)? as usize;
-    let seed = args.number("seed", 1)?;
+    generate_files(at, args.number("files", files)?, args.number("seed", 1)?)
+}
+
+/// Generates a tree of `files` files from `seed` at `at`, and returns how to name it in a
+/// report.
+pub fn generate_files(at: &std::path::Path, files: u64, seed: u64) -> Result<String, String> {
+    let n = files as usize;
     let s = crate::gen::generate(at, &crate::gen::TreeSpec::new(n, seed))
         .map_err(|e| format!("generating a tree of {n} files: {e}"))?;
     Ok(format!(
@@ -138,6 +155,66 @@ pub fn output(cmd: &mut std::process::Command) -> Result<String, String> {
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `git ARGS` in `tree` with the machine's and the user's configuration ignored (as in
+/// `compare`) and the untracked cache on, as the harnesses time it.
+pub fn git(tree: &std::path::Path, args: &[&str]) -> Result<(), String> {
+    output(
+        std::process::Command::new("git")
+            .current_dir(tree)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args([
+                "-c",
+                "gc.auto=0",
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@example.invalid",
+                "-c",
+                "commit.gpgSign=false",
+                "-c",
+                "core.untrackedCache=true",
+            ])
+            .args(args),
+    )
+    .map(drop)
+}
+
+/// How long the harnesses wait after editing files, so no tool sees them as racy (inside the
+/// second of its last look, where a timestamp cannot tell an edit).
+pub const REST: std::time::Duration = std::time::Duration::from_millis(2100);
+
+/// Modifies `files` files of `tree` chosen by `seed` ([`crate::gen::mutate`]), then waits
+/// [`REST`].
+pub fn modify_and_rest(tree: &std::path::Path, files: usize, seed: u64) -> Result<(), String> {
+    let spec = crate::gen::MutateSpec {
+        modify: files,
+        seed,
+        ..crate::gen::MutateSpec::default()
+    };
+    crate::gen::mutate(tree, &spec).map_err(|e| format!("editing the tree: {e}"))?;
+    std::thread::sleep(REST);
+    Ok(())
+}
+
+/// The CLI the harnesses run: `--cairn PATH`, else the workspace's `target/release/cairn`,
+/// which must be built.
+pub fn cairn_binary(args: &Args) -> Result<std::path::PathBuf, String> {
+    let bin = match args.get("cairn") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/cairn")
+        }
+    };
+    if !bin.is_file() {
+        return Err(format!(
+            "{} is not built: run `cargo build --release -p cairn-cli` (or give --cairn PATH)",
+            bin.display()
+        ));
+    }
+    Ok(bin)
 }
 
 /// Bytes for people: `12.3 MiB`.
@@ -201,6 +278,8 @@ mod tests {
             vec![10_000, 60_000]
         );
         assert_eq!(a.number("runs", 5).expect("number"), 3);
+        assert_eq!(a.list("files"), vec!["10k", "60_000"]);
+        assert!(a.list("dir").is_empty());
         assert_eq!(a.number("seed", 1).expect("default"), 1);
         assert!(Args::parse_from(args(&["--nope", "1"]), &["files"]).is_err());
         assert!(Args::parse_from(args(&["--files"]), &["files"]).is_err());

@@ -16,7 +16,7 @@
 
 use cairn_benches::cli::{self, Args};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
@@ -191,16 +191,7 @@ fn edit(root: &Path, round: u64) -> Result<(), String> {
 
 fn run(args: Args) -> Result<(), String> {
     let runs = args.number("runs", 11)?.max(1);
-    let cairn = match args.get("cairn") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/cairn"),
-    };
-    if !cairn.is_file() {
-        return Err(format!(
-            "{} is not built: run `cargo build --release -p cairn-cli` (or give --cairn PATH)",
-            cairn.display()
-        ));
-    }
+    let cairn = cli::cairn_binary(&args)?;
     let scratch = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
     let root = scratch.path().join("project");
     let home = scratch.path().join("cairn-home");

@@ -17,42 +17,14 @@
 //! ratio of medians; `compare` remains the harness of record for docs/PERFORMANCE.md.
 
 use cairn_benches::cli::{self, Args};
-use cairn_benches::gen::{self, MutateSpec};
-use std::path::Path;
+
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const USAGE: &str = "usage: status_loop [--files 60000] [--dir PATH] [--runs 11] [--seed 1]";
 
-/// How long the harness waits after editing files, so neither tool sees them as racy.
-const REST: Duration = Duration::from_millis(2100);
-
 fn main() {
     cli::main("status_loop", USAGE, &["files", "dir", "runs", "seed"], run);
-}
-
-fn git(tree: &Path, args: &[&str]) -> Result<(), String> {
-    cli::output(
-        Command::new("git")
-            .current_dir(tree)
-            // The machine's and the user's configuration ignored, as in `compare`.
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .args([
-                "-c",
-                "gc.auto=0",
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@example.invalid",
-                "-c",
-                "commit.gpgSign=false",
-                "-c",
-                "core.untrackedCache=true",
-            ])
-            .args(args),
-    )
-    .map(drop)
 }
 
 /// Milliseconds `f` took.
@@ -78,10 +50,10 @@ fn run(args: Args) -> Result<(), String> {
         "machine: {} cores; runs: {runs}; tree: {title}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    git(&tree, &["init", "-q"])?;
-    git(&tree, &["add", "-A"])?;
-    git(&tree, &["commit", "-q", "-m", "base"])?;
-    let status = || git(&tree, &["status", "--porcelain"]);
+    cli::git(&tree, &["init", "-q"])?;
+    cli::git(&tree, &["add", "-A"])?;
+    cli::git(&tree, &["commit", "-q", "-m", "base"])?;
+    let status = || cli::git(&tree, &["status", "--porcelain"]);
     // Twice: the first writes the untracked cache into the index, the second uses it.
     status()?;
     status()?;
@@ -92,7 +64,7 @@ fn run(args: Args) -> Result<(), String> {
             .map_err(|e| format!("snapshot: {e}"))
     };
     snapshot()?;
-    std::thread::sleep(REST);
+    std::thread::sleep(cli::REST);
     snapshot()?;
 
     // [scenario][0 = git status, 1 = cairn]
@@ -101,16 +73,7 @@ fn run(args: Args) -> Result<(), String> {
     for run in 0..runs {
         for (scenario, slot) in times.iter_mut().enumerate() {
             if scenario == 1 {
-                gen::mutate(
-                    &tree,
-                    &MutateSpec {
-                        modify: 10,
-                        seed: seed.wrapping_add(run as u64 + 1),
-                        ..MutateSpec::default()
-                    },
-                )
-                .map_err(|e| format!("editing the tree: {e}"))?;
-                std::thread::sleep(REST);
+                cli::modify_and_rest(&tree, 10, seed.wrapping_add(run as u64 + 1))?;
             }
             let order: [usize; 2] = if run % 2 == 0 { [0, 1] } else { [1, 0] };
             for who in order {
