@@ -603,9 +603,14 @@ fn save_cache(
         && out.dirs.iter().all(|d| matches!(d, Update::Same(_)));
     cache.snapshot = Some(id);
     cache.started_ns = started_ns;
-    cache.token = out.token;
+    // A walk that asked no watcher keeps the token the cache had: its records are as of a
+    // moment after that token, so what changed since the token is still all a watched
+    // snapshot needs to look at.
+    if out.token.is_some() {
+        cache.token = out.token;
+    }
     if unchanged
-        && StatCache::confirm(path, &id, started_ns, cache.key(), out.token.as_ref()).is_ok()
+        && StatCache::confirm(path, &id, started_ns, cache.key(), cache.token.as_ref()).is_ok()
     {
         if let Some(memo) = &options.memo {
             memo.put(path, std::mem::take(cache));
