@@ -159,9 +159,10 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
         if json.stats.walked != cairn_snapshot::Walked::Full || json.stats.walk_reason.is_some() {
             let what = match json.stats.walked {
                 cairn_snapshot::Walked::Full => "the whole tree".to_string(),
-                cairn_snapshot::Walked::Partial => {
-                    format!("{} directories the watcher named", json.stats.listed)
-                }
+                cairn_snapshot::Walked::Partial => match json.stats.listed {
+                    1 => "1 directory the watcher named".to_string(),
+                    n => format!("{n} directories the watcher named"),
+                },
                 cairn_snapshot::Walked::None => "nothing (the watcher saw no change)".to_string(),
             };
             let _ = write!(out, "  walked {what}");

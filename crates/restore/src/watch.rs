@@ -42,8 +42,14 @@ pub const SOCKET_NAME: &str = "watch.sock";
 const MAX_MESSAGE: u32 = 256 << 20;
 
 /// How long a daemon waits for a request, and a client for an answer to `Changes` or
-/// `Status` (a snapshot's answer has no limit: it takes what the snapshot takes).
+/// `Status` (each served on a thread of its own, never behind a snapshot).
 const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a client waits for a snapshot the daemon takes for it: as long as a first walk
+/// of a large tree may take. Past it (a daemon alive but stuck), the client takes the
+/// snapshot itself, so a broken daemon never wedges the workspace. A daemon that dies closes
+/// the connection, and the client walks at once.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The socket of the watcher of workspace `id` in `store`.
 pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
@@ -254,7 +260,7 @@ pub(crate) fn delegate(ws: &Workspace, opts: &SnapshotOptions, take: bool) -> De
         use_stat_cache: opts.use_stat_cache,
         own_files: opts.own_files.clone(),
     }));
-    match ask(&socket, &req, None) {
+    match ask(&socket, &req, Some(SNAPSHOT_TIMEOUT)) {
         Ok(Response::Snapshot(w)) => Delegated::Taken(Box::new(Snapshot {
             id: w.id,
             root: w.root,
@@ -311,8 +317,10 @@ fn cpu_ms() -> u64 {
 
 /// Serves the workspace `ws`, watched by `watcher`, on its socket until `stop` is set, the root
 /// goes, or the store does; `ready` is called once the socket listens. Refused with `BUSY`
-/// when another daemon answers on the socket. The daemon holds no lock: every request is
-/// served as any Cairn process would do it, with the store's own locking.
+/// when another daemon listens on the socket. The daemon holds no lock: every request is
+/// served as any Cairn process would do it, with the store's own locking. Each connection is
+/// served on a thread of its own, so a status or a `Changes` question never waits behind a
+/// snapshot; the snapshots it takes for others are taken one at a time.
 pub fn serve(
     ws: &Workspace,
     watcher: Arc<Watcher>,
@@ -320,17 +328,22 @@ pub fn serve(
     ready: impl FnOnce(&DaemonStatus),
 ) -> Result<ServeEnd> {
     let socket = socket_path(ws.store(), ws.id())?;
-    if let Ok(Some(other)) = status(ws.store(), ws.id()) {
+    // Someone listens: another daemon, perhaps busy with a snapshot (so not asked to answer
+    // a status in time). Only a socket nobody listens on, left by a daemon that died, is
+    // taken over.
+    if connect(&socket).is_ok() {
+        let who = match status(ws.store(), ws.id()) {
+            Ok(Some(other)) => format!("process {}", other.pid),
+            _ => "busy, it did not say which process".to_string(),
+        };
         return Err(Error::Busy {
             detail: format!(
-                "a watcher already runs for {} (process {}, socket {})",
+                "a watcher already runs for {} ({who}, socket {}); stop it with `cairn watch --stop`",
                 ws.root().display(),
-                other.pid,
                 socket.display()
             ),
         });
     }
-    // A socket nobody listens on: left by a daemon that died.
     let _ = std::fs::remove_file(&socket);
     let listener = with_short_path(&socket, |p| UnixListener::bind(p))
         .map_err(|e| Error::io("listen on", &socket, e))?;
@@ -338,42 +351,52 @@ pub fn serve(
         .set_nonblocking(true)
         .map_err(|e| Error::io("listen on", &socket, e))?;
     let bound = file_id(&socket);
-    let mut served = Served {
+    let served = Served {
         ws,
         watcher,
         socket: socket.clone(),
-        snapshots: 0,
+        snapshots: std::sync::atomic::AtomicU64::new(0),
+        taking: parking_lot::Mutex::new(()),
     };
     ready(&served.status());
     let store_dir = ws.store().path().to_path_buf();
-    let mut last_check = std::time::Instant::now();
-    let end = loop {
-        if stop.load(Ordering::SeqCst) {
-            break ServeEnd::Stopped;
-        }
-        if last_check.elapsed() > Duration::from_secs(1) {
-            last_check = std::time::Instant::now();
-            if served.watcher.is_gone() {
-                break ServeEnd::RootGone;
+    let end = std::thread::scope(|scope| {
+        let mut last_check = std::time::Instant::now();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                break ServeEnd::Stopped;
             }
-            if std::fs::symlink_metadata(&store_dir).is_err() {
-                break ServeEnd::StoreGone;
+            if last_check.elapsed() > Duration::from_secs(1) {
+                last_check = std::time::Instant::now();
+                if served.watcher.is_gone() {
+                    break ServeEnd::RootGone;
+                }
+                if std::fs::symlink_metadata(&store_dir).is_err() {
+                    break ServeEnd::StoreGone;
+                }
+            }
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    let served = &served;
+                    let spawned = std::thread::Builder::new()
+                        .name("cairn-watch-client".into())
+                        .spawn_scoped(scope, move || served.one(stream));
+                    // No thread to be had: the client times out and walks.
+                    drop(spawned);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    use rustix::event::{poll, PollFd, PollFlags};
+                    let mut fds = [PollFd::new(&listener, PollFlags::IN)];
+                    let timeout = rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 250_000_000,
+                    };
+                    let _ = poll(&mut fds, Some(&timeout));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-        match listener.accept() {
-            Ok((stream, _)) => served.one(stream),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                use rustix::event::{poll, PollFd, PollFlags};
-                let mut fds = [PollFd::new(&listener, PollFlags::IN)];
-                let timeout = rustix::event::Timespec {
-                    tv_sec: 0,
-                    tv_nsec: 250_000_000,
-                };
-                let _ = poll(&mut fds, Some(&timeout));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
+    });
     // Only our own socket: another daemon may have taken the name since (it checked ours).
     if bound.is_some() && file_id(&socket) == bound {
         let _ = std::fs::remove_file(&socket);
@@ -393,7 +416,10 @@ struct Served<'a> {
     ws: &'a Workspace,
     watcher: Arc<Watcher>,
     socket: PathBuf,
-    snapshots: u64,
+    /// Snapshots taken for others.
+    snapshots: std::sync::atomic::AtomicU64,
+    /// Held while one is taken, so they are taken one at a time.
+    taking: parking_lot::Mutex<()>,
 }
 
 impl Served<'_> {
@@ -408,11 +434,11 @@ impl Served<'_> {
             memory_bytes: proc_status_kib("VmRSS:") * 1024,
             peak_memory_bytes: proc_status_kib("VmHWM:") * 1024,
             cpu_ms: cpu_ms(),
-            snapshots: self.snapshots,
+            snapshots: self.snapshots.load(Ordering::Relaxed),
         }
     }
 
-    fn one(&mut self, mut stream: UnixStream) {
+    fn one(&self, mut stream: UnixStream) {
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_read_timeout(Some(TIMEOUT));
         let _ = stream.set_write_timeout(Some(TIMEOUT));
@@ -430,8 +456,9 @@ impl Served<'_> {
         let _ = send(&mut stream, &answer);
     }
 
-    fn snapshot(&mut self, req: &SnapshotRequest) -> Response {
+    fn snapshot(&self, req: &SnapshotRequest) -> Response {
         let ws = self.ws;
+        let _one_at_a_time = self.taking.lock();
         if req.store != ws.store().path()
             || req.workspace_id != ws.id()
             || req.root != ws.root()
@@ -460,7 +487,7 @@ impl Served<'_> {
         opts.watch = Some(self.watcher.clone());
         match ws.snapshot(&opts, cairn_snapshot::Context::default()) {
             Ok(out) => {
-                self.snapshots += 1;
+                self.snapshots.fetch_add(1, Ordering::Relaxed);
                 let s = out.snapshot;
                 Response::Snapshot(Box::new(WireSnapshot {
                     id: s.id,

@@ -13,6 +13,7 @@ mod precise;
 mod remote;
 mod store_ops;
 mod threads;
+mod watch;
 
 /// A workspace in a temporary directory with a few files, and a data directory of its own
 /// (`CAIRN_HOME`) beside it, where its store goes.

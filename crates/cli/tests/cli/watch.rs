@@ -1,0 +1,254 @@
+//! `cairn watch` (issue 23): the watcher daemon, as the snapshots of other processes meet it.
+//! Every wait is on a condition (the status saying so, the process gone), with a deadline.
+
+use crate::{exists, json_error, Fixture};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a condition may take to come true before the test fails.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A `cairn watch` started for a fixture: stopped (SIGKILL) if the test leaves it running.
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(f: &Fixture) -> Daemon {
+        let child = Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+            .arg("-C")
+            .arg(&f.root)
+            .arg("watch")
+            .env("CAIRN_HOME", &f.home)
+            .env_remove("CAIRN_STORE")
+            .env_remove("CAIRN_REMOTE")
+            .env_remove("CAIRN_THREADS_DB")
+            .env_remove("CAIRN_WATCH")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cairn watch");
+        let d = Daemon { child };
+        wait_for(|| status(f)["running"] == true, "the watcher to answer");
+        d
+    }
+
+    /// Waits until the process has exited, and returns how.
+    fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().expect("wait") {
+                return st;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "cairn watch still runs after {DEADLINE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "waited {DEADLINE:?} for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn status(f: &Fixture) -> Value {
+    f.json(&["watch", "--status"])
+}
+
+/// `cairn --json snapshot`, with `CAIRN_WATCH` set to `watch` when given.
+fn snapshot(f: &Fixture, watch: Option<&str>) -> Value {
+    let mut cmd = f.cairn(&["--json", "snapshot"]);
+    match watch {
+        Some(v) => cmd.env("CAIRN_WATCH", v),
+        None => cmd.env_remove("CAIRN_WATCH"),
+    };
+    let out = cmd.output().expect("run cairn");
+    assert!(
+        out.status.success(),
+        "snapshot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("snapshot JSON")
+}
+
+/// Whether two snapshots hold the same files.
+fn same_files(f: &Fixture, a: &Value, b: &Value) -> bool {
+    let (a, b) = (a["id"].as_str().expect("id"), b["id"].as_str().expect("id"));
+    let d = f.json(&["diff", a, b]);
+    d["changes"].as_array().is_some_and(|c| c.is_empty())
+}
+
+fn socket(f: &Fixture) -> PathBuf {
+    PathBuf::from(status(f)["socket"].as_str().expect("a socket path"))
+}
+
+#[test]
+fn a_watcher_answers_other_processes_snapshots_looking_only_at_what_changed() {
+    let f = Fixture::new();
+    f.write("lib/deep/x.rs", "x\n");
+    f.write("docs/guide.md", "guide\n");
+    f.snapshot("before the watcher");
+    let st = status(&f);
+    assert_eq!(st["running"], false, "{st}");
+    let _d = Daemon::start(&f);
+    let st = status(&f);
+    assert_eq!(st["running"], true);
+    // The root, src, lib, lib/deep and docs.
+    assert_eq!(st["watch"]["watches"], 5, "{st}");
+    assert!(st["pid"].as_u64().is_some() && st["memory_bytes"].as_u64() > Some(0));
+
+    // The cache was confirmed with no watcher's token: the first watched snapshot walks,
+    // saying why.
+    let first = snapshot(&f, None);
+    assert_eq!(first["stats"]["walked"], "full", "{first}");
+    assert!(first["stats"]["walk_reason"]
+        .as_str()
+        .is_some_and(|r| r.contains("no earlier token")));
+
+    f.write("lib/deep/x.rs", "x changed\n");
+    f.write("lib/deep/new.rs", "new\n");
+    let watched = snapshot(&f, None);
+    assert_eq!(watched["stats"]["walked"], "partial", "{watched}");
+    // How many directories it listed depends on the clock (those holding files changed within
+    // the racy window are listed again); cairn-snapshot's watch tests count them exactly.
+    assert!(watched["stats"]["listed"].as_u64() >= Some(1), "{watched}");
+    assert_eq!(watched["stats"]["files"], 5);
+    let walked = snapshot(&f, Some("off"));
+    assert_eq!(walked["stats"]["walked"], "full");
+    assert!(walked["stats"]["walk_reason"].is_null(), "{walked}");
+    assert!(same_files(&f, &watched, &walked));
+
+    // A directory removed and one made, with files.
+    std::fs::remove_dir_all(f.path("docs")).expect("rm -rf docs");
+    f.write("new/a/b.txt", "b\n");
+    let watched = snapshot(&f, None);
+    assert_eq!(watched["stats"]["walked"], "partial", "{watched}");
+    let walked = snapshot(&f, Some("off"));
+    assert!(same_files(&f, &watched, &walked));
+    let st = status(&f);
+    assert!(st["snapshots"].as_u64() >= Some(3), "{st}");
+    assert_eq!(st["watch"]["overflows"], 0);
+}
+
+#[test]
+fn a_second_watcher_is_refused_and_stop_ends_the_first() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let mut d = Daemon::start(&f);
+    let pid = status(&f)["pid"].as_u64().expect("pid");
+    assert_eq!(pid, u64::from(d.child.id()));
+    let v = json_error(&mut f.cairn(&["--json", "watch"]), 14);
+    assert_eq!(v["error"]["kind"], "BUSY");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("process {pid}"))),
+        "{v}"
+    );
+    let sock = socket(&f);
+    let stopped = f.json(&["watch", "--stop"]);
+    assert_eq!(stopped["running"], false);
+    assert!(d.wait_exit().success());
+    assert!(!exists(&sock), "the socket is removed");
+    // No watcher: snapshots walk, with nothing to say about it.
+    let s = snapshot(&f, None);
+    assert_eq!(s["stats"]["walked"], "full");
+    assert!(s["stats"]["walk_reason"].is_null(), "{s}");
+}
+
+#[test]
+fn a_killed_watcher_leaves_nothing_that_wedges_snapshots_or_the_next_watcher() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let mut d = Daemon::start(&f);
+    let sock = socket(&f);
+    d.child.kill().expect("SIGKILL");
+    d.wait_exit();
+    assert!(exists(&sock), "a killed watcher cannot remove its socket");
+    assert_eq!(status(&f)["running"], false);
+    f.write("src/main.rs", "fn main() { changed() }\n");
+    let s = snapshot(&f, None);
+    assert_eq!(s["stats"]["walked"], "full", "{s}");
+    assert_eq!(s["stats"]["files"], 2);
+    // A new watcher takes the socket over and serves.
+    let _d = Daemon::start(&f);
+    f.write("src/main.rs", "fn main() { again() }\n");
+    snapshot(&f, None);
+    f.write("README.md", "# again\n");
+    let s = snapshot(&f, None);
+    assert_eq!(s["stats"]["walked"], "partial", "{s}");
+    assert!(same_files(&f, &s, &snapshot(&f, Some("off"))));
+}
+
+#[test]
+fn a_restore_runs_while_a_watcher_runs_and_the_next_snapshot_sees_it() {
+    let f = Fixture::new();
+    let base = f.snapshot("base");
+    let _d = Daemon::start(&f);
+    snapshot(&f, None);
+    f.write("src/main.rs", "fn main() { broken() }\n");
+    f.write("src/extra.rs", "// made after base\n");
+    let changed = snapshot(&f, None);
+    assert_eq!(changed["stats"]["walked"], "partial", "{changed}");
+    // The watcher holds no lock: the restore goes ahead.
+    let r = f.json(&["restore", &base, "--yes"]);
+    assert_eq!(r["restored"], serde_json::json!(["src/main.rs"]), "{r}");
+    assert_eq!(r["deleted"], serde_json::json!(["src/extra.rs"]), "{r}");
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+    let after = snapshot(&f, None);
+    assert_ne!(after["stats"]["walked"], "full", "{after}");
+    let d = f.json(&["diff", &base, after["id"].as_str().expect("id")]);
+    assert_eq!(d["changes"], serde_json::json!([]), "{d}");
+}
+
+#[test]
+fn the_watcher_stops_by_itself_when_its_workspace_is_deleted() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let mut d = Daemon::start(&f);
+    let sock = socket(&f);
+    std::fs::remove_dir_all(&f.root).expect("delete the workspace");
+    assert!(d.wait_exit().success());
+    assert!(!exists(&sock), "the socket is removed");
+}
+
+#[test]
+fn cairn_watch_auto_starts_a_watcher_that_later_snapshots_use() {
+    let f = Fixture::new();
+    let first = snapshot(&f, Some("auto"));
+    assert_eq!(first["stats"]["walked"], "full");
+    wait_for(|| status(&f)["running"] == true, "the watcher auto started");
+    let pid = status(&f)["pid"].as_u64().expect("pid");
+    snapshot(&f, Some("auto"));
+    f.write("src/lib.rs", "pub fn f() {}\n");
+    let s = snapshot(&f, Some("auto"));
+    assert_eq!(s["stats"]["walked"], "partial", "{s}");
+    assert_eq!(
+        status(&f)["pid"].as_u64(),
+        Some(pid),
+        "one watcher, not two"
+    );
+    f.json(&["watch", "--stop"]);
+    assert_eq!(status(&f)["running"], false);
+}
