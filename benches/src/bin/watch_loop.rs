@@ -185,21 +185,29 @@ impl Tally {
     }
 }
 
-/// How to run the CLI on one tree: its root, its store and a `CAIRN_HOME` of its own.
+/// How to run the CLI on one tree: its root, its store and a `CAIRN_HOME` of its own; the
+/// walking contender has a store (so a stat cache) of its own too, so that neither snapshot
+/// finds the stat cache the other just wrote: each is timed in its own steady state, as a
+/// user with or without a watcher would meet it.
 struct Cairn<'a> {
     bin: &'a Path,
     tree: &'a Path,
     store: PathBuf,
+    walk_store: PathBuf,
     home: PathBuf,
 }
 
 impl Cairn<'_> {
     fn command(&self, args: &[&str]) -> Command {
+        self.command_in(&self.store, args)
+    }
+
+    fn command_in(&self, store: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(self.bin);
         c.arg("-C")
             .arg(self.tree)
             .arg("--store")
-            .arg(&self.store)
+            .arg(store)
             .args(args)
             .env("CAIRN_HOME", &self.home)
             .env_remove("CAIRN_STORE")
@@ -212,10 +220,13 @@ impl Cairn<'_> {
     /// One snapshot, a whole process: its output and the milliseconds it took. `walk` sets
     /// `CAIRN_WATCH=off`, so the snapshot walks even with a watcher running.
     fn snapshot(&self, walk: bool) -> Result<(SnapshotOut, f64), String> {
-        let mut c = self.command(&["--json", "snapshot"]);
-        if walk {
+        let mut c = if walk {
+            let mut c = self.command_in(&self.walk_store, &["--json", "snapshot"]);
             c.env("CAIRN_WATCH", "off");
-        }
+            c
+        } else {
+            self.command(&["--json", "snapshot"])
+        };
         let t = Instant::now();
         let out = cli::output(&mut c)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
@@ -470,20 +481,29 @@ fn measure(
         bin,
         tree: &tree,
         store: scratch.path().join("store"),
+        walk_store: scratch.path().join("walk-store"),
         home: scratch.path().join("cairn-home"),
     };
     eprintln!("first snapshots (walks) ...");
     cairn.snapshot(true)?;
     std::thread::sleep(cli::REST);
     cairn.snapshot(true)?;
-    let store = Store::open(
-        &cairn.store,
-        StoreOptions {
-            create: false,
-            ..StoreOptions::default()
-        },
-    )
-    .map_err(|e| format!("store {}: {e}", cairn.store.display()))?;
+    // The watched contender's store, walked once before its watcher starts.
+    let mut first = cairn.command(&["--json", "snapshot"]);
+    first.env("CAIRN_WATCH", "off");
+    cli::output(&mut first)?;
+    let open = |path: &Path| {
+        Store::open(
+            path,
+            StoreOptions {
+                create: false,
+                ..StoreOptions::default()
+            },
+        )
+        .map_err(|e| format!("store {}: {e}", path.display()))
+    };
+    let store = open(&cairn.store)?;
+    let walk_store = open(&cairn.walk_store)?;
 
     let mut watcher = None;
     if watch {
@@ -532,7 +552,10 @@ fn measure(
                     watched.walk_key()
                 );
             }
-            let (a, b) = (root_of(&store, &watched.id)?, root_of(&store, &walk.id)?);
+            let (a, b) = (
+                root_of(&store, &watched.id)?,
+                root_of(&walk_store, &walk.id)?,
+            );
             if a != b {
                 return Err(format!(
                     "run {}, {}: the watched snapshot {} has root {a}, the walk {} has {b}, \

@@ -98,7 +98,8 @@ fn prompt_key(input: &HookInput, prompt: &str) -> String {
 
 /// `cairn hook claude-code`: acts on one hook document read from stdin. Prints nothing on
 /// stdout (Claude Code adds a `UserPromptSubmit` hook's stdout to the prompt).
-pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String]) -> Result<()> {
+/// With `watch`, it also starts `cairn watch` for the workspace when none runs.
+pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String], watch: bool) -> Result<()> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
@@ -119,6 +120,11 @@ pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String]) -> Result<()> 
         ..ctx.clone()
     };
     let thread = session_thread(&input.session_id);
+    if watch {
+        if let Ok(ws) = ctx.open_workspace(true) {
+            crate::watch::start_in_background(&ctx, &ws);
+        }
+    }
     match input.hook_event_name.as_str() {
         "UserPromptSubmit" => {
             let prompt = input.prompt.clone().unwrap_or_default();
@@ -380,6 +386,7 @@ pub(crate) fn init_claude_code(
     user: bool,
     remove: bool,
     on_rewind: &[String],
+    watch: bool,
 ) -> Result<()> {
     if remove && !on_rewind.is_empty() {
         return Err(CliError::usage(
@@ -401,7 +408,10 @@ pub(crate) fn init_claude_code(
     };
     let exe = std::env::current_exe()
         .map_err(|e| CliError::new(ErrorKind::Io, format!("cannot find the cairn binary: {e}")))?;
-    let command = format!("{} hook claude-code", shell_quote(&exe));
+    let mut command = format!("{} hook claude-code", shell_quote(&exe));
+    if watch {
+        command.push_str(" --watch");
+    }
     let mut settings: serde_json::Value = match std::fs::read_to_string(&path) {
         Ok(t) if t.trim().is_empty() => serde_json::json!({}),
         Ok(t) => serde_json::from_str(&t).map_err(|e| {
@@ -519,7 +529,26 @@ fn merge(
             if groups.len() != before {
                 removed.push(event.to_string());
             }
-        } else if !groups.iter().any(has_ours) {
+        } else if groups.iter().any(has_ours) {
+            // Ours, with another command (another binary, --watch given or not): made this one.
+            let mut changed = false;
+            for h in groups
+                .iter_mut()
+                .filter_map(|g| g["hooks"].as_array_mut())
+                .flatten()
+            {
+                if h["command"]
+                    .as_str()
+                    .is_some_and(|c| is_ours(c) && c != cmd)
+                {
+                    h["command"] = serde_json::Value::String(cmd.clone());
+                    changed = true;
+                }
+            }
+            if changed {
+                added.push(event.to_string());
+            }
+        } else {
             let mut group = serde_json::json!({
                 "hooks": [{ "type": "command", "command": cmd, "timeout": 60 }]
             });

@@ -491,6 +491,10 @@ pub enum HookCommand {
         /// Another tool whose calls change files (an MCP tool's name, say); repeatable.
         #[arg(long, value_name = "NAME")]
         tool: Vec<String>,
+        /// Start `cairn watch` for the workspace in the background when none runs, so the
+        /// checkpoints after this one look only at what changed.
+        #[arg(long)]
+        watch: bool,
     },
 }
 
@@ -506,8 +510,11 @@ pub enum InitCommand {
         CMD runs with `sh -c` in the workspace root, the rewind_completed event on stdin (as `cairn events --json` \
         prints it) and CAIRN_EVENT=rewind_completed, for up to 60 s; its failure is reported, never the rewind's. \
         Rewinds of other processes (the bindings) are seen by `cairn events --follow`.\n\n\
-        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --remove\n  \
-        cairn init claude-code --on-rewind 'my-memory-plugin resync'"
+        --watch: the hook command becomes `<cairn> hook claude-code --watch`, which starts `cairn watch` for the \
+        workspace in the background when none runs; the watcher stops by itself when the workspace is deleted, \
+        or with `cairn watch --stop`.\n\n\
+        Examples:\n  cairn init claude-code\n  cairn init claude-code --user\n  cairn init claude-code --watch\n  \
+        cairn init claude-code --remove\n  cairn init claude-code --on-rewind 'my-memory-plugin resync'"
     )]
     ClaudeCode {
         /// The user's settings (~/.claude/settings.json) instead of the project's.
@@ -521,6 +528,11 @@ pub enum InitCommand {
         /// (with --user, ~/.claude/cairn.json).
         #[arg(long, value_name = "CMD")]
         on_rewind: Vec<String>,
+        /// The hooks start `cairn watch` for the workspace when none runs (the hook command
+        /// gets --watch), so each checkpoint looks only at what changed instead of walking the
+        /// tree. Running init again without it takes it out.
+        #[arg(long, conflicts_with = "remove")]
+        watch: bool,
     },
 }
 

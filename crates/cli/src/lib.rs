@@ -165,12 +165,15 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Fork(a) => threads::fork(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
-        Command::Hook(HookCommand::ClaudeCode { tool }) => agents::hook_claude_code(&ctx, &tool),
+        Command::Hook(HookCommand::ClaudeCode { tool, watch }) => {
+            agents::hook_claude_code(&ctx, &tool, watch)
+        }
         Command::Init(InitCommand::ClaudeCode {
             user,
             remove,
             on_rewind,
-        }) => agents::init_claude_code(&ctx, user, remove, &on_rewind),
+            watch,
+        }) => agents::init_claude_code(&ctx, user, remove, &on_rewind, watch),
         Command::Mcp => mcp::serve(&ctx),
     }
 }

@@ -198,8 +198,17 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
 /// none runs (this snapshot walks; the next ones ask it). Best effort: a watcher that cannot
 /// start leaves snapshots walking.
 pub(crate) fn start_if_asked(ctx: &Ctx, ws: &cairn_restore::Workspace) {
+    if std::env::var("CAIRN_WATCH").as_deref() == Ok("auto") {
+        start_in_background(ctx, ws);
+    }
+}
+
+/// Starts `cairn watch` for the workspace in the background when none runs (`cairn hook
+/// claude-code --watch`, `CAIRN_WATCH=auto`). Best effort: a watcher that cannot start leaves
+/// snapshots walking. Not with a remote store, nor with `CAIRN_WATCH=off`.
+pub(crate) fn start_in_background(ctx: &Ctx, ws: &cairn_restore::Workspace) {
     // A remote's cache is left to walk: the daemon would need the remote's keys too.
-    if std::env::var("CAIRN_WATCH").as_deref() != Ok("auto") || ctx.remote.is_some() {
+    if ctx.remote.is_some() || !watch::daemon_allowed() {
         return;
     }
     let Ok(socket) = watch::socket_path(ws.store(), ws.id()) else {

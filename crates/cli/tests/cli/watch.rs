@@ -252,3 +252,45 @@ fn cairn_watch_auto_starts_a_watcher_that_later_snapshots_use() {
     f.json(&["watch", "--stop"]);
     assert_eq!(status(&f)["running"], false);
 }
+
+#[test]
+fn claude_code_hooks_installed_with_watch_start_a_watcher_that_their_checkpoints_use() {
+    let f = Fixture::new();
+    let init = f.json(&["init", "claude-code", "--watch"]);
+    let command = init["command"].as_str().expect("command").to_string();
+    assert!(command.ends_with(" hook claude-code --watch"), "{init}");
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(f.path(".claude/settings.json")).expect("settings"),
+    )
+    .expect("JSON");
+    assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], command);
+
+    let (code, _, err) =
+        crate::agents::hook(&f, &crate::agents::prompt(&f, "s1", "first"), &["--watch"]);
+    assert_eq!(code, Some(0), "{err}");
+    wait_for(|| status(&f)["running"] == true, "the hook's watcher");
+    let before = status(&f)["snapshots"].as_u64().expect("snapshots");
+    f.write("src/main.rs", "fn main() { edited() }\n");
+    let (code, _, err) = crate::agents::hook(
+        &f,
+        &crate::agents::tool(&f, "s1", "Edit", "toolu_1"),
+        &["--watch"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let after = status(&f)["snapshots"].as_u64().expect("snapshots");
+    assert!(
+        after > before,
+        "the checkpoint was the watcher's: {before} -> {after}"
+    );
+
+    // init without --watch puts the plain command back, in every event.
+    let plain = f.json(&["init", "claude-code"]);
+    assert!(plain["command"]
+        .as_str()
+        .is_some_and(|c| c.ends_with(" hook claude-code")));
+    assert_eq!(
+        plain["added"],
+        serde_json::json!(["UserPromptSubmit", "PreToolUse", "PreCompact", "Stop"])
+    );
+    f.json(&["watch", "--stop"]);
+}
