@@ -425,6 +425,35 @@ pub struct StatCache {
     version: u32,
     /// Files restores wrote, by path.
     primed: HashMap<Vec<u8>, Primed>,
+    /// What a whole subtree holds, by directory: counted once by a watched snapshot that
+    /// reuses it, and kept while no record in it changes (in memory only).
+    subtrees: Subtrees,
+}
+
+/// What a subtree the cache vouches for holds, in all (see [`StatCache::subtree`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Subtree {
+    pub files: u64,
+    pub bytes: u64,
+    pub symlinks: u64,
+    pub dirs: u64,
+    pub kept: Vec<crate::walk::Kept>,
+}
+
+/// The memo of [`Subtree`]s: cloned empty (a copy of a cache counts again).
+#[derive(Default)]
+struct Subtrees(parking_lot::Mutex<HashMap<Vec<u8>, std::sync::Arc<Subtree>>>);
+
+impl Clone for Subtrees {
+    fn clone(&self) -> Self {
+        Subtrees::default()
+    }
+}
+
+impl std::fmt::Debug for Subtrees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Subtrees({})", self.0.lock().len())
+    }
 }
 
 /// What a header says.
@@ -656,6 +685,7 @@ impl StatCache {
             primed,
             token: None,
             version: STATCACHE_VERSION,
+            subtrees: Subtrees::default(),
         }
     }
 
@@ -727,10 +757,26 @@ impl StatCache {
         self.primed = carried;
         let mut old = std::mem::take(&mut self.dirs);
         let walked = walked.into_iter();
+        let mut subtrees = self.subtrees.0.lock();
+        if !partial {
+            subtrees.clear();
+        }
         let dirs = if partial {
             let mut gone: Vec<Vec<u8>> = Vec::new();
             for u in walked {
                 let Update::Fresh(r) = u else { continue };
+                // Its subtree, and each one above it, holds something else now.
+                if old.get(&r.path) != Some(&r) {
+                    let mut p = r.path.as_slice();
+                    loop {
+                        subtrees.remove(p);
+                        match p.iter().rposition(|&b| b == b'/') {
+                            Some(i) => p = &p[..i],
+                            None if !p.is_empty() => p = b"",
+                            None => break,
+                        }
+                    }
+                }
                 if let Some(before) = old.get(&r.path) {
                     for e in &before.entries {
                         let still = r.get(&e.name).is_some_and(|n| n.kind == CachedKind::Dir);
@@ -742,6 +788,11 @@ impl StatCache {
                 old.insert(r.path.clone(), r);
             }
             if !gone.is_empty() {
+                subtrees.retain(|p, _| {
+                    !gone.iter().any(|g| {
+                        p == g || (p.len() > g.len() && p.starts_with(g) && p[g.len()] == b'/')
+                    })
+                });
                 old.retain(|p, _| {
                     !gone.iter().any(|g| {
                         p == g || (p.len() > g.len() && p.starts_with(g) && p[g.len()] == b'/')
@@ -765,6 +816,7 @@ impl StatCache {
             }
             dirs
         };
+        drop(subtrees);
         self.files = dirs.values().map(|d| d.entries.len()).sum();
         self.dirs = dirs;
         self.key = key;
@@ -800,6 +852,22 @@ impl StatCache {
     /// The key of the body these records came from.
     pub fn key(&self) -> &[u8; 16] {
         &self.key
+    }
+
+    /// What the subtree at `path` holds, counted by `count` the first time and remembered
+    /// until a record in it changes; `None` (not remembered) when `count` says the cache does
+    /// not vouch for all of it.
+    pub(crate) fn subtree(
+        &self,
+        path: &[u8],
+        count: impl FnOnce() -> Option<Subtree>,
+    ) -> Option<std::sync::Arc<Subtree>> {
+        if let Some(t) = self.subtrees.0.lock().get(path) {
+            return Some(t.clone());
+        }
+        let t = std::sync::Arc::new(count()?);
+        self.subtrees.0.lock().insert(path.to_vec(), t.clone());
+        Some(t)
     }
 
     /// The record of directory `path`.

@@ -711,31 +711,34 @@ impl Walker<'_> {
     /// has no record, or one the cache does not vouch for (it held an entry skipped, or a
     /// file with several links): then the directory is walked.
     fn reuse(&self, rel: &[u8]) -> bool {
-        let mut stack = vec![rel.to_vec()];
-        let (mut files, mut bytes, mut symlinks, mut dirs) = (0u64, 0u64, 0u64, 0u64);
-        let mut kept = Vec::new();
-        while let Some(p) = stack.pop() {
-            let Some(r) = self.cache.dir(&p).filter(|r| r.stat.is_some()) else {
-                return false;
-            };
-            dirs += 1;
-            for e in &r.entries {
-                match e.kind {
-                    CachedKind::File => {
-                        files += 1;
-                        bytes += e.stat.size;
+        let counted = self.cache.subtree(rel, || {
+            let mut t = crate::statcache::Subtree::default();
+            let mut stack = vec![rel.to_vec()];
+            while let Some(p) = stack.pop() {
+                let r = self.cache.dir(&p).filter(|r| r.stat.is_some())?;
+                t.dirs += 1;
+                for e in &r.entries {
+                    match e.kind {
+                        CachedKind::File => {
+                            t.files += 1;
+                            t.bytes += e.stat.size;
+                        }
+                        CachedKind::Symlink => t.symlinks += 1,
+                        CachedKind::Dir => stack.push(join(&p, &e.name)),
+                        CachedKind::Excluded(reason) => t.kept.push(Kept {
+                            path: join(&p, &e.name),
+                            reason,
+                            is_dir: e.stat.mode & S_IFMT == S_IFDIR,
+                        }),
                     }
-                    CachedKind::Symlink => symlinks += 1,
-                    CachedKind::Dir => stack.push(join(&p, &e.name)),
-                    CachedKind::Excluded(reason) => kept.push(Kept {
-                        path: join(&p, &e.name),
-                        reason,
-                        is_dir: e.stat.mode & S_IFMT == S_IFDIR,
-                    }),
                 }
             }
-        }
-        self.taken(files, bytes, symlinks, dirs, kept);
+            Some(t)
+        });
+        let Some(t) = counted else {
+            return false;
+        };
+        self.taken(t.files, t.bytes, t.symlinks, t.dirs, t.kept.clone());
         true
     }
 

@@ -246,6 +246,12 @@ struct Inner {
     layout: Layout,
     options: StoreOptions,
     packs: RwLock<PackSet>,
+    /// Whether the pack indexes were loaded (by a [`Store::refresh`]). A local store loads
+    /// them at the first call that needs them, not at open: a process that only reads a
+    /// manifest, or hands its snapshot to a watcher daemon, never pays for reading and
+    /// decoding megabytes of indexes.
+    packs_loaded: std::sync::atomic::AtomicBool,
+    packs_loading: Mutex<()>,
     quarantine: RwLock<HashSet<ObjectId>>,
     mirror: Option<crate::remote::Mirror>,
 }
@@ -303,11 +309,19 @@ impl Store {
                 layout,
                 options,
                 packs: RwLock::new(PackSet::default()),
+                packs_loaded: std::sync::atomic::AtomicBool::new(false),
+                packs_loading: Mutex::new(()),
                 quarantine: RwLock::new(HashSet::new()),
                 mirror,
             }),
         };
-        store.refresh()?;
+        if store.inner.mirror.is_some() {
+            // A remote's indexes are listed (and new ones downloaded) now, so an unreachable
+            // remote is said at open.
+            store.refresh()?;
+        } else {
+            store.load_quarantine()?;
+        }
         Ok(store)
     }
 
@@ -413,7 +427,25 @@ impl Store {
             }
         }
         drop(set);
+        self.inner
+            .packs_loaded
+            .store(true, std::sync::atomic::Ordering::Release);
         self.load_quarantine()
+    }
+
+    /// The pack set, its indexes loaded first if no refresh has yet (a failure to load them is
+    /// met again, and returned, by the refresh a read that misses makes).
+    fn pack_set(&self) -> parking_lot::RwLockReadGuard<'_, PackSet> {
+        use std::sync::atomic::Ordering;
+        if !self.inner.packs_loaded.load(Ordering::Acquire) {
+            // One thread loads; the others wait for it rather than read an empty set.
+            let _one = self.inner.packs_loading.lock();
+            if !self.inner.packs_loaded.load(Ordering::Acquire) {
+                let _ = self.refresh();
+                self.inner.packs_loaded.store(true, Ordering::Release);
+            }
+        }
+        self.inner.packs.read()
     }
 
     /// Drops the loaded packs `ids` (and their open files); the next refresh loads them anew.
@@ -425,12 +457,12 @@ impl Store {
     }
 
     pub(crate) fn packs(&self) -> Vec<Arc<LoadedPack>> {
-        self.inner.packs.read().packs.values().cloned().collect()
+        self.pack_set().packs.values().cloned().collect()
     }
 
     /// Pack indexes that could not be loaded at the last refresh.
     pub fn broken_indexes(&self) -> Vec<BrokenIndex> {
-        self.inner.packs.read().broken.clone()
+        self.pack_set().broken.clone()
     }
 
     fn load_quarantine(&self) -> Result<()> {
@@ -507,7 +539,7 @@ impl Store {
     /// objects or broken pack indexes. Writers that reuse ids remembered from earlier (a stat
     /// cache) look each one up while this is so.
     pub fn has_damage(&self) -> bool {
-        !self.inner.quarantine.read().is_empty() || !self.inner.packs.read().broken.is_empty()
+        !self.inner.quarantine.read().is_empty() || !self.pack_set().broken.is_empty()
     }
 
     pub(crate) fn is_quarantined(&self, id: &ObjectId) -> bool {
@@ -524,7 +556,7 @@ impl Store {
     /// The packs that hold a copy of `id` (from the indexes in memory: no system call).
     fn pack_locations(&self, id: &ObjectId) -> Vec<Location> {
         let mut out = Vec::new();
-        for p in self.inner.packs.read().packs.values() {
+        for p in self.pack_set().packs.values() {
             if let Some(e) = p.index.lookup(id) {
                 out.push(Location::Pack(p.clone(), e));
             }
@@ -624,7 +656,7 @@ impl Store {
     /// The raw length of object `id` as recorded when it was stored, if present.
     pub fn object_size(&self, id: &ObjectId) -> Option<u64> {
         let _ = self.fetch_large(id);
-        for p in self.inner.packs.read().packs.values() {
+        for p in self.pack_set().packs.values() {
             if let Some(e) = p.index.lookup(id) {
                 return Some(e.raw_len);
             }

@@ -27,6 +27,7 @@ struct Bench {
     dirs_seen: u64,
     /// Hard links made to files outside, by path.
     hard_links: Vec<PathBuf>,
+    memo: cairn_snapshot::CacheMemo,
 }
 
 impl Bench {
@@ -50,12 +51,17 @@ impl Bench {
             listed: 0,
             dirs_seen: 0,
             hard_links: Vec::new(),
+            memo: cairn_snapshot::CacheMemo::default(),
         }
     }
 
+    /// A watched snapshot's options, with the cache kept in memory between snapshots as the
+    /// `cairn watch` daemon keeps it (so what the memo remembers, such as the subtrees it
+    /// counted, is checked too).
     fn watched(&self) -> Options {
         Options {
             watch: Some(self.watch.clone()),
+            memo: Some(self.memo.clone()),
             ..Options::default()
         }
     }
