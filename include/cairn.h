@@ -699,6 +699,36 @@ cairn_status cairn_workspace_open(const uint8_t *root,
 void cairn_workspace_free(struct cairn_workspace *ws);
 
 /*
+ Starts a watcher of the workspace inside this process (inotify on every directory, as
+ `cairn watch` does in a process of its own): from then on each snapshot of this handle
+ lists only the directories that changed since the one before, and says so in its `walk`
+ (`{"walked": "full" | "partial" | "none", "reason", "listed"}`). `options_json` may be
+ empty: `{"max_watches": n}` (directories past it are walked by every snapshot). Replaces a
+ watcher started before. Writes the watcher's status (`{"root", "watches", "unwatched",
+ "changed", "overflows", "queries", "gone", "table_bytes"}`). Refused
+ (`CAIRN_ERR_UNSUPPORTED`) on a file system inotify cannot watch (NFS, SMB, FUSE):
+ snapshots there walk.
+
+ # Safety
+ `ws` a live handle; `options_json` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_workspace_watch(const struct cairn_workspace *ws,
+                                   const uint8_t *options_json,
+                                   size_t options_len,
+                                   struct cairn_buf **out,
+                                   struct cairn_error **err_out);
+
+/*
+ Stops the watcher `cairn_workspace_watch` started in this process (snapshots walk again,
+ or ask a `cairn watch` daemon). Does nothing when none runs.
+
+ # Safety
+ `ws` a live handle; `err_out` NULL or writable.
+ */
+cairn_status cairn_workspace_unwatch(const struct cairn_workspace *ws,
+                                     struct cairn_error **err_out);
+
+/*
  `{"id", "root", "store", "store_home", "recovered": [...], "remote"}` of a workspace.
  `store_home` says why the store is where it is: `"given"` (the `store` option), `"env"`
  (`$CAIRN_STORE`), `"data"` (the default: the user's data directory, outside the workspace)

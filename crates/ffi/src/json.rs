@@ -41,6 +41,16 @@ impl RetainJson {
     }
 }
 
+/// The options of `cairn_workspace_watch` (`cairn_snapshot::WatchOptions`).
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[cfg_attr(test, schemars(rename = "WatchOptions"))]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct WatchJson {
+    /// Watch at most this many directories (those past it are walked by every snapshot).
+    pub max_watches: Option<usize>,
+}
+
 /// The capture settings of an options document (`cairn_snapshot::CaptureSettings`), its
 /// fields in line with the document's own; absent ones leave the settings as they are. A
 /// document that embeds it keeps `deny_unknown_fields` (serde still refuses a field neither
@@ -246,6 +256,8 @@ pub(crate) struct TakenOut {
     pub snapshot: SnapshotOut,
     pub kept: Vec<KeptOut>,
     pub prune_error: Option<String>,
+    /// What it walked (all of the tree, part of it or nothing, with a watcher) and why.
+    pub walk: cairn_snapshot::WalkInfo,
 }
 
 #[derive(Serialize)]

@@ -83,6 +83,7 @@ fn functions(g: &mut SchemaGenerator) -> Vec<Function> {
         "cairn_workspace_gc"(options_json: GcJson) -> GcResult;
         "cairn_workspace_trim_cache"() -> CacheTrim;
         "cairn_workspace_verify"() -> VerifyOut<'static>;
+        "cairn_workspace_watch"(options_json: WatchJson) -> cairn_snapshot::WatchStatus;
         "cairn_workspace_copy"() -> CopyReport;
         "cairn_workspace_plan"(options_json: RestoreJson) -> Plan;
         "cairn_workspace_apply"(plan_json: Plan, options_json: RestoreJson) -> Report;

@@ -141,6 +141,54 @@ pub unsafe extern "C" fn cairn_workspace_free(ws: *mut cairn_workspace) {
     unsafe { crate::boundary::free_boxed(ws, "a workspace") }
 }
 
+/// Starts a watcher of the workspace inside this process (inotify on every directory, as
+/// `cairn watch` does in a process of its own): from then on each snapshot of this handle
+/// lists only the directories that changed since the one before, and says so in its `walk`
+/// (`{"walked": "full" | "partial" | "none", "reason", "listed"}`). `options_json` may be
+/// empty: `{"max_watches": n}` (directories past it are walked by every snapshot). Replaces a
+/// watcher started before. Writes the watcher's status (`{"root", "watches", "unwatched",
+/// "changed", "overflows", "queries", "gone", "table_bytes"}`). Refused
+/// (`CAIRN_ERR_UNSUPPORTED`) on a file system inotify cannot watch (NFS, SMB, FUSE):
+/// snapshots there walk.
+///
+/// # Safety
+/// `ws` a live handle; `options_json` valid; `out` writable; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_watch(
+    ws: *const cairn_workspace,
+    options_json: *const u8,
+    options_len: usize,
+    out: *mut *mut cairn_buf,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        let w = &arg!(handle ws, "workspace").ws;
+        let out = arg!(out out);
+        let o: json::WatchJson = arg!(options options_json, options_len, "watch options");
+        let watcher = w.watch(&cairn_snapshot::WatchOptions {
+            max_watches: o.max_watches,
+            ..cairn_snapshot::WatchOptions::default()
+        })?;
+        out.json(&watcher.status())
+    })
+}
+
+/// Stops the watcher `cairn_workspace_watch` started in this process (snapshots walk again,
+/// or ask a `cairn watch` daemon). Does nothing when none runs.
+///
+/// # Safety
+/// `ws` a live handle; `err_out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn cairn_workspace_unwatch(
+    ws: *const cairn_workspace,
+    err_out: *mut *mut cairn_error,
+) -> cairn_status {
+    boundary(err_out, || {
+        arg!(handle ws, "workspace").ws.unwatch();
+        Ok(())
+    })
+}
+
 /// `{"id", "root", "store", "store_home", "recovered": [...], "remote"}` of a workspace.
 /// `store_home` says why the store is where it is: `"given"` (the `store` option), `"env"`
 /// (`$CAIRN_STORE`), `"data"` (the default: the user's data directory, outside the workspace)
@@ -232,6 +280,7 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
                 })
                 .collect(),
             prune_error: outcome.prune.and_then(|r| r.err()),
+            walk: s.walk.clone(),
         };
         out.json(&doc)
     })

@@ -29,6 +29,17 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// The workspace root is on a file system whose changes inotify does not see.
+    #[error(
+        "cannot watch {path}: it is on a {fs} file system, whose changes inotify does not see; \
+         snapshots of it walk the tree (do not start a watcher there)"
+    )]
+    Unwatchable {
+        /// The root.
+        path: PathBuf,
+        /// The file system's name.
+        fs: &'static str,
+    },
     /// An exclude pattern does not parse.
     #[error("exclude pattern '{pattern}' is not a valid glob: {detail}")]
     BadExclude {
@@ -68,6 +79,7 @@ impl Classify for Error {
             Error::Store(e) => e.kind(),
             Error::Io { source, .. } => ErrorKind::of_io(source),
             Error::Root { .. } => ErrorKind::NotFound,
+            Error::Unwatchable { .. } => ErrorKind::Unsupported,
             Error::BadExclude { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::AbortedByCallback => ErrorKind::AbortedByCallback,
@@ -77,7 +89,9 @@ impl Classify for Error {
     fn path(&self) -> Option<&Path> {
         match self {
             Error::Store(e) => e.path(),
-            Error::Io { path, .. } | Error::Root { path, .. } => Some(path),
+            Error::Io { path, .. } | Error::Root { path, .. } | Error::Unwatchable { path, .. } => {
+                Some(path)
+            }
             _ => None,
         }
     }

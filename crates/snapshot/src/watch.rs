@@ -275,14 +275,8 @@ impl Watcher {
             detail: format!("cannot watch it: {e}"),
         })?;
         let (root_fd, root_st) = crate::walk::open_root(&root)?;
-        if let Some(name) = unwatchable(&root_fd) {
-            return Err(crate::Error::Root {
-                path: root,
-                detail: format!(
-                    "it is on a {name} file system, whose changes inotify does not see; \
-                     snapshots of it walk the tree (do not start a watcher there)"
-                ),
-            });
+        if let Some(fs) = unwatchable(&root_fd) {
+            return Err(crate::Error::Unwatchable { path: root, fs });
         }
         let skip = options
             .skip_dirs
