@@ -587,11 +587,23 @@ fn measure(
             let cpu_ms = status.and_then(|s| s.cpu_ms);
             let table_bytes = status.and_then(|s| s.table_bytes);
             // Its processor time over an idle spell with nothing changing: a measured
-            // interval (what is asked is a rate), not a wait for a condition.
+            // interval (what is asked is a rate), not a wait for a condition. First it settles:
+            // the stat cache the last snapshot changed is written in the background, which is
+            // that snapshot's cost, not the idle watcher's (until two readings a second apart
+            // agree, at most 60 s).
+            let mut before = cpu_ms;
+            for _ in 0..60 {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let now = cairn.watch_status()?.and_then(|s| s.cpu_ms);
+                if now == before {
+                    break;
+                }
+                before = now;
+            }
             let idle = std::time::Duration::from_secs(IDLE_SECONDS);
             std::thread::sleep(idle);
             let after = cairn.watch_status()?.and_then(|s| s.cpu_ms);
-            let idle_pct = match (cpu_ms, after) {
+            let idle_pct = match (before, after) {
                 (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / (IDLE_SECONDS * 10) as f64),
                 _ => None,
             };

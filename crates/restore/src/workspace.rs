@@ -165,10 +165,11 @@ impl Workspace {
         &self.recovered
     }
 
-    /// Waits until the stat cache the last snapshot left is written to the store. A snapshot
-    /// that changed something returns before its cache is written (a background thread writes
-    /// it; the snapshot itself is durable); the next snapshot, and dropping the workspace, wait
-    /// for it anyway. For a caller that wants the file written now, and for benchmarks.
+    /// Writes the stat cache the last snapshot left to the store now, and waits for it. A
+    /// snapshot that changed something returns before its cache is written (a background
+    /// thread writes it a moment later, unless the next snapshot supersedes it; the snapshot
+    /// itself is durable); dropping the workspace writes it at once. For a caller that wants
+    /// the file written now, and for benchmarks.
     pub fn flush_stat_cache(&self) {
         self.site.memo.wait();
     }

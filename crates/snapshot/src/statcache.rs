@@ -428,6 +428,9 @@ pub struct StatCache {
     /// What a whole subtree holds, by directory: counted once by a watched snapshot that
     /// reuses it, and kept while no record in it changes (in memory only).
     subtrees: Subtrees,
+    /// Set when these records came from a memo whose write was called off: the file does not
+    /// hold them, and a memo given them back writes them (through this temporary directory).
+    unwritten: Option<PathBuf>,
 }
 
 /// What a subtree the cache vouches for holds, in all (see [`StatCache::subtree`]).
@@ -686,6 +689,7 @@ impl StatCache {
             token: None,
             version: STATCACHE_VERSION,
             subtrees: Subtrees::default(),
+            unwritten: None,
         }
     }
 
@@ -1024,28 +1028,56 @@ impl StatCache {
 /// memo holds another workspace's cache, the file is read as without a memo.
 ///
 /// When a snapshot changed something, the memo also takes the cache's writing off the
-/// snapshot's path: a background thread encodes and writes the file after the snapshot has
-/// returned (its manifest is durable by then; the cache only saves work). Whoever uses the
-/// memo next waits for that write first, and so does dropping the last handle, so a process
-/// that exits after a snapshot still leaves its cache; [`CacheMemo::wait`] waits on demand.
+/// snapshot's path: a background thread encodes and writes the file [`WRITE_DELAY`] after the
+/// snapshot has returned (its manifest is durable by then; the cache only saves work). A
+/// snapshot of the same workspace in the meantime takes the records from the memo and calls
+/// that write off, since its own cache supersedes it: a long-lived process (the `cairn watch`
+/// daemon, an agent's binding) taking a checkpoint every few seconds does not encode the whole
+/// cache each time. Until then the file holds the cache before, which is as valid as any stale
+/// cache (its header names the snapshot that confirmed it). Dropping the last handle writes a
+/// pending cache at once, so a process that exits after a snapshot still leaves its cache;
+/// [`CacheMemo::wait`] writes it on demand.
 ///
 /// Cloning gives another handle on the same memo; `Default` is an empty one.
 #[derive(Clone, Default)]
 pub struct CacheMemo(std::sync::Arc<parking_lot::Mutex<Option<Held>>>);
 
+/// How long a changed cache waits in memory before its background write starts (see
+/// [`CacheMemo`]).
+pub const WRITE_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What a memo holds: the cache of the file at `path`, and the thread writing it, if any.
 struct Held {
     path: PathBuf,
     cache: std::sync::Arc<StatCache>,
-    writing: Option<std::thread::JoinHandle<()>>,
+    writing: Option<Writer>,
+    /// The temporary directory a pending write goes through.
+    tmp: Option<PathBuf>,
+}
+
+/// The thread that writes a cache after [`WRITE_DELAY`], unless told otherwise: `true` on
+/// its channel writes at once, `false` calls the write off. It returns whether it wrote.
+struct Writer {
+    thread: std::thread::JoinHandle<bool>,
+    tell: std::sync::mpsc::Sender<bool>,
 }
 
 impl Held {
+    /// Has the pending write done now, and waits for it.
     fn wait(&mut self) {
-        if let Some(w) = self.writing.take() {
-            // A panic while writing only loses the file: the memo still holds the records.
-            let _ = w.join();
-        }
+        self.end(true);
+    }
+
+    /// Ends the pending write: done now (`write`), or called off if it has not begun. Returns
+    /// whether the file holds this cache's body (written, or nothing was pending).
+    fn end(&mut self, write: bool) -> bool {
+        let Some(w) = self.writing.take() else {
+            return true;
+        };
+        // A writer already done has hung up: nothing to tell.
+        let _ = w.tell.send(write);
+        // A panic while writing only loses the file: the memo still holds the records.
+        w.thread.join().unwrap_or(false)
     }
 }
 
@@ -1072,8 +1104,21 @@ impl CacheMemo {
     pub fn load(&self, path: &Path) -> StatCache {
         let held = self.0.lock().take();
         if let Some(mut held) = held {
-            held.wait();
-            if held.path == path {
+            let same = held.path == path;
+            // Our own next snapshot supersedes a write not yet begun: it is called off.
+            let written = held.end(!same);
+            if same && !written {
+                // The file does not hold these records, which are newer than what it holds:
+                // they are used, and marked as from no file of this version, so the next
+                // save writes them whole rather than confirm a header over another body.
+                let shared = std::mem::take(&mut held.cache);
+                let mut cache = std::sync::Arc::try_unwrap(shared)
+                    .unwrap_or_else(|shared| StatCache::clone(&shared));
+                cache.version = 0;
+                cache.unwritten = held.tmp.take();
+                return cache;
+            }
+            if same {
                 if let Some(h) = read_header(path) {
                     if h.key == held.cache.key {
                         let shared = std::mem::take(&mut held.cache);
@@ -1093,29 +1138,43 @@ impl CacheMemo {
 
     /// Keeps `cache`, the body of the file at `path` as it now stands. A cache read from no
     /// file (empty, its key all zero) is not kept: no header could ever name it.
-    pub fn put(&self, path: &Path, cache: StatCache) {
+    pub fn put(&self, path: &Path, mut cache: StatCache) {
         if cache.key == [0; 16] {
             return;
+        }
+        // Records whose write was called off and that come back unchanged (a scan's): their
+        // write is scheduled again.
+        if let Some(tmp) = cache.unwritten.take() {
+            return self.put_and_write(&tmp, path, cache);
         }
         self.keep(Held {
             path: path.to_path_buf(),
             cache: std::sync::Arc::new(cache),
             writing: None,
+            tmp: None,
         });
     }
 
     /// Keeps `cache` and writes it to `path` (through `tmp_dir`) on a background thread; where
     /// no thread can be started, writes it before returning.
-    pub fn put_and_write(&self, tmp_dir: &Path, path: &Path, cache: StatCache) {
+    pub fn put_and_write(&self, tmp_dir: &Path, path: &Path, mut cache: StatCache) {
+        cache.unwritten = None;
         let cache = std::sync::Arc::new(cache);
         let (shared, tmp, to) = (cache.clone(), tmp_dir.to_path_buf(), path.to_path_buf());
+        let (tell, told) = std::sync::mpsc::channel::<bool>();
         let writing = std::thread::Builder::new()
             .name("cairn-statcache".into())
             .spawn(move || {
+                // Called off (false) before the delay ends: a newer cache supersedes this one.
+                // Told to write (true), the delay over, or the memo gone: written.
+                if let Ok(false) = told.recv_timeout(WRITE_DELAY) {
+                    return false;
+                }
                 let _ = shared.save(&tmp, &to);
+                true
             });
         let writing = match writing {
-            Ok(handle) => Some(handle),
+            Ok(thread) => Some(Writer { thread, tell }),
             Err(_) => {
                 let _ = cache.save(tmp_dir, path);
                 None
@@ -1125,6 +1184,7 @@ impl CacheMemo {
             path: path.to_path_buf(),
             cache,
             writing,
+            tmp: Some(tmp_dir.to_path_buf()),
         });
     }
 
@@ -1139,7 +1199,8 @@ impl CacheMemo {
     pub fn wait(&self) {
         let writing = self.0.lock().as_mut().and_then(|h| h.writing.take());
         if let Some(w) = writing {
-            let _ = w.join();
+            let _ = w.tell.send(true);
+            let _ = w.thread.join();
         }
     }
 

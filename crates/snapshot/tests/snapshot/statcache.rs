@@ -609,3 +609,40 @@ fn a_version_3_cache_is_still_read() {
     std::fs::write(&path, &bytes).expect("write");
     assert!(StatCache::load(&path).is_empty());
 }
+
+#[test]
+fn a_snapshot_soon_after_another_calls_off_its_pending_write_and_the_last_cache_still_lands() {
+    let ws = Ws::new();
+    populate(&ws, 40);
+    wait_out_the_racy_window();
+    let memo = cairn_snapshot::CacheMemo::default();
+    let first = ws.snap(&with_memo(&memo));
+    memo.wait();
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    assert_eq!(StatCache::load(&path).snapshot, Some(first.id));
+    // A change, then snapshots one after another, well within the write delay: each takes
+    // the memo's records (the file still holds the first snapshot's cache, which a reader
+    // without the memo may use as it is: its header names the snapshot that confirmed it).
+    ws.write("dir1/file1.rs", b"changed\n");
+    let second = ws.snap(&with_memo(&memo));
+    assert_eq!(second.stats.hashed, 1);
+    let between = StatCache::load(&path);
+    assert!(
+        between.snapshot == Some(first.id) || between.snapshot == Some(second.id),
+        "the file holds a whole cache, the first's (or the second's, written already)"
+    );
+    let third = ws.snap(&with_memo(&memo));
+    assert_eq!(third.root, second.root);
+    assert_eq!(
+        third.stats.hashed, 1,
+        "the racy file only: the memo's records served, not the file's older ones"
+    );
+    // Dropping the last handle writes the pending cache at once.
+    drop(memo);
+    let last = StatCache::load(&path);
+    assert_eq!(last.snapshot, Some(third.id));
+    assert_eq!(last.len(), 40 + 7);
+    let fourth = ws.snap(&Options::default());
+    assert_eq!(fourth.root, third.root);
+    assert_eq!(fourth.stats.hashed, 1, "only the racy file is read again");
+}
