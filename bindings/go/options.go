@@ -322,3 +322,22 @@ func (o *GCOptions) encode() ([]byte, error) {
 		ClockSkewMS *uint64 `json:"clock_skew_ms,omitempty"`
 	}{grace, o.DryRun, skew})
 }
+
+// WatchOptions configure Workspace.Watch.
+type WatchOptions struct {
+	// MaxWatches: watch at most this many directories; those past it are walked by every
+	// snapshot (listed in WatchStatus.Unwatched). nil: only the kernel's limit.
+	MaxWatches *int
+}
+
+func (o *WatchOptions) encode() ([]byte, error) {
+	if o == nil {
+		return nil, nil
+	}
+	if o.MaxWatches != nil && *o.MaxWatches < 0 {
+		return nil, invalid("WatchOptions.MaxWatches must not be negative")
+	}
+	return json.Marshal(struct {
+		MaxWatches *int `json:"max_watches,omitempty"`
+	}{o.MaxWatches})
+}

@@ -65,6 +65,8 @@ var schemaResults = map[string]reflect.Type{
 	"ThreadRuns":         reflect.TypeFor[ThreadRuns](),
 	"Unreadable":         reflect.TypeFor[UnreadableSnapshot](),
 	"Verified":           reflect.TypeFor[VerifyReport](),
+	"WalkInfo":           reflect.TypeFor[WalkInfo](),
+	"WatchStatus":        reflect.TypeFor[WatchStatus](),
 	"WorkspaceInfo":      reflect.TypeFor[Info](),
 }
 

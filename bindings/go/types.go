@@ -177,6 +177,46 @@ type Snapshot struct {
 	// PruneError is set when the retention run after the snapshot failed (the snapshot
 	// itself was taken).
 	PruneError string `json:"prune_error"`
+	// Walk says what the snapshot walked (all of the tree, part of it or nothing, with a
+	// watcher: see Workspace.Watch), and why.
+	Walk WalkInfo `json:"walk"`
+}
+
+// Walked says how much of the tree a snapshot looked at.
+type Walked string
+
+const (
+	// WalkedFull: every directory (no watcher, or one that could not vouch for what changed).
+	WalkedFull Walked = "full"
+	// WalkedPartial: only the directories a watcher said changed.
+	WalkedPartial Walked = "partial"
+	// WalkedNone: nothing; the watcher said nothing changed.
+	WalkedNone Walked = "none"
+)
+
+// WalkInfo says what a snapshot walked, and why.
+type WalkInfo struct {
+	Walked Walked `json:"walked"`
+	// Reason says why it walked what it did, when a watcher was asked and the walk was not
+	// the least it could be (no earlier snapshot with this watcher, an overflow, a watch
+	// limit, ...); "" otherwise.
+	Reason string `json:"reason"`
+	Listed uint64 `json:"listed"` // directories whose entries it listed
+}
+
+// WatchStatus is what a watcher started by Workspace.Watch says of itself.
+type WatchStatus struct {
+	Root    string `json:"root"`    // the workspace root watched
+	Watches uint64 `json:"watches"` // directories watched
+	// Unwatched lists the subtrees not watched (walked by every snapshot), and why:
+	// "path: reason".
+	Unwatched []string `json:"unwatched"`
+	Changed   uint64   `json:"changed"`   // directories remembered as changed
+	Overflows uint64   `json:"overflows"` // times the kernel's event queue overflowed
+	Queries   uint64   `json:"queries"`   // queries answered
+	// Gone: the root was moved or deleted (the watcher is of no more use).
+	Gone       bool   `json:"gone"`
+	TableBytes uint64 `json:"table_bytes"` // bytes the watcher's own tables take, about
 }
 
 func (s *Snapshot) UnmarshalJSON(b []byte) error {

@@ -131,6 +131,42 @@ func (w *Workspace) Snapshot(ctx context.Context, opts *SnapshotOptions) (*Snaps
 	return snap, err
 }
 
+// Watch starts a watcher of the workspace inside this process (inotify on every directory):
+// from then on each Snapshot of this Workspace lists only the directories that changed since
+// the one before, and says so in its Walk (the first after the watcher starts walks in full).
+// A snapshot reads the watcher's events before it walks: there is nothing to wait for.
+// Replaces a watcher started before; Unwatch (or Close) stops it. On a file system inotify
+// cannot watch (NFS, SMB, FUSE) it fails with ErrUnsupported, and snapshots walk as before.
+func (w *Workspace) Watch(opts *WatchOptions) (*WatchStatus, error) {
+	doc, err := opts.encode()
+	if err != nil {
+		return nil, err
+	}
+	return w.watch(doc)
+}
+
+// watch starts a watcher with the options document doc.
+func (w *Workspace) watch(doc []byte) (*WatchStatus, error) {
+	dp, dl := sliceArg(doc)
+	return result[*WatchStatus](context.Background(), w, false, "watch status", func(ws *C.cairn_workspace, _ *C.cairn_cancel, out **C.cairn_buf, cerr **C.cairn_error) C.cairn_status {
+		return C.cairn_workspace_watch(ws, dp, dl, out, cerr)
+	})
+}
+
+// Unwatch stops the watcher Watch started (snapshots walk the whole tree again, or ask a
+// cairn watch daemon). Does nothing when none runs.
+func (w *Workspace) Unwatch() error {
+	ws, err := w.h.acquire()
+	if err != nil {
+		return err
+	}
+	defer w.h.release()
+	var cerr *C.cairn_error
+	st := C.cairn_workspace_unwatch(ws, &cerr)
+	runtime.KeepAlive(w)
+	return statusErr(context.Background(), st, cerr)
+}
+
 // List lists the store's snapshots, oldest first (all workspaces sharing the store). ctx is
 // checked before the call.
 func (w *Workspace) List(ctx context.Context) ([]Snapshot, error) {

@@ -58,6 +58,9 @@ export const PROTOTYPES = {
   cairn_workspace_open:
     'cairn_status cairn_workspace_open(const uint8_t *root, size_t root_len, const uint8_t *options_json, size_t options_len, _Out_ cairn_workspace **out, _Out_ cairn_error **err_out)',
   cairn_workspace_free: 'void cairn_workspace_free(cairn_workspace *ws)',
+  cairn_workspace_watch:
+    'cairn_status cairn_workspace_watch(const cairn_workspace *ws, const uint8_t *options_json, size_t options_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_workspace_unwatch: 'cairn_status cairn_workspace_unwatch(const cairn_workspace *ws, _Out_ cairn_error **err_out)',
   cairn_workspace_info:
     'cairn_status cairn_workspace_info(const cairn_workspace *ws, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_workspace_snapshot:

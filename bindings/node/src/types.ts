@@ -170,6 +170,12 @@ export interface GcOptions extends Cancellable {
   clockSkewMs?: number;
 }
 
+/** How `watch()` starts a watcher. */
+export interface WatchOptions extends Cancellable {
+  /** Watch at most this many directories (those past it are walked by every snapshot). */
+  maxWatches?: number;
+}
+
 /** Options of an operation that takes only a signal or token. */
 export type CallOptions = Cancellable;
 
@@ -229,6 +235,47 @@ export interface Snapshot extends SnapshotInfo {
   kept: ExcludedPath[];
   /** Set when the retention that followed the snapshot failed (the snapshot is kept). */
   pruneError: string | null;
+  /** What it walked (all of the tree, part of it or nothing, with a watcher), and why. */
+  walk: WalkInfo;
+}
+
+/**
+ * How much of the tree a snapshot looked at: every directory (`'full'`: no watcher, or one
+ * that could not vouch for what changed), only those a watcher said changed (`'partial'`), or
+ * nothing (`'none'`: the watcher said nothing changed).
+ */
+export type Walked = 'full' | 'partial' | 'none';
+
+/** What a snapshot walked, and why (see `Workspace.watch`). */
+export interface WalkInfo {
+  walked: Walked;
+  /**
+   * Why it walked what it did, when a watcher was asked and the walk was not the least it could
+   * be (no earlier snapshot with this watcher, an overflow, a watch limit, ...); null otherwise.
+   */
+  reason: string | null;
+  /** Directories whose entries it listed. */
+  listed: number;
+}
+
+/** What a watcher started by `Workspace.watch` says of itself. */
+export interface WatchStatus {
+  /** The workspace root watched. */
+  root: string;
+  /** Directories watched. */
+  watches: number;
+  /** Subtrees not watched (walked by every snapshot), and why: `"path: reason"`. */
+  unwatched: string[];
+  /** Directories remembered as changed. */
+  changed: number;
+  /** Times the kernel's event queue overflowed (the next snapshot walks in full). */
+  overflows: number;
+  /** Queries answered. */
+  queries: number;
+  /** Whether the root was moved or deleted (the watcher is of no more use). */
+  gone: boolean;
+  /** Bytes the watcher's own tables take, about. */
+  tableBytes: number;
 }
 
 /** `info()` of a workspace. */

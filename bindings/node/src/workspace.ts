@@ -5,7 +5,7 @@
  * while they run. Cheap getters (`info`, `list`, `show`) are synchronous.
  */
 import { callSync } from './call.js';
-import { checkNotCancelled, runAsync, runAsyncRaw } from './ops.js';
+import { checkNotCancelled, runAsync, runAsyncRaw, runAsyncVoid } from './ops.js';
 import { fromNative, nativeOptions, toNative } from './codec.js';
 import { CairnError, check } from './errors.js';
 import { decodeProgress, load, STATUS, type Out, type Pointer } from './ffi.js';
@@ -31,6 +31,8 @@ import type {
   SnapshotInfo,
   SnapshotOptions,
   VerifyReport,
+  WatchOptions,
+  WatchStatus,
   WorkspaceInfo,
   WorkspaceOptions,
 } from './types.js';
@@ -182,6 +184,29 @@ export class Workspace extends NativeHandle {
     return fromNative(
       await runAsync([this], 'cairn_workspace_diff_with', ([ws]) => [ws, an, an.length, bn, bn.length, o, o.length]),
     );
+  }
+
+  /**
+   * Starts a watcher of the workspace inside this process (inotify on every directory, on a
+   * worker thread): from then on each `snapshot()` of this workspace lists only the
+   * directories that changed since the one before, and says so in its `walk` (the first after
+   * the watcher starts walks in full). Events are read when a snapshot asks: nothing to wait
+   * for. Replaces a watcher started before; `unwatch()` (or `close()`) stops it. `'UNSUPPORTED'`
+   * on a file system inotify cannot watch (NFS, SMB, FUSE): snapshots there walk as before.
+   * `signal`/`cancel` are checked before it starts.
+   */
+  async watch(options?: WatchOptions): Promise<WatchStatus> {
+    checkNotCancelled(options);
+    const o = nativeOptions(options);
+    return fromNative(await runAsync([this], 'cairn_workspace_watch', ([ws]) => [ws, o, o.length]));
+  }
+
+  /**
+   * Stops the watcher `watch()` started (snapshots walk the whole tree again, or ask a `cairn
+   * watch` daemon). Does nothing when none runs.
+   */
+  async unwatch(): Promise<void> {
+    await runAsyncVoid([this], 'cairn_workspace_unwatch', ([ws]) => [ws]);
   }
 
   /** Deletes a snapshot and collects garbage. `signal`/`cancel` are checked before it starts. */

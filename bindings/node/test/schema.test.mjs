@@ -63,6 +63,8 @@ const RESULTS = {
   ThreadRuns: 'ThreadRuns',
   Unreadable: 'UnreadableSnapshot',
   Verified: 'VerifyReport',
+  WalkInfo: 'WalkInfo',
+  WatchStatus: 'WatchStatus',
   WorkspaceInfo: 'WorkspaceInfo',
 };
 
@@ -82,6 +84,7 @@ const OPTIONS = {
   SnapshotOptions: 'SnapshotOptions',
   ThreadOptions: 'CreateThreadOptions',
   ThreadsOptions: 'ThreadsOptions',
+  WatchOptions: 'WatchOptions',
   WorkspaceOptions: 'WorkspaceOptions',
 };
 

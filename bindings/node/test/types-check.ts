@@ -22,6 +22,8 @@ import {
   type Progress,
   type RestoreReport,
   type Snapshot,
+  type Walked,
+  type WatchStatus,
 } from 'cairn';
 
 export async function typings(ws: Workspace, other: Workspace): Promise<void> {
@@ -33,6 +35,14 @@ export async function typings(ws: Workspace, other: Workspace): Promise<void> {
   const gcReport: GcReport = await ws.gc({ graceMs: 0 });
   await ws.copy(snap.id, other);
   const bytes: Buffer = pathToBuffer(changes[0]!.path);
+  const watching: WatchStatus = await ws.watch({ maxWatches: 10_000 });
+  const walked: Walked = (await ws.snapshot()).walk.walked;
+  const reason: string | null = snap.walk.reason;
+  await ws.unwatch();
+  // @ts-expect-error a typo in a watch option
+  await ws.watch({ maxWatch: 1 });
+  // @ts-expect-error not a walk
+  const notWalked: Walked = 'some';
   // @ts-expect-error a typo in an option name
   await ws.snapshot({ lable: 'x' });
   // @ts-expect-error not a drift policy
@@ -56,7 +66,7 @@ export async function typings(ws: Workspace, other: Workspace): Promise<void> {
     await using scoped = await Workspace.open('/tmp');
     void [hold, scoped];
   }
-  void [report, gcPlan, gcReport, bytes, wrong, bad];
+  void [report, gcPlan, gcReport, bytes, wrong, bad, watching, walked, reason, notWalked];
 }
 
 export async function threadTypings(ws: Workspace): Promise<void> {

@@ -71,6 +71,8 @@ RESULTS: dict[str, type] = {
     "ThreadRuns": t.ThreadRuns,
     "Unreadable": ty.Unreadable,
     "Verified": ty.VerifyReport,
+    "WalkInfo": ty.WalkInfo,
+    "WatchStatus": ty.WatchStatus,
     "WorkspaceInfo": ty.WorkspaceInfo,
 }
 

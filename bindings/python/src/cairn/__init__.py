@@ -69,6 +69,8 @@ from .types import (
     Stats,
     Unreadable,
     VerifyReport,
+    WalkInfo,
+    WatchStatus,
     WorkspaceInfo,
 )
 from .threads import (

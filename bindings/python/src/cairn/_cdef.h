@@ -190,6 +190,13 @@ cairn_status cairn_workspace_open(const uint8_t *root,
                                   struct cairn_workspace **out,
                                   struct cairn_error **err_out);
 void cairn_workspace_free(struct cairn_workspace *ws);
+cairn_status cairn_workspace_watch(const struct cairn_workspace *ws,
+                                   const uint8_t *options_json,
+                                   size_t options_len,
+                                   struct cairn_buf **out,
+                                   struct cairn_error **err_out);
+cairn_status cairn_workspace_unwatch(const struct cairn_workspace *ws,
+                                     struct cairn_error **err_out);
 cairn_status cairn_workspace_info(const struct cairn_workspace *ws,
                                   struct cairn_buf **out,
                                   struct cairn_error **err_out);

@@ -42,6 +42,8 @@ __all__ = [
     "RemoteOptions",
     "RemoteGcReport",
     "CacheTrim",
+    "WalkInfo",
+    "WatchStatus",
 ]
 
 
@@ -133,10 +135,63 @@ class KeptPath:
 
 
 @dataclass(frozen=True)
+class WalkInfo:
+    """What a snapshot walked, and why: ``walked`` is ``"full"`` (every directory: no watcher,
+    or one that could not vouch for what changed), ``"partial"`` (only the directories a
+    watcher said changed) or ``"none"`` (the watcher said nothing changed)."""
+
+    walked: str
+    reason: str | None
+    """Why it walked what it did, when a watcher was asked and the walk was not the least it
+    could be (no earlier snapshot with this watcher, an overflow, a watch limit, ...)."""
+    listed: int
+    """Directories whose entries it listed."""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WalkInfo:
+        return cls(d["walked"], d.get("reason"), d.get("listed", 0))
+
+
+@dataclass(frozen=True)
+class WatchStatus:
+    """What a watcher started by :meth:`Workspace.watch` says of itself."""
+
+    root: str
+    """The workspace root watched."""
+    watches: int
+    """Directories watched."""
+    unwatched: list[str]
+    """Subtrees not watched (walked by every snapshot), and why."""
+    changed: int
+    """Directories remembered as changed."""
+    overflows: int
+    """Times the kernel's event queue overflowed (the next snapshot walks in full)."""
+    queries: int
+    """Queries answered."""
+    gone: bool
+    """Whether the root was moved or deleted (the watcher is of no more use)."""
+    table_bytes: int
+    """Bytes the watcher's own tables take, about."""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> WatchStatus:
+        return cls(
+            root=decode_path(d["root"]),
+            watches=d.get("watches", 0),
+            unwatched=list(d.get("unwatched", [])),
+            changed=d.get("changed", 0),
+            overflows=d.get("overflows", 0),
+            queries=d.get("queries", 0),
+            gone=bool(d.get("gone", False)),
+            table_bytes=d.get("table_bytes", 0),
+        )
+
+
+@dataclass(frozen=True)
 class SnapshotInfo:
     """A snapshot: what :meth:`Workspace.snapshot`, ``list`` and ``show`` return.
 
-    ``kept`` (what the walk left alone) and ``prune_error`` are filled only by
+    ``kept`` (what the walk left alone), ``prune_error`` and ``walk`` are filled only by
     :meth:`Workspace.snapshot`.
     """
 
@@ -157,6 +212,9 @@ class SnapshotInfo:
     kept: list[KeptPath] = field(default_factory=list)
     prune_error: str | None = None
     """Why the workspace's retention failed after the snapshot, if it did."""
+    walk: WalkInfo | None = None
+    """What the snapshot walked (all of the tree, part of it or nothing, with a watcher: see
+    :meth:`Workspace.watch`), and why; ``None`` from ``list`` and ``show``."""
 
     @property
     def created(self) -> _dt.datetime:
@@ -179,6 +237,7 @@ class SnapshotInfo:
             max_file_bytes=d.get("max_file_bytes", 0),
             kept=[KeptPath.from_json(k) for k in d.get("kept", [])],
             prune_error=d.get("prune_error"),
+            walk=WalkInfo.from_json(d["walk"]) if d.get("walk") is not None else None,
         )
 
 

@@ -29,6 +29,7 @@ from .types import (
     Retention,
     SnapshotInfo,
     VerifyReport,
+    WatchStatus,
     WorkspaceInfo,
     millis,
 )
@@ -342,6 +343,33 @@ class Workspace(Managed):
         with self._use() as ws:
             docs = call_json(lib.cairn_workspace_diff_with, ws, na, len(na), nb, len(nb), opts, len(opts))
             return [Change.from_json(c) for c in docs]
+
+    # -- watching -----------------------------------------------------------------------------
+
+    def watch(self, *, max_watches: int | None = None) -> WatchStatus:
+        """Starts a watcher of the workspace inside this process (inotify on every directory):
+        from then on each :meth:`snapshot` of this handle lists only the directories that
+        changed since the one before, and says so in its ``walk`` (the first after the watcher
+        starts walks in full). Events are read when a snapshot asks: nothing to wait for.
+        Replaces a watcher started before; :meth:`unwatch` (or closing the workspace) stops it.
+
+        Args:
+            max_watches: watch at most this many directories (those past it are walked by
+                every snapshot; listed in ``unwatched``).
+
+        Raises UnsupportedError on a file system inotify cannot watch (NFS, SMB, FUSE):
+        snapshots there walk as before.
+        """
+        doc = json_arg(_options(max_watches=max_watches))
+        with self._use() as ws:
+            return WatchStatus.from_json(call_json(lib.cairn_workspace_watch, ws, doc, len(doc)))
+
+    def unwatch(self) -> None:
+        """Stops the watcher :meth:`watch` started (snapshots walk the whole tree again, or ask
+        a ``cairn watch`` daemon). Does nothing when none runs."""
+        err = ffi.new("cairn_error **")
+        with self._use() as ws:
+            check(lib.cairn_workspace_unwatch(ws, err), err)
 
     # -- store upkeep -------------------------------------------------------------------------
 
