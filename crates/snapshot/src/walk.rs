@@ -711,35 +711,48 @@ impl Walker<'_> {
     /// has no record, or one the cache does not vouch for (it held an entry skipped, or a
     /// file with several links): then the directory is walked.
     fn reuse(&self, rel: &[u8]) -> bool {
-        let counted = self.cache.subtree(rel, || {
-            let mut t = crate::statcache::Subtree::default();
-            let mut stack = vec![rel.to_vec()];
-            while let Some(p) = stack.pop() {
-                let r = self.cache.dir(&p).filter(|r| r.stat.is_some())?;
-                t.dirs += 1;
-                for e in &r.entries {
-                    match e.kind {
-                        CachedKind::File => {
-                            t.files += 1;
-                            t.bytes += e.stat.size;
-                        }
-                        CachedKind::Symlink => t.symlinks += 1,
-                        CachedKind::Dir => stack.push(join(&p, &e.name)),
-                        CachedKind::Excluded(reason) => t.kept.push(Kept {
-                            path: join(&p, &e.name),
-                            reason,
-                            is_dir: e.stat.mode & S_IFMT == S_IFDIR,
-                        }),
-                    }
-                }
-            }
-            Some(t)
-        });
-        let Some(t) = counted else {
+        let Some(t) = self.subtree(rel) else {
             return false;
         };
         self.taken(t.files, t.bytes, t.symlinks, t.dirs, t.kept.clone());
         true
+    }
+
+    /// What the subtree at `rel` holds, from the cache's records: each directory's entries
+    /// added to its subdirectories' totals, which the cache remembers (so after a change only
+    /// the changed directory and those above it are added up again). `None` when a directory
+    /// in it has no record, or one the cache does not vouch for.
+    fn subtree(&self, rel: &[u8]) -> Option<std::sync::Arc<crate::statcache::Subtree>> {
+        self.cache.subtree(rel, || {
+            let r = self.cache.dir(rel).filter(|r| r.stat.is_some())?;
+            let mut t = crate::statcache::Subtree {
+                dirs: 1,
+                ..Default::default()
+            };
+            for e in &r.entries {
+                match e.kind {
+                    CachedKind::File => {
+                        t.files += 1;
+                        t.bytes += e.stat.size;
+                    }
+                    CachedKind::Symlink => t.symlinks += 1,
+                    CachedKind::Dir => {
+                        let c = self.subtree(&join(rel, &e.name))?;
+                        t.files += c.files;
+                        t.bytes += c.bytes;
+                        t.symlinks += c.symlinks;
+                        t.dirs += c.dirs;
+                        t.kept.extend(c.kept.iter().cloned());
+                    }
+                    CachedKind::Excluded(reason) => t.kept.push(Kept {
+                        path: join(rel, &e.name),
+                        reason,
+                        is_dir: e.stat.mode & S_IFMT == S_IFDIR,
+                    }),
+                }
+            }
+            Some(t)
+        })
     }
 
     /// A directory whose own entries did not change but beneath which something did: its

@@ -133,8 +133,8 @@ impl Default for WatchOptions {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WatchStatus {
-    /// The workspace root watched.
-    pub root: PathBuf,
+    /// The workspace root watched (as text: a byte that is not UTF-8 shows as U+FFFD).
+    pub root: String,
     /// Directories watched.
     pub watches: u64,
     /// Subtrees not watched (walked by every snapshot), and why, by path.
@@ -452,7 +452,7 @@ impl State {
         let marks: usize = self.changed.keys().map(|p| p.len() + 48).sum::<usize>()
             + self.fresh.keys().map(|p| p.len() + 48).sum::<usize>();
         WatchStatus {
-            root: self.root.clone(),
+            root: self.root.to_string_lossy().into_owned(),
             watches: self.wds.len() as u64,
             unwatched: self
                 .unwatched
