@@ -591,7 +591,9 @@ fn measure(
             // the stat cache the last snapshot changed is written in the background, which is
             // that snapshot's cost, not the idle watcher's (until two readings a second apart
             // agree, at most 60 s).
-            let mut before = cpu_ms;
+            // The write starts 2 s after the snapshot (the stat cache's WRITE_DELAY): let it.
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            let mut before = cairn.watch_status()?.and_then(|s| s.cpu_ms);
             for _ in 0..60 {
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 let now = cairn.watch_status()?.and_then(|s| s.cpu_ms);

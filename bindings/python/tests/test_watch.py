@@ -87,3 +87,24 @@ def test_a_closed_workspace_refuses_watch_and_unwatch(root: Path, tmp_path: Path
         w.watch()
     with pytest.raises(cairn.ClosedError):
         w.unwatch()
+
+
+def test_a_root_whose_name_is_not_utf8_can_be_watched(tmp_path: Path):
+    # Its status names the root as text (U+FFFD for the byte that is not UTF-8); it used to
+    # fail to write the status, after the watcher had started.
+    import os
+
+    root = os.path.join(os.fsencode(tmp_path), b"r\xe9pertoire")
+    os.mkdir(root)
+    os.mkdir(os.path.join(root, b"src"))
+    with open(os.path.join(root, b"src", b"a.txt"), "w") as f:
+        f.write("a\n")
+    with cairn.Workspace(root, store=tmp_path / "store") as w:
+        status = w.watch()
+        assert status.root.endswith("r\ufffdpertoire") and status.watches == 2
+        first = w.snapshot("first")
+        with open(os.path.join(root, b"src", b"a.txt"), "w") as f:
+            f.write("b\n")
+        second = w.snapshot("second")
+        assert second.walk.walked == "partial", second.walk
+        assert [c.path for c in w.diff(first, second)] == ["src/a.txt"]

@@ -228,6 +228,8 @@ pub struct Watcher {
     state: Arc<Mutex<State>>,
     instance: [u8; 16],
     stop: Arc<AtomicBool>,
+    /// Written to wake the thread when the watcher is dropped, so it ends at once.
+    wake: Option<Arc<OwnedFd>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -313,12 +315,19 @@ impl Watcher {
         state.watch_tree(b"", Some(root_fd));
         let state = Arc::new(Mutex::new(state));
         let stop = Arc::new(AtomicBool::new(false));
+        // Without an eventfd the thread still sees `stop` within its poll's timeout.
+        let wake = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )
+        .ok()
+        .map(Arc::new);
         let thread = if options.background {
-            let (state, stop) = (state.clone(), stop.clone());
+            let (state, stop, woken) = (state.clone(), stop.clone(), wake.clone());
             Some(
                 std::thread::Builder::new()
                     .name("cairn-watch".into())
-                    .spawn(move || read_events(&state, &stop))
+                    .spawn(move || read_events(&state, &stop, woken.as_deref()))
                     .map_err(|e| crate::Error::io("start the watcher thread", &root, e))?,
             )
         } else {
@@ -328,6 +337,7 @@ impl Watcher {
             state,
             instance: new_instance(),
             stop,
+            wake,
             thread,
         })
     }
@@ -366,16 +376,19 @@ impl ChangeSource for Watcher {
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(w) = &self.wake {
+            let _ = rustix::io::write(w.as_fd(), &1u64.to_ne_bytes());
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// The watcher's thread: waits for events (at most 200 ms at a time, to see `stop`) and reads
-/// them as they come, so the kernel's queue does not fill between snapshots; once a second it
-/// checks that the root is still there.
-fn read_events(state: &Mutex<State>, stop: &AtomicBool) {
+/// The watcher's thread: waits for events (at most 200 ms at a time) and reads them as they
+/// come, so the kernel's queue does not fill between snapshots; once a second it checks that
+/// the root is still there. `wake`, when readable, means the watcher is being dropped.
+fn read_events(state: &Mutex<State>, stop: &AtomicBool, wake: Option<&OwnedFd>) {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut watched: Option<(u64, OwnedFd)> = None;
     let mut last_root_check = Instant::now();
@@ -391,12 +404,19 @@ fn read_events(state: &Mutex<State>, stop: &AtomicBool) {
             }
         }
         let Some((_, fd)) = &watched else { return };
-        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        let mut fds = vec![PollFd::new(fd, PollFlags::IN)];
+        if let Some(w) = wake {
+            fds.push(PollFd::new(w, PollFlags::IN));
+        }
         let timeout = rustix::event::Timespec {
             tv_sec: 0,
             tv_nsec: 200_000_000,
         };
-        let ready = matches!(poll(&mut fds, Some(&timeout)), Ok(n) if n > 0);
+        let ready = matches!(poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
+            && fds[0].revents().contains(PollFlags::IN);
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
         let mut s = state.lock();
         if ready {
             s.drain();
