@@ -101,10 +101,7 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     // A snapshot with a progress callback is bound to this process, so a watcher daemon would
     // only be asked what changed; without one, the daemon takes it whole (much faster on a
     // large tree, and then there is nothing to show progress of).
-    let daemon = cairn_restore::watch::socket_path(ws.store(), ws.id())
-        .is_ok_and(|s| std::fs::symlink_metadata(s).is_ok())
-        && cairn_restore::watch::daemon_allowed();
-    let bar = if daemon {
+    let bar = if cairn_restore::watch::daemon_socket(&ws).is_some() {
         None
     } else {
         ctx.spinner("snapshot: walking")

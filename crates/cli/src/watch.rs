@@ -214,7 +214,7 @@ pub(crate) fn start_in_background(ctx: &Ctx, ws: &cairn_restore::Workspace) {
     let Ok(socket) = watch::socket_path(ws.store(), ws.id()) else {
         return;
     };
-    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+    if watch::listening(&socket) {
         return;
     }
     let Ok(exe) = std::env::current_exe() else {

@@ -133,6 +133,22 @@ pub struct DaemonStatus {
     pub snapshots: u64,
 }
 
+/// The socket of the daemon of `ws` when one may be used (`CAIRN_WATCH` is not `off`) and the
+/// socket exists; whether anyone still listens on it is for a connection to tell.
+pub fn daemon_socket(ws: &Workspace) -> Option<PathBuf> {
+    if !daemon_allowed() {
+        return None;
+    }
+    let socket = socket_path(ws.store(), ws.id()).ok()?;
+    std::fs::symlink_metadata(&socket).is_ok().then_some(socket)
+}
+
+/// Whether a daemon listens on the socket at `path` (it may be too busy to answer a status
+/// in time: listening is what tells a live daemon from a dead one's socket).
+pub fn listening(path: &Path) -> bool {
+    connect(path).is_ok()
+}
+
 /// Connects to the socket at `path`: by a short `/proc/self/fd/N/...` name when the path is
 /// longer than a socket address holds.
 fn connect(path: &Path) -> std::io::Result<UnixStream> {
@@ -239,12 +255,9 @@ pub(crate) enum Delegated {
 /// Has the daemon of `ws`, if one runs, take the snapshot `opts` describes (`take`; else, or
 /// when it refuses, only its client is returned).
 pub(crate) fn delegate(ws: &Workspace, opts: &SnapshotOptions, take: bool) -> Delegated {
-    let Ok(socket) = socket_path(ws.store(), ws.id()) else {
+    let Some(socket) = daemon_socket(ws) else {
         return Delegated::None;
     };
-    if std::fs::symlink_metadata(&socket).is_err() {
-        return Delegated::None;
-    }
     if !take {
         return Delegated::Ask(Client::new(socket));
     }
@@ -331,7 +344,7 @@ pub fn serve(
     // Someone listens: another daemon, perhaps busy with a snapshot (so not asked to answer
     // a status in time). Only a socket nobody listens on, left by a daemon that died, is
     // taken over.
-    if connect(&socket).is_ok() {
+    if listening(&socket) {
         let who = match status(ws.store(), ws.id()) {
             Ok(Some(other)) => format!("process {}", other.pid),
             _ => "busy, it did not say which process".to_string(),

@@ -218,7 +218,7 @@ impl Workspace {
         if opts.watch.is_none() {
             if let Some(w) = self.watcher() {
                 opts.watch = Some(w);
-            } else if crate::watch::daemon_allowed() {
+            } else {
                 let bound = ctx.cancel.is_some() || ctx.progress.is_some();
                 match crate::watch::delegate(self, &opts, !bound) {
                     crate::watch::Delegated::Taken(snapshot) => {

@@ -792,16 +792,9 @@ impl StatCache {
                 old.insert(r.path.clone(), r);
             }
             if !gone.is_empty() {
-                subtrees.retain(|p, _| {
-                    !gone.iter().any(|g| {
-                        p == g || (p.len() > g.len() && p.starts_with(g) && p[g.len()] == b'/')
-                    })
-                });
-                old.retain(|p, _| {
-                    !gone.iter().any(|g| {
-                        p == g || (p.len() > g.len() && p.starts_with(g) && p[g.len()] == b'/')
-                    })
-                });
+                let in_gone = |p: &[u8]| gone.iter().any(|g| crate::watch::is_under(p, g));
+                subtrees.retain(|p, _| !in_gone(p));
+                old.retain(|p, _| !in_gone(p));
             }
             old
         } else {
@@ -1062,6 +1055,17 @@ struct Writer {
     tell: std::sync::mpsc::Sender<bool>,
 }
 
+impl Writer {
+    /// Tells it to write now (`write`) or to call the write off if it has not begun, waits
+    /// for it, and returns whether it wrote.
+    fn finish(self, write: bool) -> bool {
+        // A writer already done has hung up: nothing to tell.
+        let _ = self.tell.send(write);
+        // A panic while writing only loses the file: the memo still holds the records.
+        self.thread.join().unwrap_or(false)
+    }
+}
+
 impl Held {
     /// Has the pending write done now, and waits for it.
     fn wait(&mut self) {
@@ -1071,13 +1075,7 @@ impl Held {
     /// Ends the pending write: done now (`write`), or called off if it has not begun. Returns
     /// whether the file holds this cache's body (written, or nothing was pending).
     fn end(&mut self, write: bool) -> bool {
-        let Some(w) = self.writing.take() else {
-            return true;
-        };
-        // A writer already done has hung up: nothing to tell.
-        let _ = w.tell.send(write);
-        // A panic while writing only loses the file: the memo still holds the records.
-        w.thread.join().unwrap_or(false)
+        self.writing.take().is_none_or(|w| w.finish(write))
     }
 }
 
@@ -1199,8 +1197,7 @@ impl CacheMemo {
     pub fn wait(&self) {
         let writing = self.0.lock().as_mut().and_then(|h| h.writing.take());
         if let Some(w) = writing {
-            let _ = w.tell.send(true);
-            let _ = w.thread.join();
+            w.finish(true);
         }
     }
 

@@ -453,7 +453,7 @@ thread_local! {
 }
 
 /// Whether `path` is `top` or lies beneath it (everything lies beneath the root, `""`).
-fn is_under(path: &[u8], top: &[u8]) -> bool {
+pub(crate) fn is_under(path: &[u8], top: &[u8]) -> bool {
     top.is_empty()
         || path == top
         || (path.len() > top.len() && path.starts_with(top) && path[top.len()] == b'/')
