@@ -201,7 +201,10 @@ type WalkInfo struct {
 	// the least it could be (no earlier snapshot with this watcher, an overflow, a watch
 	// limit, ...); "" otherwise.
 	Reason string `json:"reason"`
-	Listed uint64 `json:"listed"` // directories whose entries it listed
+	Listed uint64 `json:"listed"` // directories it listed, every entry looked at
+	// Named counts the directories of which it looked only at the entries the watcher named
+	// as changed.
+	Named uint64 `json:"named"`
 }
 
 // WatchStatus is what a watcher started by Workspace.Watch says of itself.

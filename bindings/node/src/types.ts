@@ -254,8 +254,10 @@ export interface WalkInfo {
    * be (no earlier snapshot with this watcher, an overflow, a watch limit, ...); null otherwise.
    */
   reason: string | null;
-  /** Directories whose entries it listed. */
+  /** Directories it listed, every entry looked at. */
   listed: number;
+  /** Directories of which it looked only at the entries the watcher named as changed. */
+  named: number;
 }
 
 /** What a watcher started by `Workspace.watch` says of itself. */

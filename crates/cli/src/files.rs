@@ -70,8 +70,10 @@ pub struct SnapshotStatsJson {
     pub walked: cairn_snapshot::Walked,
     /// Why, when a watcher was asked and more than the least was walked.
     pub walk_reason: Option<String>,
-    /// Directories whose entries were looked at.
+    /// Directories listed, every entry looked at.
     pub listed: u64,
+    /// Directories of which only the entries the watcher named were looked at.
+    pub named: u64,
 }
 
 pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
@@ -143,6 +145,7 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
             walked: snap.walk.walked,
             walk_reason: snap.walk.reason.clone(),
             listed: snap.walk.listed,
+            named: snap.walk.named,
         },
         skipped: skipped_json(&snap.skipped),
     };
@@ -166,7 +169,7 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
         if json.stats.walked != cairn_snapshot::Walked::Full || json.stats.walk_reason.is_some() {
             let what = match json.stats.walked {
                 cairn_snapshot::Walked::Full => "the whole tree".to_string(),
-                cairn_snapshot::Walked::Partial => match json.stats.listed {
+                cairn_snapshot::Walked::Partial => match json.stats.listed + json.stats.named {
                     1 => "1 directory the watcher named".to_string(),
                     n => format!("{n} directories the watcher named"),
                 },

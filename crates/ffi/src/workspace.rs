@@ -143,8 +143,9 @@ pub unsafe extern "C" fn cairn_workspace_free(ws: *mut cairn_workspace) {
 
 /// Starts a watcher of the workspace inside this process (inotify on every directory, as
 /// `cairn watch` does in a process of its own): from then on each snapshot of this handle
-/// lists only the directories that changed since the one before, and says so in its `walk`
-/// (`{"walked": "full" | "partial" | "none", "reason", "listed"}`). `options_json` may be
+/// looks only at the directories that changed since the one before (where the events
+/// named the entries that changed, only at those), and says so in its `walk`
+/// (`{"walked": "full" | "partial" | "none", "reason", "listed", "named"}`). `options_json` may be
 /// empty: `{"max_watches": n}` (directories past it are walked by every snapshot). Replaces a
 /// watcher started before. Writes the watcher's status (`{"root", "watches", "unwatched",
 /// "changed", "overflows", "queries", "gone", "table_bytes"}`). Refused

@@ -170,8 +170,12 @@ pub struct WalkInfo {
     /// Why it walked what it did, when a watcher was asked and the walk was not the least
     /// it could be (an overflow, a watch limit, a restarted watcher, no earlier token, ...).
     pub reason: Option<String>,
-    /// Directories whose entries it `lstat`ed.
+    /// Directories it listed, `lstat`ing every entry.
     pub listed: u64,
+    /// Directories of which it `lstat`ed only the entries the watcher named as changed (every
+    /// other entry's record taken from the stat cache).
+    #[serde(default)]
+    pub named: u64,
 }
 
 /// A snapshot taken.
@@ -309,13 +313,14 @@ fn ask(cache: &StatCache, options: &Options) -> Asked {
             },
             Scope::Partial {
                 mut dirs,
+                names,
                 subtrees,
                 note,
             } => Asked {
                 token: Some(answer.token),
                 partial: Some({
                     dirs.extend(cache.unvouched());
-                    watch::Partial::new(&dirs, &subtrees)
+                    watch::Partial::new(&dirs, names, &subtrees)
                 }),
                 reason: note,
             },
@@ -452,14 +457,16 @@ fn walk(
     let mut kept = walker.kept.into_inner();
     kept.sort_by(|a, b| a.path.cmp(&b.path));
     let listed = counters.listed.load(Ordering::Relaxed);
+    let named = counters.named.load(Ordering::Relaxed);
     let walk_info = WalkInfo {
-        walked: match (&asked.partial, listed) {
+        walked: match (&asked.partial, listed + named) {
             (None, _) => Walked::Full,
             (Some(_), 0) => Walked::None,
             (Some(_), _) => Walked::Partial,
         },
         reason: asked.reason,
         listed,
+        named,
     };
     let trees = match walker.sink {
         Sink::Hash(t) => Some(t.into_inner()),

@@ -84,6 +84,8 @@ pub(crate) struct Counters {
     pub reused: AtomicU64,
     /// Directories whose entries were `lstat`ed (the others were taken from the cache).
     pub listed: AtomicU64,
+    /// Directories of which only the entries a watcher named were `lstat`ed.
+    pub named: AtomicU64,
 }
 
 pub(crate) struct Walker<'a> {
@@ -340,6 +342,33 @@ fn list(fd: &OwnedFd) -> std::io::Result<Listing> {
 
 /// An entry whose content must be looked at: a directory to walk, or a file or link the cache
 /// does not vouch for.
+/// Whether one of `entries` is a regular file with more than one link.
+fn has_linked_file(entries: &[(&CStr, rustix::fs::Stat)]) -> bool {
+    entries.iter().any(|(_, st)| {
+        st.st_nlink > 1
+            && rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+    })
+}
+
+/// Where [`Walker::look_all`] looks: the directory, its cache record, and how decisions are
+/// made beneath it.
+struct Look<'a, 'h> {
+    dir: &'a Handle<'h>,
+    rel: &'a [u8],
+    cached: Option<&'a DirRecord>,
+    decisions: bool,
+    chain: &'a Arc<IgnoreChain>,
+    partial: bool,
+}
+
+/// Files, bytes and reused files counted by [`Walker::look`].
+#[derive(Default)]
+struct Tally {
+    files: u64,
+    bytes: u64,
+    reused: u64,
+}
+
 struct Work<'l> {
     name: &'l CStr,
     st: rustix::fs::Stat,
@@ -446,13 +475,23 @@ impl Walker<'_> {
             if scope.in_subtree(rel) {
                 partial = false;
             } else if let (Some(c), Some((id, size))) = (cached, cached_tree) {
-                if c.stat.is_some() && !scope.dirs.contains(rel) && !self.check_objects {
-                    if !scope.ancestors.contains(rel) {
-                        if self.reuse(rel) {
-                            return Ok(DirOut { id, size });
+                if c.stat.is_some() && !self.check_objects {
+                    if !scope.dirs.contains(rel) {
+                        if !scope.ancestors.contains(rel) {
+                            if self.reuse(rel) {
+                                return Ok(DirOut { id, size });
+                            }
+                        } else if let Some(out) =
+                            self.through(dir, rel, chain, (id, size), c, &[], decisions)?
+                        {
+                            return Ok(out);
                         }
-                    } else if let Some(out) = self.through(dir, rel, chain, (id, size), c)? {
-                        return Ok(out);
+                    } else if let Some(names) = scope.names.get(rel) {
+                        if let Some(out) =
+                            self.through(dir, rel, chain, (id, size), c, names, decisions)?
+                        {
+                            return Ok(out);
+                        }
                     }
                 }
             }
@@ -502,121 +541,15 @@ impl Walker<'_> {
             chain.clone()
         };
         let mut records: Vec<CachedEntry> = Vec::with_capacity(entries.len());
-        let mut work: Vec<Work<'_>> = Vec::new();
-        let (mut files, mut bytes, mut reused) = (0u64, 0u64, 0u64);
-        for (name, st) in &entries {
-            let name_b = name.to_bytes();
-            let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
-            let is_dir = ft == rustix::fs::FileType::Directory;
-            let c = cached.and_then(|d| d.get(name_b));
-            if cairn_store::fsutil::staged_journal(name_b).is_some() {
-                // A restore's staged file (one a crash, or a copy of the tree, left): Cairn's
-                // own, never the user's. Recorded as skipped, so restores leave it alone.
-                self.skip(join(rel, name_b), SkipReason::Staged, is_dir);
-                continue;
-            }
-            let reason = if Excludes::is_default(name_b)
-                || (is_dir && self.store_dirs.contains(&(st.st_dev, st.st_ino)))
-                || (!self.own_paths.is_empty() && self.own_paths.contains(&join(rel, name_b)))
-            {
-                Some(ExcludeReason::Default)
-            } else if let Some(c) =
-                c.filter(|c| decisions && c.stat.mode & S_IFMT == st.st_mode & S_IFMT)
-            {
-                match c.kind {
-                    CachedKind::Excluded(r) => Some(r),
-                    _ => None,
-                }
-            } else {
-                self.excluded(&join(rel, name_b), name_b, is_dir, &chain)
-            };
-            if let Some(reason) = reason {
-                self.keep(join(rel, name_b), reason, is_dir);
-                records.push(excluded_record(name_b, st.st_mode, reason));
-                continue;
-            }
-            let fresh = StatRecord::of(st);
-            let trusted = c.filter(|c| {
-                self.cache.trusts(&c.stat, &fresh)
-                    && self.present(&c.stat.blob)
-                    && match (c.kind, ft) {
-                        (CachedKind::File, rustix::fs::FileType::RegularFile) => {
-                            fresh.size <= self.rules.max_file_bytes
-                                && !(self.rules.refuse_hard_links && st.st_nlink > 1)
-                        }
-                        (CachedKind::Symlink, rustix::fs::FileType::Symlink) => true,
-                        _ => false,
-                    }
-            });
-            // A file a restore wrote and recorded, unchanged since: its blob, without reading
-            // it (the record's own proof stands in for the racy rule; see `Written`).
-            if trusted.is_none()
-                && self.cache.has_primed()
-                && ft == rustix::fs::FileType::RegularFile
-                && fresh.size <= self.rules.max_file_bytes
-                && !(self.rules.refuse_hard_links && st.st_nlink > 1)
-            {
-                let path = join(rel, name_b);
-                if let Some(p) = self
-                    .cache
-                    .primed(&path, &fresh)
-                    .filter(|p| self.present(&p.blob))
-                {
-                    files += 1;
-                    bytes += p.size;
-                    reused += 1;
-                    records.push(CachedEntry {
-                        name: name_b.to_vec(),
-                        kind: CachedKind::File,
-                        stat: *p,
-                    });
-                    self.primed_used.lock().push((path, *p));
-                    continue;
-                }
-            }
-            match trusted {
-                Some(c) => {
-                    if c.kind == CachedKind::File {
-                        files += 1;
-                        bytes += c.stat.size;
-                        reused += 1;
-                    } else {
-                        self.counters.symlinks.fetch_add(1, Ordering::Relaxed);
-                    }
-                    records.push(c.clone());
-                }
-                None => match ft {
-                    rustix::fs::FileType::Directory
-                    | rustix::fs::FileType::RegularFile
-                    | rustix::fs::FileType::Symlink => work.push(Work {
-                        name,
-                        st: *st,
-                        cached: c,
-                    }),
-                    _ => {
-                        self.keep(join(rel, name_b), ExcludeReason::Special, false);
-                        records.push(excluded_record(name_b, st.st_mode, ExcludeReason::Special));
-                    }
-                },
-            }
-        }
-        self.counters.files.fetch_add(files, Ordering::Relaxed);
-        self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.counters.reused.fetch_add(reused, Ordering::Relaxed);
-        let worked: Vec<Result<Option<CachedEntry>>> = if work.len() > 1 {
-            work.par_iter()
-                .map(|w| self.entry(dir, rel, w, &chain, decisions, partial))
-                .collect()
-        } else {
-            work.iter()
-                .map(|w| self.entry(dir, rel, w, &chain, decisions, partial))
-                .collect()
+        let look = Look {
+            dir,
+            rel,
+            cached,
+            decisions,
+            chain: &chain,
+            partial,
         };
-        for r in worked {
-            if let Some(e) = r? {
-                records.push(e);
-            }
-        }
+        self.look_all(&look, &entries, &mut records)?;
         records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         let out = self.tree_of(&records, cached, cached_tree)?;
         // A listing is vouched for only when every name in it has a record: a file skipped
@@ -628,11 +561,7 @@ impl Walker<'_> {
         // Nor is a listing that holds a file with more than one link: a write through a link
         // outside the directory makes no inotify event in it, so a watched snapshot must
         // always look at such a directory (a walk finds the change by the file's `lstat`).
-        let linked = entries.iter().any(|(_, st)| {
-            st.st_nlink > 1
-                && rustix::fs::FileType::from_raw_mode(st.st_mode)
-                    == rustix::fs::FileType::RegularFile
-        });
+        let linked = has_linked_file(&entries);
         let fresh = fresh.filter(|_| records.len() == listing.ends.len() && !linked);
         let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
             Update::Same(rel.to_vec())
@@ -645,6 +574,166 @@ impl Walker<'_> {
         };
         self.dirs.lock().push(new);
         Ok(out)
+    }
+
+    /// Decides what one `lstat`ed entry of the directory at `rel` is: left out (its record
+    /// pushed), vouched for by the cache or a restore's record (its record pushed and
+    /// counted in `tally`), skipped, or to be looked at (pushed on `work`). `c` is the cache's
+    /// record of it, `decisions` whether the cache's exclusion decisions stand.
+    #[allow(clippy::too_many_arguments)]
+    fn look<'l>(
+        &self,
+        rel: &[u8],
+        name: &'l CStr,
+        st: &rustix::fs::Stat,
+        c: Option<&'l CachedEntry>,
+        decisions: bool,
+        chain: &IgnoreChain,
+        tally: &mut Tally,
+        records: &mut Vec<CachedEntry>,
+        work: &mut Vec<Work<'l>>,
+    ) {
+        let name_b = name.to_bytes();
+        let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        let is_dir = ft == rustix::fs::FileType::Directory;
+        if cairn_store::fsutil::staged_journal(name_b).is_some() {
+            // A restore's staged file (one a crash, or a copy of the tree, left): Cairn's
+            // own, never the user's. Recorded as skipped, so restores leave it alone.
+            self.skip(join(rel, name_b), SkipReason::Staged, is_dir);
+            return;
+        }
+        let reason = if Excludes::is_default(name_b)
+            || (is_dir && self.store_dirs.contains(&(st.st_dev, st.st_ino)))
+            || (!self.own_paths.is_empty() && self.own_paths.contains(&join(rel, name_b)))
+        {
+            Some(ExcludeReason::Default)
+        } else if let Some(c) =
+            c.filter(|c| decisions && c.stat.mode & S_IFMT == st.st_mode & S_IFMT)
+        {
+            match c.kind {
+                CachedKind::Excluded(r) => Some(r),
+                _ => None,
+            }
+        } else {
+            self.excluded(&join(rel, name_b), name_b, is_dir, chain)
+        };
+        if let Some(reason) = reason {
+            self.keep(join(rel, name_b), reason, is_dir);
+            records.push(excluded_record(name_b, st.st_mode, reason));
+            return;
+        }
+        let fresh = StatRecord::of(st);
+        let trusted = c.filter(|c| {
+            self.cache.trusts(&c.stat, &fresh)
+                && self.present(&c.stat.blob)
+                && match (c.kind, ft) {
+                    (CachedKind::File, rustix::fs::FileType::RegularFile) => {
+                        fresh.size <= self.rules.max_file_bytes
+                            && !(self.rules.refuse_hard_links && st.st_nlink > 1)
+                    }
+                    (CachedKind::Symlink, rustix::fs::FileType::Symlink) => true,
+                    _ => false,
+                }
+        });
+        // A file a restore wrote and recorded, unchanged since: its blob, without reading
+        // it (the record's own proof stands in for the racy rule; see `Written`).
+        if trusted.is_none()
+            && self.cache.has_primed()
+            && ft == rustix::fs::FileType::RegularFile
+            && fresh.size <= self.rules.max_file_bytes
+            && !(self.rules.refuse_hard_links && st.st_nlink > 1)
+        {
+            let path = join(rel, name_b);
+            if let Some(p) = self
+                .cache
+                .primed(&path, &fresh)
+                .filter(|p| self.present(&p.blob))
+            {
+                tally.files += 1;
+                tally.bytes += p.size;
+                tally.reused += 1;
+                records.push(CachedEntry {
+                    name: name_b.to_vec(),
+                    kind: CachedKind::File,
+                    stat: *p,
+                });
+                self.primed_used.lock().push((path, *p));
+                return;
+            }
+        }
+        match trusted {
+            Some(c) => {
+                if c.kind == CachedKind::File {
+                    tally.files += 1;
+                    tally.bytes += c.stat.size;
+                    tally.reused += 1;
+                } else {
+                    self.counters.symlinks.fetch_add(1, Ordering::Relaxed);
+                }
+                records.push(c.clone());
+            }
+            None => match ft {
+                rustix::fs::FileType::Directory
+                | rustix::fs::FileType::RegularFile
+                | rustix::fs::FileType::Symlink => work.push(Work {
+                    name,
+                    st: *st,
+                    cached: c,
+                }),
+                _ => {
+                    self.keep(join(rel, name_b), ExcludeReason::Special, false);
+                    records.push(excluded_record(name_b, st.st_mode, ExcludeReason::Special));
+                }
+            },
+        }
+    }
+
+    /// Decides each of `entries` (`lstat`ed, of the directory `at`) with [`Walker::look`],
+    /// reads those the cache does not vouch for (in parallel) and pushes every record on
+    /// `records`; returns how many it pushed.
+    fn look_all(
+        &self,
+        at: &Look<'_, '_>,
+        entries: &[(&CStr, rustix::fs::Stat)],
+        records: &mut Vec<CachedEntry>,
+    ) -> Result<usize> {
+        let before = records.len();
+        let mut work: Vec<Work<'_>> = Vec::new();
+        let mut tally = Tally::default();
+        for (name, st) in entries {
+            let c = at.cached.and_then(|d| d.get(name.to_bytes()));
+            self.look(
+                at.rel,
+                name,
+                st,
+                c,
+                at.decisions,
+                at.chain,
+                &mut tally,
+                records,
+                &mut work,
+            );
+        }
+        self.tally(&tally);
+        let one = |w: &Work<'_>| self.entry(at.dir, at.rel, w, at.chain, at.decisions, at.partial);
+        let worked: Vec<Result<Option<CachedEntry>>> = if work.len() > 1 {
+            work.par_iter().map(one).collect()
+        } else {
+            work.iter().map(one).collect()
+        };
+        for r in worked {
+            if let Some(e) = r? {
+                records.push(e);
+            }
+        }
+        Ok(records.len() - before)
+    }
+
+    /// Adds what [`Walker::look`] counted to the walk's counters.
+    fn tally(&self, t: &Tally) {
+        self.counters.files.fetch_add(t.files, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(t.bytes, Ordering::Relaxed);
+        self.counters.reused.fetch_add(t.reused, Ordering::Relaxed);
     }
 
     /// The tree of a directory's `records` (sorted by name): the cached one when its included
@@ -755,11 +844,14 @@ impl Walker<'_> {
         })
     }
 
-    /// A directory whose own entries did not change but beneath which something did: its
-    /// entries are the cache's record (not `lstat`ed), each subdirectory on the way to a
-    /// change is walked, and the tree is built again if one of theirs changed. `None` when
-    /// what it finds does not agree with the record (an ignore file or a subdirectory gone
-    /// or replaced since): then the directory is walked.
+    /// A directory whose own entries did not change but beneath which something did, or
+    /// whose changed entries the watcher named (`names`, sorted): its entries are the cache's
+    /// record (not `lstat`ed) but for those named, which are `lstat`ed and looked at as a walk
+    /// does; each subdirectory on the way to a change is walked, and the tree is built again
+    /// if something changed. `None` when what it finds does not agree with the record (an
+    /// ignore file named, or one or a subdirectory gone or replaced since): then the
+    /// directory is walked.
+    #[allow(clippy::too_many_arguments)]
     fn through(
         &self,
         dir: &Handle<'_>,
@@ -767,11 +859,20 @@ impl Walker<'_> {
         chain: &Arc<IgnoreChain>,
         tree: (TreeId, u64),
         record: &DirRecord,
+        names: &[Vec<u8>],
+        decisions: bool,
     ) -> Result<Option<DirOut>> {
         let scope = self.partial.expect("only called in a partial walk");
+        const IGNORE_FILES: [&CStr; 2] = [c".cairnignore", c".gitignore"];
+        if names
+            .iter()
+            .any(|n| IGNORE_FILES.iter().any(|f| f.to_bytes() == n.as_slice()))
+        {
+            return Ok(None);
+        }
         let mut ignore: Vec<(&CStr, rustix::fs::Stat)> = Vec::new();
         if self.rules.gitignore {
-            for name in [c".cairnignore", c".gitignore"] {
+            for name in IGNORE_FILES {
                 if record.get(name.to_bytes()).is_some() {
                     match dir.stat(name) {
                         Ok(st) => ignore.push((name, st)),
@@ -788,8 +889,34 @@ impl Walker<'_> {
         } else {
             chain.clone()
         };
-        let mut records = record.entries.clone();
-        let mut changed = false;
+        // The named entries as they are now (`None`: gone).
+        let mut named: Vec<(std::ffi::CString, Option<rustix::fs::Stat>)> =
+            Vec::with_capacity(names.len());
+        // An entry that cannot be `lstat`ed is left out, so the listing is not vouched for.
+        let mut unreadable = false;
+        for n in names {
+            let Ok(name) = std::ffi::CString::new(n.clone()) else {
+                return Ok(None);
+            };
+            match dir.stat(&name) {
+                Ok(st) => named.push((name, Some(st))),
+                Err(Errno::NOENT) => named.push((name, None)),
+                Err(e) if is_unreadable(e) => {
+                    self.skip(join(rel, n), SkipReason::Unreadable, false);
+                    unreadable = true;
+                    named.push((name, None));
+                }
+                Err(e) => return Err(Error::io("lstat", self.abs(&join(rel, n)), e.into())),
+            }
+        }
+        let is_named = |n: &[u8]| names.binary_search_by(|x| x.as_slice().cmp(n)).is_ok();
+        let mut records: Vec<CachedEntry> = record
+            .entries
+            .iter()
+            .filter(|e| !is_named(&e.name))
+            .cloned()
+            .collect();
+        let mut changed = !names.is_empty();
         let (mut files, mut bytes, mut symlinks) = (0u64, 0u64, 0u64);
         let mut kept = Vec::new();
         let mut i = 0;
@@ -857,10 +984,31 @@ impl Walker<'_> {
                 size: tree.1,
             }));
         }
+        // The named entries, looked at as a walk looks at a listing's.
+        if !names.is_empty() {
+            self.counters.named.fetch_add(1, Ordering::Relaxed);
+        }
+        let present: Vec<(&CStr, rustix::fs::Stat)> = named
+            .iter()
+            .filter_map(|(n, st)| st.map(|st| (n.as_c_str(), st)))
+            .collect();
+        let look = Look {
+            dir,
+            rel,
+            cached: Some(record),
+            decisions: decisions && self.same_rules,
+            chain: &chain,
+            partial: true,
+        };
+        let recorded = self.look_all(&look, &present, &mut records)?;
+        records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         let out = self.tree_of(&records, Some(record), Some(tree))?;
+        // As for a listing (see `walk_dir`): vouched for only when every entry present has a
+        // record and none is a file with several links.
+        let vouched = recorded == present.len() && !has_linked_file(&present) && !unreadable;
         self.dirs.lock().push(Update::Fresh(DirRecord {
             path: rel.to_vec(),
-            stat: record.stat,
+            stat: record.stat.filter(|_| vouched),
             entries: records,
         }));
         Ok(Some(out))

@@ -70,8 +70,12 @@ pub enum Scope {
     /// Only these (an empty scope: nothing changed).
     Partial {
         /// Directories (relative to the root, empty for the root) whose entries changed: each
-        /// is listed again and its entries `lstat`ed.
+        /// is listed again and its entries `lstat`ed, unless `names` says which entries.
         dirs: Vec<Vec<u8>>,
+        /// For directories of `dirs` whose changed entries are all known by name (the
+        /// events named them): those names, sorted. Only they are `lstat`ed; every other entry
+        /// keeps its stat-cache record. A directory of `dirs` not here is listed whole.
+        names: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
         /// Subtrees walked whole: made or moved in since, or not watched.
         subtrees: Vec<Vec<u8>>,
         /// Why part of the tree is walked every time (directories not watched), if it is.
@@ -152,13 +156,42 @@ pub struct WatchStatus {
 }
 
 /// When a directory's entries last changed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Mark {
     /// The token after which it changed: reported to every query since an earlier one.
     seq: u64,
     /// When the change was read.
     at: Instant,
 }
+
+impl Mark {
+    /// A mark that a query reports whenever it reports `self` or `other` (a later token and
+    /// a later time: whether a query reports a mark grows with both).
+    fn max(self, other: Mark) -> Mark {
+        Mark {
+            seq: self.seq.max(other.seq),
+            at: self.at.max(other.at),
+        }
+    }
+}
+
+/// What changed in one directory: when, and which entries by name.
+#[derive(Debug, Clone)]
+struct DirMarks {
+    /// The latest change.
+    last: Mark,
+    /// The entries changed, each with its latest change.
+    names: HashMap<Vec<u8>, Mark>,
+    /// A change whose name is not in `names` (an event without a name, or names forgotten to
+    /// keep the table small): a query that reports it lists the directory whole.
+    unnamed: Option<Mark>,
+}
+
+/// So many names are remembered per directory; past it, those that the latest token no
+/// longer reports are forgotten (into [`DirMarks::unnamed`]), and if that is not enough,
+/// all of them. Listing a directory with this many changes costs about as much as
+/// `lstat`ing them.
+const MAX_NAMES: usize = 64;
 
 /// So many marks and the oldest tokens are forgotten (they get a full walk).
 const MAX_MARKS: usize = 1 << 18;
@@ -209,7 +242,7 @@ struct State {
     floor: u64,
     floor_reason: String,
     /// Directories whose entries changed, by path.
-    changed: HashMap<Vec<u8>, Mark>,
+    changed: HashMap<Vec<u8>, DirMarks>,
     /// Subtrees made or moved in, walked whole by queries before their mark.
     fresh: BTreeMap<Vec<u8>, Mark>,
     /// Subtrees not watched, and why.
@@ -469,7 +502,11 @@ impl State {
 
     fn status(&self) -> WatchStatus {
         let path_bytes: usize = self.paths.keys().map(|p| p.len() * 2 + 64).sum();
-        let marks: usize = self.changed.keys().map(|p| p.len() + 48).sum::<usize>()
+        let marks: usize = self
+            .changed
+            .iter()
+            .map(|(p, d)| p.len() + 96 + d.names.keys().map(|n| n.len() + 56).sum::<usize>())
+            .sum::<usize>()
             + self.fresh.keys().map(|p| p.len() + 48).sum::<usize>();
         WatchStatus {
             root: self.root.to_string_lossy().into_owned(),
@@ -668,7 +705,7 @@ impl State {
             return;
         }
         let mark = self.mark();
-        self.changed.insert(dir.clone(), mark);
+        self.note(&dir, name.as_deref(), mark);
         let Some(name) = name else { return };
         if !mask.contains(ReadFlags::ISDIR) || crate::Excludes::is_default(&name) {
             return;
@@ -684,6 +721,59 @@ impl State {
             self.watch_tree(&path, None);
             self.fresh.insert(path, mark);
         }
+    }
+
+    /// Remembers that the entry `name` of `dir` changed (`None`: something in `dir` whose
+    /// name the event did not give), keeping at most [`MAX_NAMES`] names per directory.
+    fn note(&mut self, dir: &[u8], name: Option<&[u8]>, mark: Mark) {
+        let latest = self.reported_by_latest();
+        let d = self
+            .changed
+            .entry(dir.to_vec())
+            .or_insert_with(|| DirMarks {
+                last: mark,
+                names: HashMap::new(),
+                unnamed: None,
+            });
+        d.last = d.last.max(mark);
+        let Some(name) = name else {
+            d.unnamed = Some(d.unnamed.map_or(mark, |u| u.max(mark)));
+            return;
+        };
+        d.names.insert(name.to_vec(), mark);
+        if d.names.len() <= MAX_NAMES {
+            return;
+        }
+        // Forget the names a query with the latest token would not report (only older tokens
+        // need them: those now list the directory whole); then, if still too many, all.
+        let mut forgotten: Option<Mark> = None;
+        d.names.retain(|_, m| {
+            let keep = latest(m);
+            if !keep {
+                forgotten = Some(forgotten.map_or(*m, |f| f.max(*m)));
+            }
+            keep
+        });
+        if d.names.len() > MAX_NAMES {
+            for m in d.names.values() {
+                forgotten = Some(forgotten.map_or(*m, |f| f.max(*m)));
+            }
+            d.names.clear();
+        }
+        if let Some(f) = forgotten {
+            d.unnamed = Some(d.unnamed.map_or(f, |u| u.max(f)));
+        }
+    }
+
+    /// Whether a query with the latest token issued would report a mark (every mark, when
+    /// none was issued).
+    fn reported_by_latest(&self) -> impl Fn(&Mark) -> bool {
+        let seq = self.seq;
+        let cutoff = self
+            .token_times
+            .get(&seq)
+            .and_then(|at| at.checked_sub(self.racy_window));
+        move |m: &Mark| seq == 0 || m.seq > seq || cutoff.is_none_or(|c| m.at >= c)
     }
 
     /// Sees whether the root is still the directory watched.
@@ -757,13 +847,23 @@ impl State {
                     .get(&t.seq)
                     .and_then(|at| at.checked_sub(self.racy_window));
                 let since_t = |m: &Mark| m.seq > t.seq || cutoff.is_none_or(|c| m.at >= c);
-                let mut dirs: Vec<Vec<u8>> = self
-                    .changed
-                    .iter()
-                    .filter(|(_, m)| since_t(m))
-                    .map(|(p, _)| p.clone())
-                    .collect();
+                let mut dirs: Vec<Vec<u8>> = Vec::new();
+                let mut names: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
+                for (p, d) in self.changed.iter().filter(|(_, d)| since_t(&d.last)) {
+                    dirs.push(p.clone());
+                    if d.unnamed.is_none_or(|u| !since_t(&u)) {
+                        let mut n: Vec<Vec<u8>> = d
+                            .names
+                            .iter()
+                            .filter(|(_, m)| since_t(m))
+                            .map(|(n, _)| n.clone())
+                            .collect();
+                        n.sort();
+                        names.push((p.clone(), n));
+                    }
+                }
                 dirs.sort();
+                names.sort();
                 let mut subtrees: Vec<Vec<u8>> = self
                     .fresh
                     .iter()
@@ -783,6 +883,7 @@ impl State {
                 });
                 Scope::Partial {
                     dirs,
+                    names,
                     subtrees,
                     note,
                 }
@@ -805,6 +906,8 @@ fn open_beneath_root(root: &Path, rel: &[u8]) -> std::io::Result<OwnedFd> {
 pub(crate) struct Partial {
     /// Directories to list again.
     pub dirs: std::collections::HashSet<Vec<u8>>,
+    /// Directories of `dirs` whose changed entries are known by name, with those names.
+    pub names: HashMap<Vec<u8>, Vec<Vec<u8>>>,
     /// Subtrees walked whole.
     pub subtrees: std::collections::HashSet<Vec<u8>>,
     /// Every proper ancestor of the above (the root among them when anything changed).
@@ -812,9 +915,14 @@ pub(crate) struct Partial {
 }
 
 impl Partial {
-    pub(crate) fn new(dirs: &[Vec<u8>], subtrees: &[Vec<u8>]) -> Partial {
+    pub(crate) fn new(
+        dirs: &[Vec<u8>],
+        names: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+        subtrees: &[Vec<u8>],
+    ) -> Partial {
         let mut out = Partial {
             dirs: dirs.iter().cloned().collect(),
+            names: names.into_iter().collect(),
             subtrees: subtrees.iter().cloned().collect(),
             ancestors: Default::default(),
         };

@@ -145,11 +145,13 @@ class WalkInfo:
     """Why it walked what it did, when a watcher was asked and the walk was not the least it
     could be (no earlier snapshot with this watcher, an overflow, a watch limit, ...)."""
     listed: int
-    """Directories whose entries it listed."""
+    """Directories it listed, every entry looked at."""
+    named: int = 0
+    """Directories of which it looked only at the entries the watcher named as changed."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WalkInfo:
-        return cls(d["walked"], d.get("reason"), d.get("listed", 0))
+        return cls(d["walked"], d.get("reason"), d.get("listed", 0), d.get("named", 0))
 
 
 @dataclass(frozen=True)

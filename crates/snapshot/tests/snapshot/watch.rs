@@ -24,9 +24,13 @@ struct Bench {
     walked: [u64; 3],
     /// Directories the watched snapshots listed, and directories they held, in all.
     listed: u64,
+    /// Directories of which they looked only at the entries the watcher named.
+    named: u64,
     dirs_seen: u64,
     /// Hard links made to files outside, by path.
     hard_links: Vec<PathBuf>,
+    /// Whether operations leave the ignore files alone.
+    spare_ignore_files: bool,
     memo: cairn_snapshot::CacheMemo,
 }
 
@@ -49,8 +53,10 @@ impl Bench {
             counter: 0,
             walked: [0; 3],
             listed: 0,
+            named: 0,
             dirs_seen: 0,
             hard_links: Vec::new(),
+            spare_ignore_files: false,
             memo: cairn_snapshot::CacheMemo::default(),
         }
     }
@@ -107,6 +113,7 @@ impl Bench {
         };
         self.walked[i] += 1;
         self.listed += snap.walk.listed;
+        self.named += snap.walk.named;
         self.dirs_seen += truth.stats.dirs;
         (snap.walk.walked, snap.walk.reason)
     }
@@ -141,6 +148,15 @@ impl Bench {
         }
         dirs.sort();
         (files, dirs, links)
+    }
+}
+
+/// A watcher without a racy window: each snapshot looks only where events say, so the reuse
+/// of every other directory is what is checked.
+fn no_racy_window() -> WatchOptions {
+    WatchOptions {
+        racy_window: std::time::Duration::ZERO,
+        ..WatchOptions::default()
     }
 }
 
@@ -179,7 +195,16 @@ fn seed_tree(root: &Path) {
 
 /// One random operation; returns what it did.
 fn operate(b: &mut Bench, rng: &mut Rng) -> String {
-    let (files, dirs, links) = b.listing();
+    let op = rng.below(18) as usize;
+    operate_op(b, rng, op)
+}
+
+/// Operation `op` (0 to 17) of [`operate`]; returns what it did.
+fn operate_op(b: &mut Bench, rng: &mut Rng, op: usize) -> String {
+    let (mut files, dirs, links) = b.listing();
+    if b.spare_ignore_files {
+        files.retain(|f| f.file_name() != Some(std::ffi::OsStr::new(".gitignore")));
+    }
     let root = b.root.clone();
     // Subtrees removed or moved out are a directory or two deep, so the tree keeps its size.
     let deep: Vec<PathBuf> = dirs
@@ -194,7 +219,7 @@ fn operate(b: &mut Bench, rng: &mut Rng) -> String {
             rng.pick(&dirs).cloned().unwrap_or_default()
         }
     };
-    match rng.below(18) as usize {
+    match op {
         0 | 1 => {
             let Some(f) = rng.pick(&files).cloned() else {
                 return "nothing (no file to edit)".into();
@@ -402,13 +427,7 @@ fn a_watched_snapshot_equals_a_walk_after_each_of_a_thousand_random_operations()
     let seed = rng.0;
     // No racy window in the watcher: each snapshot looks only where events say, so the
     // reuse of every other directory is what is checked.
-    let mut b = Bench::new(
-        WatchOptions {
-            racy_window: std::time::Duration::ZERO,
-            ..WatchOptions::default()
-        },
-        seed_tree,
-    );
+    let mut b = Bench::new(no_racy_window(), seed_tree);
     let (walked, reason) = b.check("the first snapshot");
     assert_eq!(walked, Walked::Full, "the first snapshot has no token");
     assert!(reason.is_some());
@@ -431,6 +450,79 @@ fn a_watched_snapshot_equals_a_walk_after_each_of_a_thousand_random_operations()
         b.listed,
         b.dirs_seen
     );
+}
+
+#[test]
+fn a_snapshot_that_looks_only_at_the_entries_the_watcher_named_equals_a_walk_after_each_operation()
+{
+    let mut rng = Rng::from_env("watch named entries");
+    let seed = rng.0;
+    let mut b = Bench::new(no_racy_window(), seed_tree);
+    // The ignore files the tree starts with are past their racy window (a racy one makes its
+    // directory, and everything beneath, walked whole), and no operation writes one, nor a
+    // hard link (whose directory is listed every time): what is left are the changes an
+    // agent makes, each of whose directories is looked at by the names its events gave.
+    b.spare_ignore_files = true;
+    past_the_racy_window(std::time::Instant::now());
+    b.check("the first snapshot");
+    // Edits, creates (some left out by `*.log`), deletes, renames of files, chmod, symlink
+    // swaps, touches and racy edits, most of the time; directories made, renamed, removed
+    // and moved in or out now and then.
+    const FILE_OPS: [usize; 12] = [0, 1, 2, 3, 4, 5, 11, 12, 13, 16, 0, 2];
+    const DIR_OPS: [usize; 5] = [6, 7, 8, 9, 10];
+    let n = ops();
+    for i in 0..n {
+        let op = if rng.below(8) == 0 {
+            DIR_OPS[rng.below(DIR_OPS.len() as u64) as usize]
+        } else {
+            FILE_OPS[rng.below(FILE_OPS.len() as u64) as usize]
+        };
+        let what = operate_op(&mut b, &mut rng, op);
+        b.check(&format!("op {i} ({what}), seed {seed}"));
+    }
+    eprintln!(
+        "seed {seed}: directories looked at by name {}, listed {} (of {} held)",
+        b.named, b.listed, b.dirs_seen
+    );
+    // Most changed directories were looked at by name, not listed.
+    assert!(
+        b.named > n as u64 / 2,
+        "seed {seed}: only {} directories were looked at by name in {n} operations",
+        b.named
+    );
+    assert!(
+        b.named > b.listed,
+        "seed {seed}: {} directories looked at by name, {} listed",
+        b.named,
+        b.listed
+    );
+}
+
+#[test]
+fn a_directory_with_more_changed_entries_than_the_watcher_remembers_is_listed_whole() {
+    let mut b = Bench::new(no_racy_window(), seed_tree);
+    past_the_racy_window(std::time::Instant::now());
+    b.check("the first snapshot");
+    // 100 files made in one directory between two snapshots: more names than it keeps.
+    for i in 0..100 {
+        fs::write(b.root.join(format!("docs/many{i}.md")), format!("{i}\n")).expect("file");
+    }
+    let (listed, named) = (b.listed, b.named);
+    let (walked, reason) = b.check("100 files made in docs");
+    assert_eq!(walked, Walked::Partial, "{reason:?}");
+    assert_eq!(b.listed - listed, 1, "docs is listed whole");
+    assert_eq!(b.named - named, 0);
+    // One more edit there: looked at by name again.
+    fs::write(b.root.join("docs/many7.md"), "seven\n").expect("edit");
+    let (listed, named) = (b.listed, b.named);
+    b.check("one of them edited");
+    assert_eq!((b.listed - listed, b.named - named), (0, 1));
+    // And one file deleted, one renamed within it, both by name.
+    fs::remove_file(b.root.join("docs/many8.md")).expect("delete");
+    fs::rename(b.root.join("docs/many9.md"), b.root.join("docs/nine.md")).expect("rename");
+    let (listed, named) = (b.listed, b.named);
+    b.check("one deleted, one renamed");
+    assert_eq!((b.listed - listed, b.named - named), (0, 1));
 }
 
 /// Waits until every change made so far is older than the stat cache's racy window (a wait
@@ -458,28 +550,31 @@ fn only_the_changed_directory_is_listed_once_the_racy_window_has_passed() {
     let (walked, reason) = b.check("nothing changed");
     assert_eq!(walked, Walked::None, "{reason:?}");
     assert_eq!(b.listed, listed_before);
-    // One file edited deep down: only its directory is listed; its ancestors are rebuilt from
-    // their records, every other directory taken whole from the cache.
+    // One file edited deep down: only that file is looked at, by the name its event gave; its
+    // directory and their ancestors are rebuilt from their records, every other directory
+    // taken whole from the cache.
     fs::write(b.root.join("pkg3/mod2/f1.txt"), "edited\n").expect("edit");
     let edited = std::time::Instant::now();
     let (walked, reason) = b.check("one file edited");
     assert_eq!(walked, Walked::Partial, "{reason:?}");
-    // Its file was within the racy window of that snapshot: the next one looks at its
-    // directory again, and only at it.
+    assert_eq!(b.listed, listed_before, "nothing is listed");
+    // Its file was within the racy window of that snapshot: the next one looks at it again,
+    // and only at it.
     past_the_racy_window(edited);
-    let listed = b.listed;
+    let named = b.named;
     let (walked, reason) = b.check("nothing changed, a racy file before");
     assert_eq!(walked, Walked::Partial, "{reason:?}");
-    assert_eq!(b.listed - listed, 1, "pkg3/mod2 is listed once more");
-    let listed = b.listed;
+    assert_eq!(b.named - named, 1, "pkg3/mod2 is looked at once more");
+    let named = b.named;
     fs::write(b.root.join("deep/1/2/3/4/leaf.txt"), "edited too\n").expect("edit");
     let (walked, reason) = b.check("another file edited, past the racy window");
     assert_eq!(walked, Walked::Partial, "{reason:?}");
     assert_eq!(
-        b.listed - listed,
+        b.named - named,
         1,
-        "only deep/1/2/3/4 is listed, of {dirs} directories"
+        "only deep/1/2/3/4 is looked at, of {dirs} directories"
     );
+    assert_eq!(b.listed, listed_before, "nothing is listed");
 }
 
 #[test]
