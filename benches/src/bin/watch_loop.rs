@@ -97,6 +97,9 @@ struct SnapshotOut {
     walk_reason: Option<String>,
     /// Directories whose entries it listed (`stats.listed` or `walk.listed`), when given.
     listed: Option<u64>,
+    /// Directories of which it looked only at the entries the watcher named (`stats.named`
+    /// or `walk.named`), when given.
+    named: Option<u64>,
     hashed: u64,
 }
 
@@ -111,6 +114,7 @@ impl SnapshotOut {
             walk_reason: text(&[&["stats", "walk_reason"], &["walk", "reason"]]),
             listed: field(&v, &[&["stats", "listed"], &["walk", "listed"]])
                 .and_then(|x| x.as_u64()),
+            named: field(&v, &[&["stats", "named"], &["walk", "named"]]).and_then(|x| x.as_u64()),
             hashed: v["stats"]["hashed"].as_u64().unwrap_or(0),
         })
     }
@@ -124,11 +128,12 @@ impl SnapshotOut {
         }
     }
 
-    /// `hashed` files, and `/listed` directories when said: `10/12`.
+    /// `hashed` files, `/listed` directories and `/named` ones when said: `10/12/3`.
     fn cost(&self) -> String {
-        match self.listed {
-            Some(l) => format!("{}/{l}", self.hashed),
-            None => self.hashed.to_string(),
+        match (self.listed, self.named) {
+            (Some(l), Some(n)) => format!("{}/{l}/{n}", self.hashed),
+            (Some(l), None) => format!("{}/{l}", self.hashed),
+            _ => self.hashed.to_string(),
         }
     }
 }
@@ -714,7 +719,7 @@ fn report(results: &[TreeResult]) {
                 println!("  FINDING: {label}: a timed watched snapshot walked the whole tree");
             }
             println!(
-                "  {label}: files hashed[/directories listed] per run (walk{}): {}",
+                "  {label}: files hashed[/directories listed[/looked at by name]] per run (walk{}): {}",
                 if r.watcher.is_some() {
                     " | watched"
                 } else {
@@ -804,6 +809,10 @@ mod tests {
         .expect("parses");
         assert_eq!(nested.walk_key(), "full (no earlier token)");
         assert_eq!(nested.cost(), "10/41667");
+        let named =
+            SnapshotOut::parse(r#"{"id": "ab", "stats": {"hashed": 10, "listed": 0, "named": 9}}"#)
+                .expect("parses");
+        assert_eq!(named.cost(), "10/0/9");
         let old = SnapshotOut::parse(r#"{"id": "cd34", "stats": {"hashed": 0}}"#).expect("parses");
         assert_eq!(old.walked, None);
         assert_eq!(old.walk_key(), "(not said)");
