@@ -22,6 +22,8 @@ pub const RECORD_HEADER_LEN: usize = 52;
 /// Size of one index entry.
 pub const INDEX_ENTRY_LEN: usize = 64;
 const INDEX_HEADER_LEN: usize = 16 + 256 * 4;
+/// The shortest index: a header, no entry and the checksum.
+const MIN_INDEX_LEN: usize = INDEX_HEADER_LEN + 32;
 
 /// What an object is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -91,24 +93,121 @@ pub struct IndexEntry {
     pub codec: Codec,
 }
 
+/// The bytes of a pack index: built in memory, or a read-only mapping of the index file.
+enum IndexBytes {
+    /// Bytes in hand (the index a writer just built, or bytes given to
+    /// [`PackIndex::from_bytes`]).
+    Owned(Vec<u8>),
+    /// The file, mapped: only the pages a lookup touches are resident.
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for IndexBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            IndexBytes::Owned(v) => v,
+            IndexBytes::Mapped(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Debug for IndexBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match self {
+            IndexBytes::Owned(_) => "owned",
+            IndexBytes::Mapped(_) => "mapped",
+        };
+        write!(f, "{how} ({} bytes)", self.len())
+    }
+}
+
+impl IndexBytes {
+    /// Maps `file` read-only, or returns `None` where the system cannot map it (some FUSE and
+    /// network file systems), for the caller to read it instead.
+    #[allow(unsafe_code)]
+    fn map(file: &File) -> Option<memmap2::Mmap> {
+        // SAFETY: `Mmap::map` is unsafe because the slice it hands out is only as stable as
+        // the file. An installed index never changes: a writer writes it under `tmp/`, syncs
+        // it and renames it into `objects/packs/` (`PackWriter::finish`), nothing in Cairn
+        // opens an installed index for writing, and a collection removes one by unlinking it,
+        // which leaves a mapping intact (the inode lives until it is unmapped). What remains
+        // is damage from outside Cairn, and it is not harmless: if another program truncates
+        // the file (a `cp` or a sync tool rewriting it), or the disk or a network file system
+        // fails to read a page a lookup faults in, the access raises `SIGBUS` and the process
+        // (a host of the C ABI included) dies where a read would have returned CORRUPT or an
+        // I/O error. Git maps its `.idx` files with the same exposure. Bytes rewritten in
+        // place are seen by the next lookup: lookups bound every position by the entry count
+        // validated at load and the mapping's fixed length, and an object read re-hashes what
+        // it reads, so such damage gives a missing object or CORRUPT, never a wrong object.
+        unsafe { memmap2::Mmap::map(file) }.ok()
+    }
+
+    /// After validation has read every page: drops this process's copies of the pages of a
+    /// mapping (they stay in the page cache), and asks for no read-ahead, since a lookup
+    /// touches the fan-out table and a few entries.
+    #[allow(unsafe_code)]
+    fn release(&self) {
+        if let IndexBytes::Mapped(m) = self {
+            // Advice only: a system that refuses it leaves the pages resident.
+            let _ = m.advise(memmap2::Advice::Random);
+            // SAFETY: `MADV_DONTNEED` is unsafe in general because it discards the content of
+            // private and anonymous mappings. This is a read-only shared mapping of a file
+            // (`Mmap::map` maps `MAP_SHARED`, `PROT_READ`): the advice only unmaps its pages
+            // from this process, and the next access faults the same bytes back in from the
+            // page cache (or the file). No slice of the mapping is written through.
+            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+}
+
 /// A loaded pack index: entries sorted by id, with a fan-out table.
 #[derive(Debug)]
 pub struct PackIndex {
-    data: Vec<u8>,
+    data: IndexBytes,
     count: usize,
 }
 
 impl PackIndex {
-    /// Reads and validates an index file.
+    /// Maps and validates an index file. Only the pages lookups touch stay resident (the
+    /// mapping is shared with the page cache, and validation's pages are given back); a file
+    /// too short to be an index, or one the system cannot map, is read instead.
     pub fn load(path: &Path) -> Result<Self> {
-        let data = std::fs::read(path).map_err(|e| Error::io("read pack index", path, e))?;
-        Self::from_bytes(data, path)
+        let read_err = |e| Error::io("read pack index", path, e);
+        let mut file = File::open(path).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        // Mapping an empty file fails: a short one is read, for `validate` to call it truncated.
+        let mapped = (len >= MIN_INDEX_LEN as u64)
+            .then(|| IndexBytes::map(&file))
+            .flatten();
+        let data = match mapped {
+            Some(m) => IndexBytes::Mapped(m),
+            None => {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut file, &mut v).map_err(read_err)?;
+                IndexBytes::Owned(v)
+            }
+        };
+        let idx = Self::validate(data, path)?;
+        idx.data.release();
+        Ok(idx)
     }
 
     /// Validates index bytes.
     pub fn from_bytes(data: Vec<u8>, path: &Path) -> Result<Self> {
+        Self::validate(IndexBytes::Owned(data), path)
+    }
+
+    /// Whether the index is a mapping of its file (see [`PackIndex::load`]) rather than bytes
+    /// held in memory.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.data, IndexBytes::Mapped(_))
+    }
+
+    fn validate(data: IndexBytes, path: &Path) -> Result<Self> {
         let bad = |d: String| Error::corrupt("pack index", path, d);
-        if data.len() < INDEX_HEADER_LEN + 32 {
+        if data.len() < MIN_INDEX_LEN {
             return Err(bad("truncated".into()));
         }
         if &data[..8] != INDEX_MAGIC {
@@ -210,7 +309,8 @@ impl PackIndex {
         } else {
             self.fanout(b - 1) as usize
         };
-        let mut hi = self.fanout(b) as usize;
+        // Validated at load, but a mapped file damaged since may say anything: stay in bounds.
+        let mut hi = (self.fanout(b) as usize).min(self.count);
         while lo < hi {
             let mid = (lo + hi) / 2;
             match self.id_at(mid).cmp(id) {

@@ -10,6 +10,7 @@ mod copy;
 mod gc;
 mod hostile;
 mod id;
+mod index_map;
 mod lock;
 mod manifest;
 mod retain;
