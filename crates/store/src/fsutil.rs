@@ -63,6 +63,23 @@ pub fn sync_dir(path: &Path) -> Result<()> {
         .map_err(|e| Error::io("sync directory", path, e))
 }
 
+/// Syncs two files at once, each `(file, its path, what the error calls the step)`: the
+/// second on a thread of its own, so that both writes are in flight together (on this
+/// machine's disk two syncs one after the other cost about twice one). The first error wins.
+pub fn sync_both(a: (&File, &Path, &'static str), b: (&File, &Path, &'static str)) -> Result<()> {
+    let sync = |(f, path, what): (&File, &Path, &'static str)| {
+        f.sync_all().map_err(|e| Error::io(what, path, e))
+    };
+    std::thread::scope(|s| {
+        let other = s.spawn(|| sync(b));
+        let first = sync(a);
+        let second = other
+            .join()
+            .unwrap_or_else(|_| Err(Error::io(b.2, b.1, std::io::Error::other("panicked"))));
+        first.and(second)
+    })
+}
+
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The prefix of the names a restore stages its files under, beside their places in the

@@ -578,8 +578,6 @@ impl PackWriter {
             .get_ref()
             .try_clone()
             .map_err(|e| Error::io("sync pack", &self.tmp_path, e))?;
-        file.sync_all()
-            .map_err(|e| Error::io("sync pack", &self.tmp_path, e))?;
         let pack_id = self.hasher.clone().finish();
         let index_bytes = PackIndex::encode(std::mem::take(&mut self.entries));
         let idx_tmp = fsutil::temp_name(tmp_dir, "idx");
@@ -587,8 +585,11 @@ impl PackWriter {
             let mut f = fsutil::create_new_file(&idx_tmp)?;
             f.write_all(&index_bytes)
                 .map_err(|e| Error::io("write pack index", &idx_tmp, e))?;
-            f.sync_all()
-                .map_err(|e| Error::io("sync pack index", &idx_tmp, e))?;
+            // Both durable before either is renamed into place, synced together.
+            fsutil::sync_both(
+                (&file, &self.tmp_path, "sync pack"),
+                (&f, &idx_tmp, "sync pack index"),
+            )?;
             let pack_path = packs_dir.join(format!("{}.pack", pack_id.to_hex()));
             let idx_path = packs_dir.join(format!("{}.idx", pack_id.to_hex()));
             std::fs::rename(&self.tmp_path, &pack_path)
