@@ -28,7 +28,8 @@
 //! then 2.1 s of rest so nobody sees racy files). The watched snapshot's root tree must equal
 //! the walk's of the same scenario (nothing changes between them), or the bench fails; the
 //! watched snapshots' `stats.walked` and `stats.walk_reason` are tallied, and a timed one that
-//! walked the whole tree is printed as a finding. After the runs, the watcher's VmRSS and VmHWM
+//! walked the whole tree is printed as a finding. After the runs, the watcher's VmRSS (and its
+//! RssAnon, the part that is not file pages mapped) and VmHWM
 //! (from `/proc/PID/status`), its `watches` and the bytes of its own tables, and its processor
 //! use over 10 s in which nothing changes; then it is stopped with SIGTERM.
 //!
@@ -342,13 +343,15 @@ impl Watcher {
         }
     }
 
-    /// VmRSS and VmHWM of the serving process, in KiB.
-    fn memory(&self) -> Result<(u64, u64), String> {
+    /// VmRSS, VmHWM and RssAnon (its heap and stacks; the rest of VmRSS is file pages
+    /// mapped, such as the pack indexes, which the kernel may drop) of the serving process,
+    /// in KiB.
+    fn memory(&self) -> Result<(u64, u64, u64), String> {
         let path = format!("/proc/{}/status", self.pid());
         let status = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
         let field =
             |f: &str| proc_status_kib(&status, f).ok_or_else(|| format!("{path} has no {f} in kB"));
-        Ok((field("VmRSS")?, field("VmHWM")?))
+        Ok((field("VmRSS")?, field("VmHWM")?, field("RssAnon")?))
     }
 
     /// SIGTERM to the processes this harness started, then waits; SIGKILL after
@@ -414,6 +417,7 @@ struct WatcherFigures {
     idle_pct: Option<f64>,
     rss_kib: u64,
     hwm_kib: u64,
+    anon_kib: u64,
     stopped: String,
 }
 
@@ -586,7 +590,7 @@ fn measure(
     }
     let watcher = match watcher {
         Some((mut w, ready_ms, first_walk)) => {
-            let (rss_kib, hwm_kib) = w.memory()?;
+            let (rss_kib, hwm_kib, anon_kib) = w.memory()?;
             let status = cairn.watch_status()?;
             let watches = status.and_then(|s| s.watches);
             let cpu_ms = status.and_then(|s| s.cpu_ms);
@@ -624,6 +628,7 @@ fn measure(
                 idle_pct,
                 rss_kib,
                 hwm_kib,
+                anon_kib,
                 stopped,
             })
         }
@@ -766,13 +771,13 @@ fn report(results: &[TreeResult]) {
     if results.iter().any(|r| r.watcher.is_some()) {
         println!(
             "\n| tree | files | watcher ready, ms | watches | its tables, MiB | VmRSS, MiB | \
-             VmHWM, MiB | watcher CPU, ms | idle CPU, % of a core |"
+             of it RssAnon, MiB | VmHWM, MiB | watcher CPU, ms | idle CPU, % of a core |"
         );
-        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
         for r in results {
             if let Some(w) = &r.watcher {
                 println!(
-                    "| {} | {} | {:.0} | {} | {} | {:.1} | {:.1} | {} | {} |",
+                    "| {} | {} | {:.0} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
                     r.title,
                     r.files,
                     w.ready_ms,
@@ -780,6 +785,7 @@ fn report(results: &[TreeResult]) {
                     w.table_bytes
                         .map_or("-".to_string(), |b| format!("{:.1}", mib(b / 1024))),
                     mib(w.rss_kib),
+                    mib(w.anon_kib),
                     mib(w.hwm_kib),
                     w.cpu_ms.map_or("-".to_string(), |n| n.to_string()),
                     w.idle_pct.map_or("-".to_string(), |p| format!("{p:.2}"))
