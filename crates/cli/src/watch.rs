@@ -17,13 +17,33 @@ use std::time::{Duration, Instant};
 pub struct WatchJson {
     /// Whether a watcher runs.
     pub running: bool,
-    /// The workspace root.
-    pub root: PathBuf,
-    /// The socket a watcher answers on.
-    pub socket: PathBuf,
+    /// The workspace root and the socket a watcher would answer on, when none runs (a running
+    /// one's account says both, once: JSON keys are not repeated).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<Idle>,
     /// The running watcher's account.
     #[serde(flatten)]
     pub status: Option<DaemonStatus>,
+}
+
+/// Where a watcher would run, when none does.
+#[derive(Debug, Serialize)]
+pub struct Idle {
+    /// The workspace root.
+    pub root: PathBuf,
+    /// The socket a watcher would answer on.
+    pub socket: PathBuf,
+}
+
+impl WatchJson {
+    /// A running watcher's account.
+    fn running(st: &DaemonStatus) -> WatchJson {
+        WatchJson {
+            running: true,
+            idle: None,
+            status: Some(st.clone()),
+        }
+    }
 }
 
 pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
@@ -38,12 +58,7 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
     let end = watch::serve(&ws, watcher, &stop, |st| {
-        let json = WatchJson {
-            running: true,
-            root: st.root.clone(),
-            socket: st.socket.clone(),
-            status: Some(st.clone()),
-        };
+        let json = WatchJson::running(st);
         let _ = ctx.emit(&json, || {
             let mut out = format!(
                 "watching {}: {} directories (process {}, socket {})\n",
@@ -107,8 +122,10 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
     let root = ctx.canonical_root();
     let none = |socket: PathBuf| WatchJson {
         running: false,
-        root: root.clone(),
-        socket,
+        idle: Some(Idle {
+            root: root.clone(),
+            socket,
+        }),
         status: None,
     };
     if std::fs::symlink_metadata(&store_path).is_err() {
@@ -165,12 +182,7 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             )
         });
     }
-    let json = WatchJson {
-        running: true,
-        root: st.root.clone(),
-        socket: st.socket.clone(),
-        status: Some(st.clone()),
-    };
+    let json = WatchJson::running(&st);
     ctx.emit(&json, || {
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         let mut out = format!(

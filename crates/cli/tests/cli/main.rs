@@ -77,6 +77,11 @@ impl Fixture {
 
     /// Runs `cairn --json ARGS`, expects success, and parses stdout.
     pub fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_slice(&self.json_bytes(args)).expect("one JSON document on stdout")
+    }
+
+    /// What `cairn --json <args>` printed, unparsed; fails the test unless it succeeded.
+    pub fn json_bytes(&self, args: &[&str]) -> Vec<u8> {
         let out = self
             .cairn(&[&["--json"], args].concat())
             .output()
@@ -86,7 +91,7 @@ impl Fixture {
             "cairn {args:?} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
+        out.stdout
     }
 
     /// Takes a snapshot with a label and returns its id.

@@ -73,7 +73,44 @@ fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
 }
 
 fn status(f: &Fixture) -> Value {
-    f.json(&["watch", "--status"])
+    let out = f.json_bytes(&["watch", "--status"]);
+    let keys = top_level_keys(&out);
+    let mut unique = keys.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(keys.len(), unique.len(), "a key repeated: {keys:?}");
+    serde_json::from_slice(&out).expect("one JSON document on stdout")
+}
+
+/// The keys of a JSON object, in order, repeats kept (`serde_json::Value` keeps the last).
+fn top_level_keys(json: &[u8]) -> Vec<String> {
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(k) = m.next_key::<String>()? {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    serde_json::from_slice::<Keys>(json)
+        .expect("a JSON object")
+        .0
 }
 
 /// `cairn --json snapshot`, with `CAIRN_WATCH` set to `watch` when given.
