@@ -41,6 +41,13 @@ pub const SOCKET_NAME: &str = "watch.sock";
 /// The largest message read (a snapshot's answer holds its skipped and kept lists).
 const MAX_MESSAGE: u32 = 256 << 20;
 
+/// Begins every message, after its length: the protocol's version. A daemon and a client of
+/// builds that speak another (a `cairn watch` left running across an upgrade) never decode
+/// each other's messages as their own, which postcard could do without an error and with
+/// another meaning (version 2 added the changed entries' names to `Scope::Partial`): the
+/// message is refused, and the client walks.
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x02";
+
 /// How long a daemon waits for a request, and a client for an answer to `Changes` or
 /// `Status` (each served on a thread of its own, never behind a snapshot).
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -176,9 +183,10 @@ fn with_short_path<T>(
 
 fn send<T: Serialize>(s: &mut UnixStream, msg: &T) -> std::io::Result<()> {
     let bytes = postcard::to_stdvec(msg).map_err(std::io::Error::other)?;
-    let len = u32::try_from(bytes.len()).map_err(std::io::Error::other)?;
-    let mut out = Vec::with_capacity(4 + bytes.len());
+    let len = u32::try_from(PROTOCOL.len() + bytes.len()).map_err(std::io::Error::other)?;
+    let mut out = Vec::with_capacity(4 + len as usize);
     out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(PROTOCOL);
     out.extend_from_slice(&bytes);
     s.write_all(&out)
 }
@@ -194,7 +202,13 @@ fn recv<T: serde::de::DeserializeOwned>(s: &mut UnixStream) -> std::io::Result<T
     }
     let mut buf = vec![0u8; len as usize];
     s.read_exact(&mut buf)?;
-    postcard::from_bytes(&buf).map_err(std::io::Error::other)
+    match buf.strip_prefix(PROTOCOL.as_slice()) {
+        Some(body) => postcard::from_bytes(body).map_err(std::io::Error::other),
+        None => Err(std::io::Error::other(
+            "the other side speaks another version of the watcher's protocol (a `cairn watch` \
+             of another build: `cairn watch --stop`, then start it again)",
+        )),
+    }
 }
 
 /// One request, one answer.
@@ -515,5 +529,24 @@ impl Served<'_> {
             // The caller takes it itself, and meets the error itself.
             Err(e) => Response::Refused(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_goes_through_with_the_protocol_version_and_one_without_it_is_refused() {
+        let (mut a, mut b) = UnixStream::pair().expect("a socket pair");
+        send(&mut a, &Request::Status).expect("send");
+        assert!(matches!(recv::<Request>(&mut b), Ok(Request::Status)));
+        // What a build before the version prefix sent: a length and postcard.
+        let old = postcard::to_stdvec(&Request::Changes { since: None }).expect("encodes");
+        let mut raw = (old.len() as u32).to_le_bytes().to_vec();
+        raw.extend_from_slice(&old);
+        a.write_all(&raw).expect("write");
+        let err = recv::<Request>(&mut b).expect_err("refused");
+        assert!(err.to_string().contains("another version"), "{err}");
     }
 }
