@@ -533,7 +533,7 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
 
 /// Writes the magic, version, header and body of a cache file to `out`.
 fn encode_into(
-    out: &mut impl Write,
+    out: &mut (impl Write + ?Sized),
     snapshot: Option<&SnapshotId>,
     started_ns: i64,
     key: &[u8; 16],
@@ -549,7 +549,6 @@ fn encode_into(
     Ok(())
 }
 
-/// Writes `bytes` to `path` through a temporary file in `tmp_dir` renamed into place.
 /// The bytes of the file at `path`, opened with `O_NOFOLLOW` (a symlink there is an error).
 fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
@@ -563,7 +562,8 @@ fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The bytes are written by `write`, through a buffer, never held whole in memory (a cache of
+/// Writes a file at `path` through a temporary file in `tmp_dir` renamed into place. The
+/// bytes are written by `write`, through a buffer, never held whole in memory (a cache of
 /// 500,000 files encodes to 46 MB).
 fn write_replacing(
     tmp_dir: &Path,
@@ -728,9 +728,9 @@ impl StatCache {
             dirs: DirsRef(&self.dirs),
             primed: self.primed_sets(),
         };
-        write_replacing(tmp_dir, path, |mut out| {
+        write_replacing(tmp_dir, path, |out| {
             encode_into(
-                &mut out,
+                out,
                 self.snapshot.as_ref(),
                 self.started_ns,
                 &self.key,

@@ -340,8 +340,9 @@ fn list(fd: &OwnedFd) -> std::io::Result<Listing> {
     })
 }
 
-/// An entry whose content must be looked at: a directory to walk, or a file or link the cache
-/// does not vouch for.
+/// The ignore files a directory may hold, in the order their rules apply.
+const IGNORE_FILES: [&CStr; 2] = [c".cairnignore", c".gitignore"];
+
 /// Whether one of `entries` is a regular file with more than one link.
 fn has_linked_file(entries: &[(&CStr, rustix::fs::Stat)]) -> bool {
     entries.iter().any(|(_, st)| {
@@ -369,6 +370,8 @@ struct Tally {
     reused: u64,
 }
 
+/// An entry whose content must be looked at: a directory to walk, or a file or link the cache
+/// does not vouch for.
 struct Work<'l> {
     name: &'l CStr,
     st: rustix::fs::Stat,
@@ -476,17 +479,18 @@ impl Walker<'_> {
                 partial = false;
             } else if let (Some(c), Some((id, size))) = (cached, cached_tree) {
                 if c.stat.is_some() && !self.check_objects {
-                    if !scope.dirs.contains(rel) {
-                        if !scope.ancestors.contains(rel) {
-                            if self.reuse(rel) {
-                                return Ok(DirOut { id, size });
-                            }
-                        } else if let Some(out) =
-                            self.through(dir, rel, chain, (id, size), c, &[], decisions)?
-                        {
-                            return Ok(out);
-                        }
-                    } else if let Some(names) = scope.names.get(rel) {
+                    // Rebuilt from its record: on the way to a change (no entry of its own
+                    // changed), or with the entries the watcher named.
+                    let names: Option<&[Vec<u8>]> = if scope.dirs.contains(rel) {
+                        scope.names.get(rel).map(Vec::as_slice)
+                    } else if scope.ancestors.contains(rel) {
+                        Some(&[])
+                    } else if self.reuse(rel) {
+                        return Ok(DirOut { id, size });
+                    } else {
+                        None
+                    };
+                    if let Some(names) = names {
                         if let Some(out) =
                             self.through(dir, rel, chain, (id, size), c, names, decisions)?
                         {
@@ -576,24 +580,21 @@ impl Walker<'_> {
         Ok(out)
     }
 
-    /// Decides what one `lstat`ed entry of the directory at `rel` is: left out (its record
+    /// Decides what one `lstat`ed entry of the directory `at` is: left out (its record
     /// pushed), vouched for by the cache or a restore's record (its record pushed and
-    /// counted in `tally`), skipped, or to be looked at (pushed on `work`). `c` is the cache's
-    /// record of it, `decisions` whether the cache's exclusion decisions stand.
-    #[allow(clippy::too_many_arguments)]
+    /// counted in `tally`), skipped, or to be looked at (pushed on `work`).
     fn look<'l>(
         &self,
-        rel: &[u8],
+        at: &Look<'l, '_>,
         name: &'l CStr,
         st: &rustix::fs::Stat,
-        c: Option<&'l CachedEntry>,
-        decisions: bool,
-        chain: &IgnoreChain,
         tally: &mut Tally,
         records: &mut Vec<CachedEntry>,
         work: &mut Vec<Work<'l>>,
     ) {
+        let (rel, decisions) = (at.rel, at.decisions);
         let name_b = name.to_bytes();
+        let c = at.cached.and_then(|d| d.get(name_b));
         let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
         let is_dir = ft == rustix::fs::FileType::Directory;
         if cairn_store::fsutil::staged_journal(name_b).is_some() {
@@ -615,7 +616,7 @@ impl Walker<'_> {
                 _ => None,
             }
         } else {
-            self.excluded(&join(rel, name_b), name_b, is_dir, chain)
+            self.excluded(&join(rel, name_b), name_b, is_dir, at.chain)
         };
         if let Some(reason) = reason {
             self.keep(join(rel, name_b), reason, is_dir);
@@ -691,28 +692,17 @@ impl Walker<'_> {
     /// Decides each of `entries` (`lstat`ed, of the directory `at`) with [`Walker::look`],
     /// reads those the cache does not vouch for (in parallel) and pushes every record on
     /// `records`; returns how many it pushed.
-    fn look_all(
+    fn look_all<'l>(
         &self,
-        at: &Look<'_, '_>,
-        entries: &[(&CStr, rustix::fs::Stat)],
+        at: &Look<'l, '_>,
+        entries: &[(&'l CStr, rustix::fs::Stat)],
         records: &mut Vec<CachedEntry>,
     ) -> Result<usize> {
         let before = records.len();
-        let mut work: Vec<Work<'_>> = Vec::new();
+        let mut work: Vec<Work<'l>> = Vec::new();
         let mut tally = Tally::default();
         for (name, st) in entries {
-            let c = at.cached.and_then(|d| d.get(name.to_bytes()));
-            self.look(
-                at.rel,
-                name,
-                st,
-                c,
-                at.decisions,
-                at.chain,
-                &mut tally,
-                records,
-                &mut work,
-            );
+            self.look(at, name, st, &mut tally, records, &mut work);
         }
         self.tally(&tally);
         let one = |w: &Work<'_>| self.entry(at.dir, at.rel, w, at.chain, at.decisions, at.partial);
@@ -863,7 +853,6 @@ impl Walker<'_> {
         decisions: bool,
     ) -> Result<Option<DirOut>> {
         let scope = self.partial.expect("only called in a partial walk");
-        const IGNORE_FILES: [&CStr; 2] = [c".cairnignore", c".gitignore"];
         if names
             .iter()
             .any(|n| IGNORE_FILES.iter().any(|f| f.to_bytes() == n.as_slice()))
@@ -889,9 +878,8 @@ impl Walker<'_> {
         } else {
             chain.clone()
         };
-        // The named entries as they are now (`None`: gone).
-        let mut named: Vec<(std::ffi::CString, Option<rustix::fs::Stat>)> =
-            Vec::with_capacity(names.len());
+        // The named entries still there, as they are now.
+        let mut named: Vec<(std::ffi::CString, rustix::fs::Stat)> = Vec::with_capacity(names.len());
         // An entry that cannot be `lstat`ed is left out, so the listing is not vouched for.
         let mut unreadable = false;
         for n in names {
@@ -899,12 +887,11 @@ impl Walker<'_> {
                 return Ok(None);
             };
             match dir.stat(&name) {
-                Ok(st) => named.push((name, Some(st))),
-                Err(Errno::NOENT) => named.push((name, None)),
+                Ok(st) => named.push((name, st)),
+                Err(Errno::NOENT) => {}
                 Err(e) if is_unreadable(e) => {
                     self.skip(join(rel, n), SkipReason::Unreadable, false);
                     unreadable = true;
-                    named.push((name, None));
                 }
                 Err(e) => return Err(Error::io("lstat", self.abs(&join(rel, n)), e.into())),
             }
@@ -988,10 +975,8 @@ impl Walker<'_> {
         if !names.is_empty() {
             self.counters.named.fetch_add(1, Ordering::Relaxed);
         }
-        let present: Vec<(&CStr, rustix::fs::Stat)> = named
-            .iter()
-            .filter_map(|(n, st)| st.map(|st| (n.as_c_str(), st)))
-            .collect();
+        let present: Vec<(&CStr, rustix::fs::Stat)> =
+            named.iter().map(|(n, st)| (n.as_c_str(), *st)).collect();
         let look = Look {
             dir,
             rel,
@@ -1021,19 +1006,16 @@ impl Walker<'_> {
         entries: &[(&CStr, rustix::fs::Stat)],
         cached: &DirRecord,
     ) -> bool {
-        [&b".cairnignore"[..], &b".gitignore"[..]]
-            .iter()
-            .all(|wanted| {
-                let now = entries.iter().find(|(n, _)| n.to_bytes() == *wanted);
-                match (now, cached.get(wanted)) {
-                    (None, None) => true,
-                    (Some((_, st)), Some(c)) => {
-                        c.kind == CachedKind::File
-                            && self.cache.trusts(&c.stat, &StatRecord::of(st))
-                    }
-                    _ => false,
+        IGNORE_FILES.iter().map(|f| f.to_bytes()).all(|wanted| {
+            let now = entries.iter().find(|(n, _)| n.to_bytes() == wanted);
+            match (now, cached.get(wanted)) {
+                (None, None) => true,
+                (Some((_, st)), Some(c)) => {
+                    c.kind == CachedKind::File && self.cache.trusts(&c.stat, &StatRecord::of(st))
                 }
-            })
+                _ => false,
+            }
+        })
     }
 
     fn ignore_files(
@@ -1044,7 +1026,7 @@ impl Walker<'_> {
         chain: &Arc<IgnoreChain>,
     ) -> Result<Arc<IgnoreChain>> {
         let mut texts = Vec::new();
-        for wanted in [&b".cairnignore"[..], &b".gitignore"[..]] {
+        for wanted in IGNORE_FILES.map(CStr::to_bytes) {
             let Some((name, st)) = entries.iter().find(|(n, _)| n.to_bytes() == wanted) else {
                 continue;
             };

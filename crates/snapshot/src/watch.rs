@@ -173,6 +173,11 @@ impl Mark {
             at: self.at.max(other.at),
         }
     }
+
+    /// Widens `slot` to cover `self` too (see [`Mark::max`]).
+    fn widen(self, slot: &mut Option<Mark>) {
+        *slot = Some(slot.map_or(self, |s| s.max(self)));
+    }
 }
 
 /// What changed in one directory: when, and which entries by name.
@@ -726,7 +731,7 @@ impl State {
     /// Remembers that the entry `name` of `dir` changed (`None`: something in `dir` whose
     /// name the event did not give), keeping at most [`MAX_NAMES`] names per directory.
     fn note(&mut self, dir: &[u8], name: Option<&[u8]>, mark: Mark) {
-        let latest = self.reported_by_latest();
+        let latest = self.reports(self.seq);
         let d = self
             .changed
             .entry(dir.to_vec())
@@ -737,7 +742,7 @@ impl State {
             });
         d.last = d.last.max(mark);
         let Some(name) = name else {
-            d.unnamed = Some(d.unnamed.map_or(mark, |u| u.max(mark)));
+            mark.widen(&mut d.unnamed);
             return;
         };
         d.names.insert(name.to_vec(), mark);
@@ -746,34 +751,30 @@ impl State {
         }
         // Forget the names a query with the latest token would not report (only older tokens
         // need them: those now list the directory whole); then, if still too many, all.
-        let mut forgotten: Option<Mark> = None;
         d.names.retain(|_, m| {
             let keep = latest(m);
             if !keep {
-                forgotten = Some(forgotten.map_or(*m, |f| f.max(*m)));
+                m.widen(&mut d.unnamed);
             }
             keep
         });
         if d.names.len() > MAX_NAMES {
-            for m in d.names.values() {
-                forgotten = Some(forgotten.map_or(*m, |f| f.max(*m)));
+            for (_, m) in d.names.drain() {
+                m.widen(&mut d.unnamed);
             }
-            d.names.clear();
-        }
-        if let Some(f) = forgotten {
-            d.unnamed = Some(d.unnamed.map_or(f, |u| u.max(f)));
         }
     }
 
-    /// Whether a query with the latest token issued would report a mark (every mark, when
-    /// none was issued).
-    fn reported_by_latest(&self) -> impl Fn(&Mark) -> bool {
-        let seq = self.seq;
+    /// Whether a query with the token numbered `seq` reports a mark: one made after the token,
+    /// or read within the racy window before the token was issued (a file recorded then is
+    /// looked at once more, as by a walk). Every mark, for a token whose time is not known
+    /// (none issued, or forgotten).
+    fn reports(&self, seq: u64) -> impl Fn(&Mark) -> bool {
         let cutoff = self
             .token_times
             .get(&seq)
             .and_then(|at| at.checked_sub(self.racy_window));
-        move |m: &Mark| seq == 0 || m.seq > seq || cutoff.is_none_or(|c| m.at >= c)
+        move |m: &Mark| m.seq > seq || cutoff.is_none_or(|c| m.at >= c)
     }
 
     /// Sees whether the root is still the directory watched.
@@ -840,36 +841,27 @@ impl State {
             Some(t) if t.seq < self.floor => Scope::Full(self.floor_reason.clone()),
             Some(t) if t.seq >= self.seq => Scope::Full("a token this watcher never issued".into()),
             Some(t) => {
-                // Changes read within the racy window before the token was issued are reported
-                // again: a file recorded then is looked at once more, as by a walk.
-                let cutoff = self
-                    .token_times
-                    .get(&t.seq)
-                    .and_then(|at| at.checked_sub(self.racy_window));
-                let since_t = |m: &Mark| m.seq > t.seq || cutoff.is_none_or(|c| m.at >= c);
+                let since_t = self.reports(t.seq);
+                // The keys of `marks` that the query reports, sorted.
+                let reported = |marks: &mut dyn Iterator<Item = (&Vec<u8>, &Mark)>| {
+                    let mut out: Vec<Vec<u8>> = marks
+                        .filter(|(_, m)| since_t(m))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    out.sort();
+                    out
+                };
                 let mut dirs: Vec<Vec<u8>> = Vec::new();
                 let mut names: Vec<(Vec<u8>, Vec<Vec<u8>>)> = Vec::new();
                 for (p, d) in self.changed.iter().filter(|(_, d)| since_t(&d.last)) {
                     dirs.push(p.clone());
                     if d.unnamed.is_none_or(|u| !since_t(&u)) {
-                        let mut n: Vec<Vec<u8>> = d
-                            .names
-                            .iter()
-                            .filter(|(_, m)| since_t(m))
-                            .map(|(n, _)| n.clone())
-                            .collect();
-                        n.sort();
-                        names.push((p.clone(), n));
+                        names.push((p.clone(), reported(&mut d.names.iter())));
                     }
                 }
                 dirs.sort();
                 names.sort();
-                let mut subtrees: Vec<Vec<u8>> = self
-                    .fresh
-                    .iter()
-                    .filter(|(_, m)| since_t(m))
-                    .map(|(p, _)| p.clone())
-                    .collect();
+                let mut subtrees = reported(&mut self.fresh.iter());
                 subtrees.extend(self.unwatched.keys().cloned());
                 subtrees.sort();
                 subtrees.dedup();

@@ -598,7 +598,7 @@ impl PackWriter {
             std::fs::rename(&idx_tmp, &idx_path)
                 .map_err(|e| Error::io("rename pack index into place", &idx_path, e))?;
             fsutil::sync_dir(packs_dir)?;
-            let index = PackIndex::from_bytes(index_bytes.clone(), &idx_path)?;
+            let index = PackIndex::from_bytes(index_bytes, &idx_path)?;
             Ok((pack_id, pack_path, index))
         })();
         if result.is_err() {
