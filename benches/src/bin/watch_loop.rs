@@ -31,7 +31,8 @@
 //! walked the whole tree is printed as a finding. After the runs, the watcher's VmRSS (and its
 //! RssAnon, the part that is not file pages mapped) and VmHWM
 //! (from `/proc/PID/status`), its `watches` and the bytes of its own tables, and its processor
-//! use over 10 s in which nothing changes; then it is stopped with SIGTERM.
+//! use over 10 s in which nothing changes, then its VmRSS and RssAnon again, idle (it gives
+//! back what its snapshots left once idle for 3 s); then it is stopped with SIGTERM.
 //!
 //! It prints medians (ms), the ratios of medians to `git status`, each tree's watched median
 //! against the first tree's, and markdown tables ready for docs/PERFORMANCE.md.
@@ -415,9 +416,14 @@ struct WatcherFigures {
     table_bytes: Option<u64>,
     /// Its processor use while nothing changed, percent of a core.
     idle_pct: Option<f64>,
+    /// VmRSS and RssAnon right after the last timed snapshot.
     rss_kib: u64,
     hwm_kib: u64,
     anon_kib: u64,
+    /// VmRSS and RssAnon after the idle spell (the daemon gives back what its snapshots
+    /// left once it is idle).
+    idle_rss_kib: u64,
+    idle_anon_kib: u64,
     stopped: String,
 }
 
@@ -614,6 +620,7 @@ fn measure(
             let idle = std::time::Duration::from_secs(IDLE_SECONDS);
             std::thread::sleep(idle);
             let after = cairn.watch_status()?.and_then(|s| s.cpu_ms);
+            let (idle_rss_kib, _, idle_anon_kib) = w.memory()?;
             let idle_pct = match (before, after) {
                 (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / (IDLE_SECONDS * 10) as f64),
                 _ => None,
@@ -629,6 +636,8 @@ fn measure(
                 rss_kib,
                 hwm_kib,
                 anon_kib,
+                idle_rss_kib,
+                idle_anon_kib,
                 stopped,
             })
         }
@@ -771,13 +780,16 @@ fn report(results: &[TreeResult]) {
     if results.iter().any(|r| r.watcher.is_some()) {
         println!(
             "\n| tree | files | watcher ready, ms | watches | its tables, MiB | VmRSS, MiB | \
-             of it RssAnon, MiB | VmHWM, MiB | watcher CPU, ms | idle CPU, % of a core |"
+             of it RssAnon, MiB | idle VmRSS, MiB | of it RssAnon, MiB | VmHWM, MiB | \
+             watcher CPU, ms | idle CPU, % of a core |"
         );
-        println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        println!(
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
         for r in results {
             if let Some(w) = &r.watcher {
                 println!(
-                    "| {} | {} | {:.0} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
+                    "| {} | {} | {:.0} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} |",
                     r.title,
                     r.files,
                     w.ready_ms,
@@ -786,6 +798,8 @@ fn report(results: &[TreeResult]) {
                         .map_or("-".to_string(), |b| format!("{:.1}", mib(b / 1024))),
                     mib(w.rss_kib),
                     mib(w.anon_kib),
+                    mib(w.idle_rss_kib),
+                    mib(w.idle_anon_kib),
                     mib(w.hwm_kib),
                     w.cpu_ms.map_or("-".to_string(), |n| n.to_string()),
                     w.idle_pct.map_or("-".to_string(), |p| format!("{p:.2}"))

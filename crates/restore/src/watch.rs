@@ -58,6 +58,12 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// the connection, and the client walks at once.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How long the daemon waits after a snapshot before it gives back the memory that snapshot
+/// left (see `Served::release_when_idle`): past the stat cache's write delay, so that the
+/// records of a changed cache have gone to the file first.
+const RELEASE_AFTER: Duration =
+    Duration::from_secs(cairn_snapshot::statcache::WRITE_DELAY.as_secs() + 1);
+
 /// The socket of the watcher of workspace `id` in `store`.
 pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
     Ok(store.workspace_dir(id)?.join(SOCKET_NAME))
@@ -384,6 +390,7 @@ pub fn serve(
         socket: socket.clone(),
         snapshots: std::sync::atomic::AtomicU64::new(0),
         taking: parking_lot::Mutex::new(()),
+        last_snapshot: parking_lot::Mutex::new(None),
     };
     ready(&served.status());
     let store_dir = ws.store().path().to_path_buf();
@@ -393,6 +400,7 @@ pub fn serve(
             if stop.load(Ordering::SeqCst) {
                 break ServeEnd::Stopped;
             }
+            served.release_when_idle();
             if last_check.elapsed() > Duration::from_secs(1) {
                 last_check = std::time::Instant::now();
                 if served.watcher.is_gone() {
@@ -447,9 +455,37 @@ struct Served<'a> {
     snapshots: std::sync::atomic::AtomicU64,
     /// Held while one is taken, so they are taken one at a time.
     taking: parking_lot::Mutex<()>,
+    /// When the last snapshot taken for others ended, until the memory it left is given
+    /// back (see [`Served::release_when_idle`]).
+    last_snapshot: parking_lot::Mutex<Option<std::time::Instant>>,
 }
 
 impl Served<'_> {
+    /// Once no snapshot has been taken for [`RELEASE_AFTER`] and the stat cache the last one
+    /// left is written (the daemon then holds its index, not its records: see
+    /// [`cairn_snapshot::CacheMemo`]), gives back the memory that snapshot used and no longer
+    /// needs: the heap's free pages and the pack index pages its lookups faulted in
+    /// ([`Store::release_memory`]). A walk of a large tree frees far more than it keeps, and
+    /// the allocator would otherwise hold it for the daemon's whole life.
+    fn release_when_idle(&self) {
+        let mut last = self.last_snapshot.lock();
+        let Some(at) = *last else { return };
+        let memo = &self.ws.site.memo;
+        if at.elapsed() < RELEASE_AFTER || memo.writing() {
+            return;
+        }
+        // A snapshot under way: the next turn of the loop after it looks again.
+        let Some(_none_taken) = self.taking.try_lock() else {
+            return;
+        };
+        *last = None;
+        drop(last);
+        // The write is done: its records, if the writer could not put the file's in their
+        // place itself, are put there now.
+        memo.wait();
+        self.ws.store().release_memory();
+    }
+
     fn status(&self) -> DaemonStatus {
         DaemonStatus {
             pid: std::process::id(),
@@ -512,7 +548,9 @@ impl Served<'_> {
         opts.use_stat_cache = req.use_stat_cache;
         opts.own_files = req.own_files.clone();
         opts.watch = Some(self.watcher.clone());
-        match ws.snapshot(&opts, cairn_snapshot::Context::default()) {
+        let taken = ws.snapshot(&opts, cairn_snapshot::Context::default());
+        *self.last_snapshot.lock() = Some(std::time::Instant::now());
+        match taken {
             Ok(out) => {
                 self.snapshots.fetch_add(1, Ordering::Relaxed);
                 let s = out.snapshot;

@@ -4,11 +4,19 @@
 //! read again, and a directory whose entries all match keeps its tree id without the tree being
 //! built, encoded and hashed again: a snapshot with nothing changed costs one `lstat` per entry.
 //!
-//! File format (version 5): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
+//! File format (version 6): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
 //! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, the
 //! key of the body, the watcher token the records were confirmed with, and a checksum of those
-//! fields), then a postcard-encoded [`StatCacheBody`]. Versions 3 and 4 (a header of
-//! [`HEADER_LEN_V4`] bytes, without the token) are still read. The key is new each time a body is written and kept when only the header
+//! fields), then the body: its head (key, capture rules, root, the files restores wrote), each
+//! directory's record encoded on its own, an index of where each record lies, and a footer of
+//! three little-endian `u64`s that says where the records and the index begin and how long the
+//! index is. A process reads the header, the head and the index, and each directory's record
+//! only when a walk looks at that directory (`pread`, see [`StatCache::dir`]): a watched
+//! snapshot of a 500,000-file tree that changed ten files decodes a few records, and the
+//! `cairn watch` daemon holds the index, not half a million records, between snapshots.
+//! Versions 3 to 5 (one postcard-encoded [`StatCacheBody`]; 3 and 4 with a header of
+//! [`HEADER_LEN_V4`] bytes, without the token) are still read, whole. The key is new each time
+//! a body is written and kept when only the header
 //! is rewritten, so a process that holds the body it last wrote or read (see [`CacheMemo`])
 //! knows from the header alone that it may use it without reading the file. The body is written
 //! to a temporary file and renamed over the old one after the snapshot's manifest; when a
@@ -16,7 +24,8 @@
 //! cache only saves work, a torn or stale header fails its checksum or names an older snapshot
 //! (whose earlier start time is the stricter one for the racy rule), and the cache is only
 //! trusted while the snapshot it names exists (a collection may have removed the blobs of a
-//! deleted one).
+//! deleted one). A record that cannot be read or decoded, or that names another directory
+//! than its index entry, is no record: its directory is listed as if new to the cache.
 //!
 //! **Racy timestamps.** A file changed within [`RACY_WINDOW_NS`] before the snapshot that
 //! recorded it started may change again without its times moving (file-system clocks are
@@ -40,15 +49,20 @@ use std::path::{Path, PathBuf};
 
 /// Magic at the start of a stat cache file.
 pub const STATCACHE_MAGIC: &[u8; 8] = b"CAIRNSTC";
-/// The stat cache format version (version 4, the same without the watcher's token in the
-/// header, and version 3, also without the files restores wrote, are still read).
-pub const STATCACHE_VERSION: u32 = 5;
+/// The stat cache format version (version 5, one postcard body with every record, version 4,
+/// the same without the watcher's token in the header, and version 3, also without the files
+/// restores wrote, are still read).
+pub const STATCACHE_VERSION: u32 = 6;
 /// The earlier versions still read.
 const STATCACHE_VERSION_3: u32 = 3;
 const STATCACHE_VERSION_4: u32 = 4;
+const STATCACHE_VERSION_5: u32 = 5;
+/// The footer of a version 6 file: where the records begin, where the index begins, and the
+/// index's length, each a little-endian `u64`.
+pub const FOOTER_LEN: usize = 24;
 /// Records of files changed this close before their snapshot started are not trusted.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
-/// Length of the fixed header after the magic and version: a flag byte, a snapshot id, the
+/// Length of the fixed header (versions 5 and 6) after the magic and version: a flag byte, a snapshot id, the
 /// start time, the body's 16-byte key, a flag byte, the watcher token's instance (16 bytes)
 /// and sequence number (8), and the first 8 bytes of the SHA-256 of those.
 pub const HEADER_LEN: usize = 1 + 32 + 8 + 16 + 1 + 16 + 8 + 8;
@@ -56,7 +70,7 @@ pub const HEADER_LEN: usize = 1 + 32 + 8 + 16 + 1 + 16 + 8 + 8;
 pub const HEADER_LEN_V4: usize = 1 + 32 + 8 + 16 + 8;
 /// Where the body starts in a file of `version`.
 fn body_start(version: u32) -> usize {
-    12 + if version == STATCACHE_VERSION {
+    12 + if version >= STATCACHE_VERSION_5 {
         HEADER_LEN
     } else {
         HEADER_LEN_V4
@@ -414,7 +428,11 @@ pub struct StatCache {
     pub rules: [u8; 32],
     /// The root's tree and size.
     pub root: Option<(TreeId, u64)>,
-    dirs: HashMap<Vec<u8>, DirRecord>,
+    /// Each directory's record, by path: where the file holds it, or in memory.
+    dirs: HashMap<Vec<u8>, Slot>,
+    /// The version 6 file the `Stored` records are read from (opened once: a file renamed
+    /// over it later does not change what this one holds).
+    source: Option<std::sync::Arc<std::fs::File>>,
     files: usize,
     /// The key of the body these records came from (all zero when they came from no file).
     key: [u8; 16],
@@ -431,6 +449,77 @@ pub struct StatCache {
     /// Set when these records came from a memo whose write was called off: the file does not
     /// hold them, and a memo given them back writes them (through this temporary directory).
     unwritten: Option<PathBuf>,
+}
+
+/// Where one directory's record is.
+#[derive(Debug, Clone)]
+enum Slot {
+    /// In the cache's file (`StatCache::source`), `len` bytes at `at`: a record of `entries`
+    /// entries, with the directory's own `lstat` when `vouched`.
+    Stored {
+        at: u64,
+        len: u32,
+        entries: u32,
+        vouched: bool,
+        check: [u8; 8],
+    },
+    /// In memory: a walk's, or decoded from a file of an earlier version.
+    Held(std::sync::Arc<DirRecord>),
+}
+
+impl Slot {
+    fn entries(&self) -> usize {
+        match self {
+            Slot::Stored { entries, .. } => *entries as usize,
+            Slot::Held(r) => r.entries.len(),
+        }
+    }
+
+    fn vouched(&self) -> bool {
+        match self {
+            Slot::Stored { vouched, .. } => *vouched,
+            Slot::Held(r) => r.stat.is_some(),
+        }
+    }
+}
+
+/// The head of a version 6 body: everything but the directory records.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct BodyHead {
+    key: [u8; 16],
+    rules: [u8; 32],
+    root: Option<(ObjectId, u64)>,
+    primed: Vec<PrimedSet>,
+}
+
+/// One entry of a version 6 body's index: where the record of the directory at `path` lies
+/// (`len` bytes at `at`, from the start of the file), how many entries it has, whether it
+/// holds the directory's own `lstat`, and the first 8 bytes of the SHA-256 of its bytes (a
+/// record spoiled on disk is no record, rather than one whose blob ids are wrong).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Place {
+    #[serde(with = "serde_bytes")]
+    path: Vec<u8>,
+    at: u64,
+    len: u32,
+    entries: u32,
+    vouched: bool,
+    check: [u8; 8],
+}
+
+/// The check of a record's bytes (see [`Place`]).
+fn record_check(bytes: &[u8]) -> [u8; 8] {
+    let mut h = Hasher::new();
+    h.update(bytes);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&h.finish().0[..8]);
+    out
+}
+
+/// A directory record to write: one in memory, or one where a file holds it.
+enum Src<'a> {
+    Record(&'a DirRecord),
+    Slot(&'a Slot),
 }
 
 /// What a subtree the cache vouches for holds, in all (see [`StatCache::subtree`]).
@@ -499,7 +588,14 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
         return None;
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().ok()?);
-    if ![STATCACHE_VERSION, STATCACHE_VERSION_4, STATCACHE_VERSION_3].contains(&version) {
+    if ![
+        STATCACHE_VERSION,
+        STATCACHE_VERSION_5,
+        STATCACHE_VERSION_4,
+        STATCACHE_VERSION_3,
+    ]
+    .contains(&version)
+    {
         return None;
     }
     let hdr = bytes.get(12..body_start(version))?;
@@ -514,7 +610,7 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
         1 => Some(SnapshotId::from(ObjectId(hdr[1..33].try_into().ok()?))),
         _ => return None,
     };
-    let token = match (version == STATCACHE_VERSION).then(|| hdr[57]) {
+    let token = match (version >= STATCACHE_VERSION_5).then(|| hdr[57]) {
         None | Some(0) => None,
         Some(1) => Some(Token {
             instance: hdr[58..74].try_into().ok()?,
@@ -531,73 +627,195 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
     })
 }
 
-/// Writes the magic, version, header and body of a cache file to `out`.
-fn encode_into(
-    out: &mut (impl Write + ?Sized),
-    snapshot: Option<&SnapshotId>,
+/// What the header of a file being written says.
+struct Top<'a> {
+    snapshot: Option<&'a SnapshotId>,
     started_ns: i64,
-    key: &[u8; 16],
-    token: Option<&Token>,
-    body: &impl Serialize,
-) -> std::io::Result<()> {
+    key: &'a [u8; 16],
+    token: Option<&'a Token>,
+}
+
+fn postcard_error(e: postcard::Error) -> std::io::Error {
+    // postcard reports a failed write as its own error, without the I/O error's kind.
+    std::io::Error::other(format!("writing the stat cache: {e}"))
+}
+
+/// Writes a version 6 cache file to `out`: magic, version, header, the body's `head`, each
+/// directory's record (encoded from memory, or its bytes copied from `source`, the file a
+/// `Stored` slot points into), the index and the footer. Returns the index: where each
+/// record now lies. A `Stored` record that cannot be read is left out (its directory is then
+/// listed as if new to the cache, the rule for any record that fails).
+fn write_v6<'a>(
+    out: &mut dyn Write,
+    top: &Top<'_>,
+    head: &BodyHead,
+    dirs: impl Iterator<Item = (&'a [u8], Src<'a>)>,
+    source: Option<&std::fs::File>,
+) -> std::io::Result<Vec<Place>> {
+    use std::os::unix::fs::FileExt;
+    let mut out = cairn_store::fsutil::CountingWriter { inner: out, n: 0 };
     out.write_all(STATCACHE_MAGIC)?;
     out.write_all(&STATCACHE_VERSION.to_le_bytes())?;
-    out.write_all(&header(snapshot, started_ns, key, token))?;
-    // postcard reports a failed write as its own error, without the I/O error's kind.
-    postcard::to_io(body, out)
-        .map_err(|e| std::io::Error::other(format!("writing the stat cache: {e}")))?;
-    Ok(())
+    out.write_all(&header(top.snapshot, top.started_ns, top.key, top.token))?;
+    postcard::to_io(head, &mut out).map_err(postcard_error)?;
+    let records_at = out.n;
+    let mut places = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    for (path, src) in dirs {
+        buf.clear();
+        let record: &DirRecord = match src {
+            Src::Record(r) => r,
+            Src::Slot(Slot::Held(r)) => r,
+            Src::Slot(&Slot::Stored {
+                at,
+                len,
+                entries,
+                vouched,
+                check,
+            }) => {
+                buf.resize(len as usize, 0);
+                let read = source.map(|f| f.read_exact_at(&mut buf, at));
+                if let Some(Ok(())) = read.filter(|_| record_check(&buf) == check) {
+                    let place = Place {
+                        path: path.to_vec(),
+                        at: out.n,
+                        len,
+                        entries,
+                        vouched,
+                        check,
+                    };
+                    out.write_all(&buf)?;
+                    places.push(place);
+                }
+                continue;
+            }
+        };
+        postcard::to_io(record, &mut buf).map_err(postcard_error)?;
+        let (entries, vouched) = (record.entries.len(), record.stat.is_some());
+        let (Ok(len), Ok(entries)) = (u32::try_from(buf.len()), u32::try_from(entries)) else {
+            continue;
+        };
+        places.push(Place {
+            path: path.to_vec(),
+            at: out.n,
+            len,
+            entries,
+            vouched,
+            check: record_check(&buf),
+        });
+        out.write_all(&buf)?;
+    }
+    let index_at = out.n;
+    postcard::to_io(&places, &mut out).map_err(postcard_error)?;
+    let index_len = out.n - index_at;
+    for n in [records_at, index_at, index_len] {
+        out.write_all(&n.to_le_bytes())?;
+    }
+    Ok(places)
 }
 
-/// The bytes of the file at `path`, opened with `O_NOFOLLOW` (a symlink there is an error).
-fn read_nofollow(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
+/// Reads the head and index of a version 6 file of `total` bytes whose header is `h`, through
+/// `read(at, len)`; checks that every place lies between the records' start and the index and
+/// that the head's key is the header's.
+fn parse_v6(
+    h: &Header,
+    total: u64,
+    read: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+) -> Option<(BodyHead, Vec<Place>)> {
+    let start = body_start(h.version) as u64;
+    let footer_at = total.checked_sub(FOOTER_LEN as u64)?;
+    let footer = read(footer_at, FOOTER_LEN)?;
+    let field = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            footer.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    let (records_at, index_at, index_len) = (field(0)?, field(1)?, field(2)?);
+    if !(start <= records_at
+        && records_at <= index_at
+        && index_at.checked_add(index_len)? == footer_at)
+    {
+        return None;
+    }
+    let head_bytes = read(start, usize::try_from(records_at - start).ok()?)?;
+    let (head, rest): (BodyHead, _) = postcard::take_from_bytes(&head_bytes).ok()?;
+    let index_bytes = read(index_at, usize::try_from(index_len).ok()?)?;
+    let (places, left): (Vec<Place>, _) = postcard::take_from_bytes(&index_bytes).ok()?;
+    let inside = |p: &Place| {
+        p.at >= records_at
+            && p.at
+                .checked_add(u64::from(p.len))
+                .is_some_and(|e| e <= index_at)
+    };
+    (rest.is_empty() && left.is_empty() && head.key == h.key && places.iter().all(inside))
+        .then_some((head, places))
+}
+
+/// The name of `path` within `dir` when it lies just beneath it.
+fn child_of<'p>(path: &'p [u8], dir: &[u8]) -> Option<&'p [u8]> {
+    let rest = if dir.is_empty() {
+        path
+    } else {
+        path.strip_prefix(dir)?.strip_prefix(b"/")?
+    };
+    (!rest.is_empty() && !rest.contains(&b'/')).then_some(rest)
+}
+
+/// The slots of the records an index places.
+fn stored(places: Vec<Place>) -> HashMap<Vec<u8>, Slot> {
+    places
+        .into_iter()
+        .map(|p| {
+            let slot = Slot::Stored {
+                at: p.at,
+                len: p.len,
+                entries: p.entries,
+                vouched: p.vouched,
+                check: p.check,
+            };
+            (p.path, slot)
+        })
+        .collect()
+}
+
+/// Decodes the record of the directory at `path` from `bytes`: `None` unless its check is the
+/// index's, and it decodes whole, names that directory and has as many entries as the index
+/// says.
+fn decode_record(bytes: &[u8], path: &[u8], entries: usize, check: &[u8; 8]) -> Option<DirRecord> {
+    if record_check(bytes) != *check {
+        return None;
+    }
+    let (r, rest): (DirRecord, _) = postcard::take_from_bytes(bytes).ok()?;
+    (rest.is_empty() && r.path == path && r.entries.len() == entries).then_some(r)
+}
+
+/// The file at `path`, opened for reading with `O_NOFOLLOW` (a symlink there is an error).
+fn open_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)?;
-    let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes)?;
-    Ok(bytes)
+        .open(path)
 }
 
-/// Writes a file at `path` through a temporary file in `tmp_dir` renamed into place. The
-/// bytes are written by `write`, through a buffer, never held whole in memory (a cache of
-/// 500,000 files encodes to 46 MB).
-fn write_replacing(
+/// Writes a file at `path` through a temporary file in `tmp_dir` renamed into place, and
+/// returns it, open for reading and writing. The bytes are written by `write`, through a
+/// buffer, never held whole in memory (a cache of 500,000 files encodes to 46 MB).
+fn write_replacing<T>(
     tmp_dir: &Path,
     path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<()> {
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<T>,
+) -> std::io::Result<(std::fs::File, T)> {
     // Named `*.tmp` so that a collection removes one a crash leaves behind.
     let tmp = tempfile::Builder::new()
         .prefix("statcache-")
         .suffix(".tmp")
         .tempfile_in(tmp_dir)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, tmp);
-    write(&mut out)?;
+    let made = write(&mut out)?;
     let tmp = out.into_inner().map_err(|e| e.into_error())?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// A [`StatCacheBody`] borrowed from a [`StatCache`]: it encodes to the same bytes.
-#[derive(Serialize)]
-struct BodyRef<'a> {
-    key: &'a [u8; 16],
-    rules: &'a [u8; 32],
-    root: Option<(ObjectId, u64)>,
-    dirs: DirsRef<'a>,
-    primed: Vec<PrimedSet>,
-}
-
-struct DirsRef<'a>(&'a HashMap<Vec<u8>, DirRecord>);
-
-impl Serialize for DirsRef<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.values())
-    }
+    let file = tmp.persist(path).map_err(|e| e.error)?;
+    Ok((file, made))
 }
 
 /// One directory a walk went through, for [`StatCache::replace`].
@@ -633,21 +851,68 @@ impl StatCache {
     }
 
     /// Loads the cache at `path`. A missing, unreadable or undecodable cache is empty: the
-    /// cache only saves work, it never decides content.
+    /// cache only saves work, it never decides content. Of a version 6 file only the header,
+    /// the head and the index are read; each record is read when asked for ([`StatCache::dir`]),
+    /// from the file as it was opened here.
     pub fn load(path: &Path) -> StatCache {
-        // Never through a symlink planted in its place (issue 34): its records would decide
-        // which files are read again.
-        let Ok(bytes) = read_nofollow(path) else {
-            return StatCache::default();
-        };
-        Self::decode(&bytes).unwrap_or_default()
+        Self::open(path).unwrap_or_default()
     }
 
-    /// Decodes cache bytes.
+    fn open(path: &Path) -> Option<StatCache> {
+        use std::os::unix::fs::FileExt;
+        // Never through a symlink planted in its place (issue 34): its records would decide
+        // which files are read again.
+        let file = open_nofollow(path).ok()?;
+        let total = file.metadata().ok()?.len();
+        let read = |at: u64, len: usize| -> Option<Vec<u8>> {
+            // A length beyond the file is refused before anything is allocated.
+            if at.checked_add(len as u64)? > total {
+                return None;
+            }
+            let mut buf = vec![0; len];
+            file.read_exact_at(&mut buf, at).ok()?;
+            Some(buf)
+        };
+        let first = read(0, (12 + HEADER_LEN).min(usize::try_from(total).ok()?))?;
+        let h = parse_header(&first)?;
+        if h.version != STATCACHE_VERSION {
+            return Self::decode_whole(&read(0, usize::try_from(total).ok()?)?, &h);
+        }
+        let (head, places) = parse_v6(&h, total, &read)?;
+        Some(Self::from_parts(
+            &h,
+            head,
+            stored(places),
+            Some(std::sync::Arc::new(file)),
+        ))
+    }
+
+    /// Decodes cache bytes (every record of them).
     pub fn decode(bytes: &[u8]) -> Option<StatCache> {
         let h = parse_header(bytes)?;
+        if h.version != STATCACHE_VERSION {
+            return Self::decode_whole(bytes, &h);
+        }
+        let slice = |at: u64, len: usize| -> Option<&[u8]> {
+            let at = usize::try_from(at).ok()?;
+            bytes.get(at..at.checked_add(len)?)
+        };
+        let read = |at: u64, len: usize| slice(at, len).map(<[u8]>::to_vec);
+        let (head, places) = parse_v6(&h, bytes.len() as u64, &read)?;
+        let mut dirs = HashMap::with_capacity(places.len());
+        for p in places {
+            let bytes = slice(p.at, p.len as usize)?;
+            let r = decode_record(bytes, &p.path, p.entries as usize, &p.check)?;
+            dirs.insert(p.path, Slot::Held(std::sync::Arc::new(r)));
+        }
+        Some(Self::from_parts(&h, head, dirs, None))
+    }
+
+    /// Decodes a file of version 3, 4 or 5: one postcard body with every record.
+    fn decode_whole(bytes: &[u8], h: &Header) -> Option<StatCache> {
+        let at = bytes.get(body_start(h.version)..)?;
         let body: StatCacheBody = if h.version == STATCACHE_VERSION_3 {
-            let v3: StatCacheBodyV3 = postcard::from_bytes(&bytes[body_start(h.version)..]).ok()?;
+            let v3: StatCacheBodyV3 = postcard::from_bytes(at).ok()?;
             StatCacheBody {
                 key: v3.key,
                 rules: v3.rules,
@@ -656,27 +921,39 @@ impl StatCache {
                 primed: Vec::new(),
             }
         } else {
-            postcard::from_bytes(&bytes[body_start(h.version)..]).ok()?
+            postcard::from_bytes(at).ok()?
         };
         if body.key != h.key {
             return None;
         }
-        let mut cache = StatCache::from_file(StatCacheFile {
-            snapshot: h.snapshot,
-            started_ns: h.started_ns,
-            body,
-        });
-        cache.token = h.token;
-        cache.version = h.version;
-        Some(cache)
+        Some(Self::from_body(h, body))
     }
 
-    /// The cache a file holds, without encoding it.
-    pub fn from_file(file: StatCacheFile) -> StatCache {
-        let body = file.body;
-        let files = body.dirs.iter().map(|d| d.entries.len()).sum();
+    /// The cache of a whole body, its records held in memory.
+    fn from_body(h: &Header, body: StatCacheBody) -> StatCache {
+        let dirs = body
+            .dirs
+            .into_iter()
+            .map(|d| (d.path.clone(), Slot::Held(std::sync::Arc::new(d))))
+            .collect();
+        let head = BodyHead {
+            key: body.key,
+            rules: body.rules,
+            root: body.root,
+            primed: body.primed,
+        };
+        Self::from_parts(h, head, dirs, None)
+    }
+
+    /// The cache of a header, a body's head and its records.
+    fn from_parts(
+        h: &Header,
+        head: BodyHead,
+        dirs: HashMap<Vec<u8>, Slot>,
+        source: Option<std::sync::Arc<std::fs::File>>,
+    ) -> StatCache {
         let mut primed = HashMap::new();
-        for set in body.primed {
+        for set in head.primed {
             let (snapshot, boot) = (SnapshotId::from(set.snapshot), set.boot.into());
             for f in set.files {
                 let p = Primed {
@@ -688,55 +965,129 @@ impl StatCache {
             }
         }
         StatCache {
-            snapshot: file.snapshot,
-            started_ns: file.started_ns,
-            rules: body.rules,
-            root: body.root.map(|(id, size)| (TreeId::from(id), size)),
-            files,
-            key: body.key,
-            dirs: body.dirs.into_iter().map(|d| (d.path.clone(), d)).collect(),
+            snapshot: h.snapshot,
+            started_ns: h.started_ns,
+            rules: head.rules,
+            root: head.root.map(|(id, size)| (TreeId::from(id), size)),
+            files: dirs.values().map(Slot::entries).sum(),
+            key: head.key,
+            dirs,
+            source,
             primed,
-            token: None,
-            version: STATCACHE_VERSION,
+            token: h.token,
+            version: h.version,
             subtrees: Subtrees::default(),
             unwritten: None,
         }
     }
 
-    /// Encodes a cache file.
+    /// The cache a file holds, without encoding it.
+    pub fn from_file(file: StatCacheFile) -> StatCache {
+        let h = Header {
+            version: STATCACHE_VERSION,
+            snapshot: file.snapshot,
+            started_ns: file.started_ns,
+            key: file.body.key,
+            token: None,
+        };
+        Self::from_body(&h, file.body)
+    }
+
+    /// Encodes a cache file (in this version).
     pub fn encode(file: &StatCacheFile) -> Vec<u8> {
         let mut out = Vec::with_capacity(1 << 16);
-        encode_into(
-            &mut out,
-            file.snapshot.as_ref(),
-            file.started_ns,
-            &file.body.key,
-            None,
-            &file.body,
-        )
-        .expect("a stat cache always encodes into memory");
+        let body = &file.body;
+        let head = BodyHead {
+            key: body.key,
+            rules: body.rules,
+            root: body.root,
+            primed: body.primed.clone(),
+        };
+        let top = Top {
+            snapshot: file.snapshot.as_ref(),
+            started_ns: file.started_ns,
+            key: &body.key,
+            token: None,
+        };
+        let dirs = body
+            .dirs
+            .iter()
+            .map(|d| (d.path.as_slice(), Src::Record(d)));
+        write_v6(&mut out, &top, &head, dirs, None)
+            .expect("a stat cache always encodes into memory");
         out
     }
 
+    /// The records as a file holds them, each read (sorted by path; a record that cannot be
+    /// read is left out, as a write leaves it out).
+    pub fn to_file(&self) -> StatCacheFile {
+        let mut dirs: Vec<DirRecord> = self
+            .dirs
+            .iter()
+            .filter_map(|(p, s)| self.record(p, s))
+            .map(|r| DirRecord::clone(&r))
+            .collect();
+        dirs.sort_by(|a, b| a.path.cmp(&b.path));
+        StatCacheFile {
+            snapshot: self.snapshot,
+            started_ns: self.started_ns,
+            body: StatCacheBody {
+                key: self.key,
+                rules: self.rules,
+                root: self.root.map(|(id, size)| (id.object(), size)),
+                dirs,
+                primed: self.primed_sets(),
+            },
+        }
+    }
+
     /// Writes this cache to `path` through a temporary file in `tmp_dir` renamed into place,
-    /// without syncing (see the module documentation), encoded straight from memory.
+    /// without syncing (see the module documentation): the records in memory encoded, the
+    /// others copied from the file they were loaded from.
     pub fn save(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<()> {
-        let body = BodyRef {
-            key: &self.key,
-            rules: &self.rules,
+        self.write(tmp_dir, path).map(drop)
+    }
+
+    fn write(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<(std::fs::File, Vec<Place>)> {
+        let head = BodyHead {
+            key: self.key,
+            rules: self.rules,
             root: self.root.map(|(id, size)| (id.object(), size)),
-            dirs: DirsRef(&self.dirs),
             primed: self.primed_sets(),
         };
+        let top = Top {
+            snapshot: self.snapshot.as_ref(),
+            started_ns: self.started_ns,
+            key: &self.key,
+            token: self.token.as_ref(),
+        };
+        let dirs = self.dirs.iter().map(|(p, s)| (p.as_slice(), Src::Slot(s)));
+        let source = self.source.as_deref();
         write_replacing(tmp_dir, path, |out| {
-            encode_into(
-                out,
-                self.snapshot.as_ref(),
-                self.started_ns,
-                &self.key,
-                self.token.as_ref(),
-                &body,
-            )
+            write_v6(out, &top, &head, dirs, source)
+        })
+    }
+
+    /// Writes this cache as [`StatCache::save`] does and returns the same cache read from the
+    /// file written: its records are no longer held in memory. A process that keeps the
+    /// cache between snapshots (see [`CacheMemo`]) holds the index, not the records.
+    fn save_settled(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<StatCache> {
+        let (file, places) = self.write(tmp_dir, path)?;
+        let dirs = stored(places);
+        Ok(StatCache {
+            snapshot: self.snapshot,
+            started_ns: self.started_ns,
+            rules: self.rules,
+            root: self.root,
+            files: dirs.values().map(Slot::entries).sum(),
+            dirs,
+            source: Some(std::sync::Arc::new(file)),
+            key: self.key,
+            token: self.token,
+            version: STATCACHE_VERSION,
+            primed: self.primed.clone(),
+            subtrees: Subtrees::default(),
+            unwritten: None,
         })
     }
 
@@ -785,8 +1136,9 @@ impl StatCache {
             let mut gone: Vec<Vec<u8>> = Vec::new();
             for u in walked {
                 let Update::Fresh(r) = u else { continue };
+                let before = old.get(&r.path).map(|s| (s, self.record(&r.path, s)));
                 // Its subtree, and each one above it, holds something else now.
-                if old.get(&r.path) != Some(&r) {
+                if !matches!(&before, Some((_, Some(b))) if **b == r) {
                     let mut p = r.path.as_slice();
                     loop {
                         subtrees.remove(p);
@@ -797,15 +1149,27 @@ impl StatCache {
                         }
                     }
                 }
-                if let Some(before) = old.get(&r.path) {
-                    for e in &before.entries {
-                        let still = r.get(&e.name).is_some_and(|n| n.kind == CachedKind::Dir);
-                        if e.kind == CachedKind::Dir && !still {
-                            gone.push(cairn_store::relpath::join(&r.path, &e.name));
+                let still = |name: &[u8]| r.get(name).is_some_and(|n| n.kind == CachedKind::Dir);
+                match before {
+                    Some((_, Some(before))) => {
+                        for e in &before.entries {
+                            if e.kind == CachedKind::Dir && !still(&e.name) {
+                                gone.push(cairn_store::relpath::join(&r.path, &e.name));
+                            }
                         }
                     }
+                    // Its old record cannot be read: every recorded directory just beneath it
+                    // that is not one now is taken as gone.
+                    Some((_, None)) => {
+                        for p in old.keys() {
+                            if child_of(p, &r.path).is_some_and(|name| !still(name)) {
+                                gone.push(p.clone());
+                            }
+                        }
+                    }
+                    None => {}
                 }
-                old.insert(r.path.clone(), r);
+                old.insert(r.path.clone(), Slot::Held(std::sync::Arc::new(r)));
             }
             if !gone.is_empty() {
                 let in_gone = |p: &[u8]| gone.iter().any(|g| crate::watch::is_under(p, g));
@@ -823,14 +1187,14 @@ impl StatCache {
                         }
                     }
                     Update::Fresh(r) => {
-                        dirs.insert(r.path.clone(), r);
+                        dirs.insert(r.path.clone(), Slot::Held(std::sync::Arc::new(r)));
                     }
                 }
             }
             dirs
         };
         drop(subtrees);
-        self.files = dirs.values().map(|d| d.entries.len()).sum();
+        self.files = dirs.values().map(Slot::entries).sum();
         self.dirs = dirs;
         self.key = key;
         self.rules = rules;
@@ -883,29 +1247,49 @@ impl StatCache {
         Some(t)
     }
 
-    /// The record of directory `path`.
-    pub fn dir(&self, path: &[u8]) -> Option<&DirRecord> {
-        self.dirs.get(path)
+    /// The record of directory `path` (read from the cache's file when not in memory; `None`
+    /// when there is none, or it cannot be read or decoded).
+    pub fn dir(&self, path: &[u8]) -> Option<std::sync::Arc<DirRecord>> {
+        self.record(path, self.dirs.get(path)?)
+    }
+
+    fn record(&self, path: &[u8], slot: &Slot) -> Option<std::sync::Arc<DirRecord>> {
+        use std::os::unix::fs::FileExt;
+        match slot {
+            Slot::Held(r) => Some(r.clone()),
+            Slot::Stored {
+                at,
+                len,
+                entries,
+                check,
+                ..
+            } => {
+                let mut buf = vec![0; *len as usize];
+                self.source.as_ref()?.read_exact_at(&mut buf, *at).ok()?;
+                decode_record(&buf, path, *entries as usize, check).map(std::sync::Arc::new)
+            }
+        }
     }
 
     /// The directories whose listing the cache does not vouch for (an entry was skipped, or
     /// a file has several links): a watched snapshot lists them every time, as a walk does.
     pub fn unvouched(&self) -> Vec<Vec<u8>> {
         self.dirs
-            .values()
-            .filter(|d| d.stat.is_none())
-            .map(|d| d.path.clone())
+            .iter()
+            .filter(|(_, s)| !s.vouched())
+            .map(|(p, _)| p.clone())
             .collect()
     }
 
     /// The trusted record for the file at `path` if `fresh` matches it and it is not racy.
-    pub fn lookup(&self, path: &[u8], fresh: &StatRecord) -> Option<&StatRecord> {
+    pub fn lookup(&self, path: &[u8], fresh: &StatRecord) -> Option<StatRecord> {
         let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
             Some(i) => (&path[..i], &path[i + 1..]),
             None => (&b""[..], path),
         };
-        let e = self.dirs.get(dir)?.get(name)?;
-        (e.kind == CachedKind::File && self.trusts(&e.stat, fresh)).then_some(&e.stat)
+        let d = self.dir(dir)?;
+        let e = d.get(name)?;
+        (e.kind == CachedKind::File && self.trusts(&e.stat, fresh)).then_some(e.stat)
     }
 
     /// Whether `cached` still describes the entry `fresh` was `lstat`ed from.
@@ -1019,6 +1403,15 @@ impl StatCache {
         self.dirs.len()
     }
 
+    /// Number of directory records held in memory (a walk's, or all of a file of an earlier
+    /// version); the others are read from the cache's file when asked for.
+    pub fn held(&self) -> usize {
+        self.dirs
+            .values()
+            .filter(|s| matches!(s, Slot::Held(_)))
+            .count()
+    }
+
     /// Number of entry records.
     pub fn len(&self) -> usize {
         self.files
@@ -1065,20 +1458,29 @@ struct Held {
 }
 
 /// The thread that writes a cache after [`WRITE_DELAY`], unless told otherwise: `true` on
-/// its channel writes at once, `false` calls the write off. It returns whether it wrote.
+/// its channel writes at once, `false` calls the write off. It returns whether it wrote, and
+/// the cache read back from the file it wrote (see [`StatCache::save_settled`]).
 struct Writer {
-    thread: std::thread::JoinHandle<bool>,
+    thread: std::thread::JoinHandle<Wrote>,
     tell: std::sync::mpsc::Sender<bool>,
+}
+
+/// What a [`Writer`] did.
+enum Wrote {
+    /// Called off: the file does not hold the cache.
+    No,
+    /// Written; the cache as the file now holds it, when it could be read back.
+    Yes(Option<Box<StatCache>>),
 }
 
 impl Writer {
     /// Tells it to write now (`write`) or to call the write off if it has not begun, waits
-    /// for it, and returns whether it wrote.
-    fn finish(self, write: bool) -> bool {
+    /// for it, and returns what it did.
+    fn finish(self, write: bool) -> Wrote {
         // A writer already done has hung up: nothing to tell.
         let _ = self.tell.send(write);
         // A panic while writing only loses the file: the memo still holds the records.
-        self.thread.join().unwrap_or(false)
+        self.thread.join().unwrap_or(Wrote::No)
     }
 }
 
@@ -1091,7 +1493,24 @@ impl Held {
     /// Ends the pending write: done now (`write`), or called off if it has not begun. Returns
     /// whether the file holds this cache's body (written, or nothing was pending).
     fn end(&mut self, write: bool) -> bool {
-        self.writing.take().is_none_or(|w| w.finish(write))
+        match self.writing.take().map(|w| w.finish(write)) {
+            None => true,
+            Some(Wrote::No) => false,
+            Some(Wrote::Yes(settled)) => {
+                if let Some(settled) = settled {
+                    drop(self.settle(*settled));
+                }
+                true
+            }
+        }
+    }
+
+    /// Holds `settled`, the same cache read back from the file just written, in place of the
+    /// one in memory, keeping the subtree totals counted so far; returns the one replaced.
+    fn settle(&mut self, settled: StatCache) -> std::sync::Arc<StatCache> {
+        let counted = std::mem::take(&mut *self.cache.subtrees.0.lock());
+        *settled.subtrees.0.lock() = counted;
+        std::mem::replace(&mut self.cache, std::sync::Arc::new(settled))
     }
 }
 
@@ -1175,6 +1594,7 @@ impl CacheMemo {
         cache.unwritten = None;
         let cache = std::sync::Arc::new(cache);
         let (shared, tmp, to) = (cache.clone(), tmp_dir.to_path_buf(), path.to_path_buf());
+        let memo = std::sync::Arc::downgrade(&self.0);
         let (tell, told) = std::sync::mpsc::channel::<bool>();
         let writing = std::thread::Builder::new()
             .name("cairn-statcache".into())
@@ -1182,10 +1602,12 @@ impl CacheMemo {
                 // Called off (false) before the delay ends: a newer cache supersedes this one.
                 // Told to write (true), the delay over, or the memo gone: written.
                 if let Ok(false) = told.recv_timeout(WRITE_DELAY) {
-                    return false;
+                    return Wrote::No;
                 }
-                let _ = shared.save(&tmp, &to);
-                true
+                let Ok(settled) = shared.save_settled(&tmp, &to) else {
+                    return Wrote::Yes(None);
+                };
+                Wrote::Yes(CacheMemo::install(&memo, &shared, settled).map(Box::new))
             });
         let writing = match writing {
             Ok(thread) => Some(Writer { thread, tell }),
@@ -1202,6 +1624,37 @@ impl CacheMemo {
         });
     }
 
+    /// Puts `settled` (the cache read back from the file a writer thread just wrote) in place
+    /// of `written` in the memo, when the memo still holds it and is waiting on this thread:
+    /// the records in memory are dropped as soon as the file holds them, not at the next
+    /// snapshot, and the thread is detached (its work is done). Otherwise gives `settled`
+    /// back, for whoever waits on the thread.
+    fn install(
+        memo: &std::sync::Weak<parking_lot::Mutex<Option<Held>>>,
+        written: &std::sync::Arc<StatCache>,
+        settled: StatCache,
+    ) -> Option<StatCache> {
+        let Some(memo) = memo.upgrade() else {
+            return Some(settled);
+        };
+        let mut held = memo.lock();
+        let me = std::thread::current().id();
+        let Some(h) = held.as_mut().filter(|h| {
+            std::sync::Arc::ptr_eq(&h.cache, written)
+                && h.writing
+                    .as_ref()
+                    .is_some_and(|w| w.thread.thread().id() == me)
+        }) else {
+            return Some(settled);
+        };
+        let detached = h.writing.take();
+        let replaced = h.settle(settled);
+        drop(held);
+        // Outside the lock: the records, and this thread's own handle (never joined).
+        drop((replaced, detached));
+        None
+    }
+
     fn keep(&self, held: Held) {
         // The one replaced (its write finished: it was waited for when taken) drops outside
         // the lock.
@@ -1209,11 +1662,29 @@ impl CacheMemo {
         drop(old);
     }
 
+    /// Whether the cache the last snapshot left is still waiting for its write, or being
+    /// written.
+    pub fn writing(&self) -> bool {
+        self.0
+            .lock()
+            .as_ref()
+            .and_then(|h| h.writing.as_ref())
+            .is_some_and(|w| !w.thread.is_finished())
+    }
+
     /// Waits until the cache the last snapshot left is written to its file.
     pub fn wait(&self) {
         let writing = self.0.lock().as_mut().and_then(|h| h.writing.take());
-        if let Some(w) = writing {
-            w.finish(true);
+        let Some(Wrote::Yes(Some(settled))) = writing.map(|w| w.finish(true)) else {
+            return;
+        };
+        // Still the cache it was written from (nothing replaced it meanwhile): the records
+        // read back stand in for it.
+        let mut held = self.0.lock();
+        if let Some(h) = held.as_mut().filter(|h| h.writing.is_none()) {
+            if h.cache.key == settled.key && h.cache.snapshot == settled.snapshot {
+                drop(h.settle(*settled));
+            }
         }
     }
 

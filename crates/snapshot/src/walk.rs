@@ -472,7 +472,8 @@ impl Walker<'_> {
         partial: bool,
     ) -> Result<DirOut> {
         self.check_stop()?;
-        let cached = self.cache.dir(rel);
+        let record = self.cache.dir(rel);
+        let cached = record.as_deref();
         let mut partial = partial;
         if let (true, Some(scope)) = (partial, self.partial) {
             if scope.in_subtree(rel) {

@@ -330,3 +330,24 @@ fn open_beneath(
     }
     cur.ok_or_else(|| rustix::io::Errno::INVAL.into())
 }
+
+/// A writer that counts the bytes that went through it (`n`), for a format that records
+/// where its parts begin, or how long a stream was.
+pub struct CountingWriter<'a> {
+    /// Where the bytes go.
+    pub inner: &'a mut dyn Write,
+    /// How many went.
+    pub n: u64,
+}
+
+impl Write for CountingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}

@@ -170,6 +170,14 @@ pub struct PackIndex {
 }
 
 impl PackIndex {
+    /// Gives back this process's copies of the mapped index's pages that lookups faulted in
+    /// (they stay in the page cache; the next lookup faults the few it needs back in). A
+    /// long-lived process calls it when idle: a walk of a large tree looks every file's blob
+    /// up and so touches every page.
+    pub fn release_pages(&self) {
+        self.data.release();
+    }
+
     /// Maps and validates an index file. Only the pages lookups touch stay resident (the
     /// mapping is shared with the page cache, and validation's pages are given back); a file
     /// too short to be an index, or one the system cannot map, is read instead.

@@ -350,6 +350,20 @@ impl Store {
         &self.inner.options
     }
 
+    /// Gives back memory this process holds but does not need now: the pages of the mapped
+    /// pack indexes that lookups faulted in (see
+    /// [`PackIndex::release_pages`](crate::pack::PackIndex::release_pages)) and, with glibc,
+    /// the free pages of the heap (`malloc_trim`: glibc keeps what its per-thread arenas
+    /// freed, and a walk's threads free much in the middle of them). For a
+    /// long-lived process (the `cairn watch` daemon) once it is idle; nothing it gives back
+    /// is lost, only read or faulted in again when needed.
+    pub fn release_memory(&self) {
+        for p in self.inner.packs.read().packs.values() {
+            p.index.release_pages();
+        }
+        trim_heap();
+    }
+
     /// Loads the indexes of packs other processes wrote since the last look, forgets packs
     /// that a collection removed, and re-reads the quarantine list (another process's verify may
     /// have added to it: a writer must not deduplicate against a copy it found corrupt).
@@ -700,7 +714,7 @@ impl Store {
                 Ok(bytes.len() as u64)
             }
             Location::Large(path) => {
-                let mut counter = CountingWriter { inner: out, n: 0 };
+                let mut counter = fsutil::CountingWriter { inner: out, n: 0 };
                 copy_large(path, id, &mut counter)?;
                 Ok(counter.n)
             }
@@ -1071,22 +1085,6 @@ impl Error {
     fn kind_is_corrupt(&self) -> bool {
         use crate::error::Classify;
         self.kind() == crate::error::ErrorKind::Corrupt
-    }
-}
-
-struct CountingWriter<'a> {
-    inner: &'a mut dyn Write,
-    n: u64,
-}
-
-impl Write for CountingWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.n += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
     }
 }
 
@@ -1550,3 +1548,17 @@ impl Drop for TempFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// Returns the heap's free pages to the system (glibc's `malloc_trim(0)`); nothing elsewhere.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn trim_heap() {
+    // SAFETY: `malloc_trim` takes no pointer and only releases memory the allocator holds
+    // free; it is safe to call from any thread at any time (glibc locks each arena it trims).
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}

@@ -152,6 +152,8 @@ fn write_seed_corpora() {
         .read_manifest_bytes(&snap.snapshot.id)
         .expect("manifest");
     seed_with_damage("manifest", &manifest);
+    // The workspace writes its stat cache from a background thread: now, before it is read.
+    ws.flush_stat_cache();
     let cache = std::fs::read(
         cairn_snapshot::StatCache::path(&store, crate::util::WS_ID).expect("cache path"),
     )

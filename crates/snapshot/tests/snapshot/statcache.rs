@@ -554,9 +554,20 @@ fn a_file_a_restore_wrote_is_recorded_only_when_its_times_prove_nothing_wrote_it
     assert!(cache.primed(b"b.txt", &placed).is_none());
 }
 
-/// A version 5 cache file as version 3 or 4 wrote it: the header without the watcher's token
-/// (its first 57 bytes, then their checksum), the same body.
-fn older_header(v5: &[u8], version: u32) -> Vec<u8> {
+/// A cache file of this version as version 5 wrote it: the same header, then every record in
+/// one postcard body.
+fn as_version_5(current: &[u8]) -> Vec<u8> {
+    let file = StatCache::decode(current).expect("decodes").to_file();
+    let mut out = current[..12 + cairn_snapshot::statcache::HEADER_LEN].to_vec();
+    out[8..12].copy_from_slice(&5u32.to_le_bytes());
+    out.extend_from_slice(&postcard::to_stdvec(&file.body).expect("encodes"));
+    out
+}
+
+/// A cache file of this version as version 3 or 4 wrote it: version 5's, with the header
+/// without the watcher's token (its first 57 bytes, then their checksum).
+fn older_header(current: &[u8], version: u32) -> Vec<u8> {
+    let v5 = as_version_5(current);
     let kept = 57;
     let mut out = v5[..12 + kept].to_vec();
     out[8..12].copy_from_slice(&version.to_le_bytes());
@@ -568,24 +579,35 @@ fn older_header(v5: &[u8], version: u32) -> Vec<u8> {
 }
 
 #[test]
-fn a_version_4_cache_is_still_read_and_its_header_is_never_rewritten_in_place() {
+fn version_4_and_5_caches_are_still_read_and_their_header_is_never_rewritten_in_place() {
     let ws = Ws::new();
     populate(&ws, 30);
     wait_out_the_racy_window();
     ws.snap(&Options::default());
     let path = StatCache::path(&ws.store, "ws").expect("path");
-    std::fs::write(&path, older_header(&std::fs::read(&path).expect("read"), 4)).expect("write");
-    let cache = StatCache::load(&path);
-    assert_eq!(cache.len(), 30 + 7);
-    assert!(!cache.is_current());
-    let snap = ws.snap(&Options::default());
-    assert_eq!(snap.stats.hashed, 0);
-    // Nothing changed, but the file is written whole in this version, not patched.
-    let now = std::fs::read(&path).expect("read");
-    assert_eq!(now[8..12], 5u32.to_le_bytes());
-    let cache = StatCache::load(&path);
-    assert_eq!(cache.len(), 30 + 7);
-    assert_eq!(cache.snapshot, Some(snap.id));
+    for version in [5, 4] {
+        let current = std::fs::read(&path).expect("read");
+        let older = if version == 5 {
+            as_version_5(&current)
+        } else {
+            older_header(&current, version)
+        };
+        std::fs::write(&path, older).expect("write");
+        let cache = StatCache::load(&path);
+        assert_eq!(cache.len(), 30 + 7, "version {version}");
+        assert!(!cache.is_current());
+        let snap = ws.snap(&Options::default());
+        assert_eq!(snap.stats.hashed, 0, "version {version}");
+        // Nothing changed, but the file is written whole in this version, not patched.
+        let now = std::fs::read(&path).expect("read");
+        assert_eq!(
+            now[8..12],
+            cairn_snapshot::statcache::STATCACHE_VERSION.to_le_bytes()
+        );
+        let cache = StatCache::load(&path);
+        assert_eq!(cache.len(), 30 + 7);
+        assert_eq!(cache.snapshot, Some(snap.id));
+    }
 }
 
 #[test]
@@ -645,4 +667,111 @@ fn a_snapshot_soon_after_another_calls_off_its_pending_write_and_the_last_cache_
     let fourth = ws.snap(&Options::default());
     assert_eq!(fourth.root, third.root);
     assert_eq!(fourth.stats.hashed, 1, "only the racy file is read again");
+}
+
+/// Where a version 6 cache file's records begin and its index begins (its footer).
+fn records_span(bytes: &[u8]) -> (usize, usize) {
+    let footer = &bytes[bytes.len() - cairn_snapshot::statcache::FOOTER_LEN..];
+    let field = |i: usize| u64::from_le_bytes(footer[i * 8..i * 8 + 8].try_into().expect("8"));
+    (field(0) as usize, field(1) as usize)
+}
+
+#[test]
+fn a_record_that_cannot_be_read_is_no_record_and_its_directory_is_read_again() {
+    let ws = Ws::new();
+    populate(&ws, 70);
+    wait_out_the_racy_window();
+    let first = ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let mut bytes = std::fs::read(&path).expect("read");
+    let (records, index) = records_span(&bytes);
+    assert!(records < index);
+    // Garbage over the middle of the records, the header, head and index intact.
+    let mid = (records + index) / 2;
+    bytes[mid..mid + 16].fill(0xff);
+    std::fs::write(&path, &bytes).expect("write");
+    // Decoded whole, the file is refused; loaded, its index still stands, and the record
+    // that does not decode is none.
+    assert!(StatCache::decode(&bytes).is_none());
+    let loaded = StatCache::load(&path);
+    assert_eq!(loaded.dir_count(), 8);
+    let spoiled = |d: &[u8]| loaded.dir(d).is_none();
+    let dirs: Vec<Vec<u8>> = (0..7).map(|i| format!("dir{i}").into_bytes()).collect();
+    let unreadable = dirs.iter().filter(|d| spoiled(d)).count();
+    assert!(
+        unreadable + usize::from(spoiled(b"")) >= 1,
+        "the garbage spoils at least one record"
+    );
+    // The snapshot reads the files of a directory whose record is spoiled again (10 in
+    // each) and takes the same tree; the next one, with the cache written again, reads
+    // nothing.
+    let second = ws.snap(&Options::default());
+    assert_eq!(second.root, first.root);
+    assert_eq!(second.stats.hashed, 10 * unreadable as u64);
+    let third = ws.snap(&Options::default());
+    assert_eq!(third.root, first.root);
+    assert_eq!(third.stats.hashed, 0);
+    assert!(StatCache::decode(&std::fs::read(&path).expect("read")).is_some());
+}
+
+#[test]
+fn records_copied_from_the_file_and_records_held_in_memory_are_written_alike() {
+    let ws = Ws::new();
+    populate(&ws, 50);
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let loaded = StatCache::load(&path);
+    assert_eq!(
+        loaded.held(),
+        0,
+        "a version 6 file's records stay in the file"
+    );
+    let decoded = StatCache::decode(&std::fs::read(&path).expect("read")).expect("decodes");
+    assert_eq!(decoded.held(), decoded.dir_count());
+    // Written from each (copied bytes, encoded records), both read back the same.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    loaded.save(tmp.path(), &a).expect("save");
+    decoded.save(tmp.path(), &b).expect("save");
+    let bodies = [&a, &b].map(|p| StatCache::load(p).to_file().body);
+    assert_eq!(bodies[0].dirs, bodies[1].dirs);
+    assert_eq!(bodies[0].dirs, loaded.to_file().body.dirs);
+    assert_eq!(bodies[0].dirs.len(), 8);
+}
+
+#[test]
+fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
+    let ws = Ws::new();
+    populate(&ws, 40);
+    wait_out_the_racy_window();
+    let memo = cairn_snapshot::CacheMemo::default();
+    let first = ws.snap(&with_memo(&memo));
+    assert_eq!(first.stats.hashed, 40);
+    memo.wait();
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let cache = memo.load(&path);
+    assert_eq!((cache.held(), cache.len()), (0, 40 + 7));
+    memo.put(&path, cache);
+    // A change: the new record is held until its write lands, then read from the file.
+    ws.write(
+        "dir3/file3.rs",
+        b"changed
+",
+    );
+    let second = ws.snap(&with_memo(&memo));
+    assert_eq!(second.stats.hashed, 1);
+    let cache = memo.load(&path);
+    assert!(
+        cache.held() >= 1,
+        "the changed directory's record is in memory"
+    );
+    memo.put_and_write(&ws.store.layout().tmp, &path, cache);
+    memo.wait();
+    let cache = memo.load(&path);
+    assert_eq!((cache.held(), cache.len()), (0, 40 + 7));
+    memo.put(&path, cache);
+    let third = ws.snap(&with_memo(&memo));
+    assert_eq!(third.root, second.root);
+    assert_eq!(third.stats.hashed, 1, "the racy file only");
 }

@@ -440,16 +440,14 @@ fn a_watched_snapshot_equals_a_walk_after_each_of_a_thousand_random_operations()
     // The watcher was used: only the first snapshot walks the whole tree.
     assert_eq!(full, 1, "snapshots that walked the whole tree");
     assert!(partial > 0);
-    // How much less was listed depends on the clock here: a directory holding a file changed
-    // within the stat cache's racy window is listed again, and this loop changes a file every
-    // few milliseconds. `only_the_changed_directory_is_listed_once_the_racy_window_has_passed`
-    // checks the saving exactly.
-    assert!(
-        b.listed < b.dirs_seen,
-        "the watched snapshots listed {} of {} directories: the watcher saved nothing",
-        b.listed,
-        b.dirs_seen
-    );
+    // How much less was listed depends on the clock, so it is printed, not asserted: a
+    // directory whose ignore file changed within the stat cache's racy window is listed with
+    // everything beneath it, and this loop rewrites the root's `.gitignore` every few
+    // operations; on a fast machine the 1,000 operations take a few seconds, so the root's
+    // is racy at every snapshot and every directory is listed (this assertion failed for
+    // most seeds once the loop ran in 9 s). The saving is checked where it does not depend on
+    // the clock: `only_the_changed_directory_is_listed_once_the_racy_window_has_passed` and
+    // the named-entries differential below, which spares the ignore files.
 }
 
 #[test]
