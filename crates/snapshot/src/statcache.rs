@@ -642,9 +642,9 @@ fn postcard_error(e: postcard::Error) -> std::io::Error {
 
 /// Writes a version 6 cache file to `out`: magic, version, header, the body's `head`, each
 /// directory's record (encoded from memory, or its bytes copied from `source`, the file a
-/// `Stored` slot points into), the index and the footer. Returns the index: where each
-/// record now lies. A `Stored` record that cannot be read is left out (its directory is then
-/// listed as if new to the cache, the rule for any record that fails).
+/// `Stored` slot points into, with their check), the index and the footer. Returns the index:
+/// where each record now lies. A `Stored` record that cannot be read is left out (its
+/// directory is then listed as if new to the cache, the rule for any record that fails).
 fn write_v6<'a>(
     out: &mut dyn Write,
     top: &Top<'_>,
@@ -674,8 +674,10 @@ fn write_v6<'a>(
                 check,
             }) => {
                 buf.resize(len as usize, 0);
-                let read = source.map(|f| f.read_exact_at(&mut buf, at));
-                if let Some(Ok(())) = read.filter(|_| record_check(&buf) == check) {
+                // Copied as they are, with their check: a record spoiled on disk stays one a
+                // reader refuses (hashing every record here cost a writer more than the rest
+                // of its work).
+                if let Some(Ok(())) = source.map(|f| f.read_exact_at(&mut buf, at)) {
                     let place = Place {
                         path: path.to_vec(),
                         at: out.n,
