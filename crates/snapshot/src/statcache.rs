@@ -184,6 +184,21 @@ pub struct DirRecord {
 }
 
 impl DirRecord {
+    /// The names of the subdirectories this record names that `now` (a directory's entries
+    /// as a walk found them, sorted by name) no longer names as directories.
+    pub fn subdirs_gone(&self, now: &[CachedEntry]) -> Vec<Vec<u8>> {
+        let still = |name: &[u8]| {
+            now.binary_search_by(|n| n.name.as_slice().cmp(name))
+                .ok()
+                .is_some_and(|i| now[i].kind == CachedKind::Dir)
+        };
+        self.entries
+            .iter()
+            .filter(|e| e.kind == CachedKind::Dir && !still(&e.name))
+            .map(|e| e.name.clone())
+            .collect()
+    }
+
     /// The entry named `name`.
     pub fn get(&self, name: &[u8]) -> Option<&CachedEntry> {
         self.entries
@@ -825,8 +840,10 @@ fn write_replacing<T>(
 pub enum Update {
     /// Its record is the cache's, unchanged.
     Same(Vec<u8>),
-    /// Its new record.
-    Fresh(DirRecord),
+    /// Its new record, other than the cache's, with the names of the subdirectories the
+    /// cache's record named that it no longer does (`None` when the walk had no record of it
+    /// to compare with: none, or one that could not be read).
+    Fresh(DirRecord, Option<Vec<Vec<u8>>>),
 }
 
 /// Reads only the header of the cache at `path`.
@@ -1137,32 +1154,28 @@ impl StatCache {
         let dirs = if partial {
             let mut gone: Vec<Vec<u8>> = Vec::new();
             for u in walked {
-                let Update::Fresh(r) = u else { continue };
-                let before = old.get(&r.path).map(|s| (s, self.record(&r.path, s)));
+                let Update::Fresh(r, gone_here) = u else {
+                    continue;
+                };
                 // Its subtree, and each one above it, holds something else now.
-                if !matches!(&before, Some((_, Some(b))) if **b == r) {
-                    let mut p = r.path.as_slice();
-                    loop {
-                        subtrees.remove(p);
-                        match p.iter().rposition(|&b| b == b'/') {
-                            Some(i) => p = &p[..i],
-                            None if !p.is_empty() => p = b"",
-                            None => break,
-                        }
+                let mut p = r.path.as_slice();
+                loop {
+                    subtrees.remove(p);
+                    match p.iter().rposition(|&b| b == b'/') {
+                        Some(i) => p = &p[..i],
+                        None if !p.is_empty() => p = b"",
+                        None => break,
                     }
                 }
-                let still = |name: &[u8]| r.get(name).is_some_and(|n| n.kind == CachedKind::Dir);
-                match before {
-                    Some((_, Some(before))) => {
-                        for e in &before.entries {
-                            if e.kind == CachedKind::Dir && !still(&e.name) {
-                                gone.push(cairn_store::relpath::join(&r.path, &e.name));
-                            }
-                        }
+                match gone_here {
+                    Some(names) => {
+                        gone.extend(names.iter().map(|n| cairn_store::relpath::join(&r.path, n)))
                     }
-                    // Its old record cannot be read: every recorded directory just beneath it
-                    // that is not one now is taken as gone.
-                    Some((_, None)) => {
+                    // A record the walk could not read: every recorded directory just
+                    // beneath it that is not one now is taken as gone.
+                    None if old.contains_key(&r.path) => {
+                        let still =
+                            |name: &[u8]| r.get(name).is_some_and(|n| n.kind == CachedKind::Dir);
                         for p in old.keys() {
                             if child_of(p, &r.path).is_some_and(|name| !still(name)) {
                                 gone.push(p.clone());
@@ -1188,7 +1201,7 @@ impl StatCache {
                             dirs.insert(path, r);
                         }
                     }
-                    Update::Fresh(r) => {
+                    Update::Fresh(r, _) => {
                         dirs.insert(r.path.clone(), Slot::Held(std::sync::Arc::new(r)));
                     }
                 }

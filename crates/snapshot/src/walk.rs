@@ -571,11 +571,13 @@ impl Walker<'_> {
         let new = if cached.is_some_and(|c| c.entries == records && c.stat == fresh) {
             Update::Same(rel.to_vec())
         } else {
-            Update::Fresh(DirRecord {
+            let gone = cached.map(|c| c.subdirs_gone(&records));
+            let record = DirRecord {
                 path: rel.to_vec(),
                 stat: fresh,
                 entries: records,
-            })
+            };
+            Update::Fresh(record, gone)
         };
         self.dirs.lock().push(new);
         Ok(out)
@@ -992,11 +994,19 @@ impl Walker<'_> {
         // As for a listing (see `walk_dir`): vouched for only when every entry present has a
         // record and none is a file with several links.
         let vouched = recorded == present.len() && !has_linked_file(&present) && !unreadable;
-        self.dirs.lock().push(Update::Fresh(DirRecord {
-            path: rel.to_vec(),
-            stat: record.stat.filter(|_| vouched),
-            entries: records,
-        }));
+        let stat = record.stat.filter(|_| vouched);
+        let new = if record.entries == records && record.stat == stat {
+            Update::Same(rel.to_vec())
+        } else {
+            let gone = Some(record.subdirs_gone(&records));
+            let new = DirRecord {
+                path: rel.to_vec(),
+                stat,
+                entries: records,
+            };
+            Update::Fresh(new, gone)
+        };
+        self.dirs.lock().push(new);
         Ok(Some(out))
     }
 
