@@ -1418,6 +1418,16 @@ impl StatCache {
         self.dirs.len()
     }
 
+    /// The cache `shared` holds: itself when no one else holds it, else a copy that takes
+    /// over its subtree totals (a writer thread still holding it does not use them).
+    fn unshare(shared: std::sync::Arc<StatCache>) -> StatCache {
+        std::sync::Arc::try_unwrap(shared).unwrap_or_else(|shared| {
+            let copy = StatCache::clone(&shared);
+            *copy.subtrees.0.lock() = std::mem::take(&mut *shared.subtrees.0.lock());
+            copy
+        })
+    }
+
     /// Number of directory records held in memory (a walk's, or all of a file of an earlier
     /// version); the others are read from the cache's file when asked for.
     pub fn held(&self) -> usize {
@@ -1478,6 +1488,8 @@ struct Held {
 struct Writer {
     thread: std::thread::JoinHandle<Wrote>,
     tell: std::sync::mpsc::Sender<bool>,
+    /// Set by the thread once its delay is over and it writes.
+    begun: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a [`Writer`] did.
@@ -1508,10 +1520,20 @@ impl Held {
     /// Ends the pending write: done now (`write`), or called off if it has not begun. Returns
     /// whether the file holds this cache's body (written, or nothing was pending).
     fn end(&mut self, write: bool) -> bool {
-        match self.writing.take().map(|w| w.finish(write)) {
-            None => true,
-            Some(Wrote::No) => false,
-            Some(Wrote::Yes(settled)) => {
+        let Some(w) = self.writing.take() else {
+            return true;
+        };
+        // A write under way that is to be called off is not waited for: a snapshot must not
+        // wait while a large cache is written (a 500,000-file one takes a tenth of a second or
+        // more). It is left to finish on its own (and finds the memo no longer holds its
+        // cache); the snapshot's own cache is written after it.
+        let begun = w.begun.load(std::sync::atomic::Ordering::Acquire);
+        if !write && begun && !w.thread.is_finished() {
+            return false;
+        }
+        match w.finish(write) {
+            Wrote::No => false,
+            Wrote::Yes(settled) => {
                 if let Some(settled) = settled {
                     drop(self.settle(*settled));
                 }
@@ -1560,8 +1582,7 @@ impl CacheMemo {
                 // they are used, and marked as from no file of this version, so the next
                 // save writes them whole rather than confirm a header over another body.
                 let shared = std::mem::take(&mut held.cache);
-                let mut cache = std::sync::Arc::try_unwrap(shared)
-                    .unwrap_or_else(|shared| StatCache::clone(&shared));
+                let mut cache = StatCache::unshare(shared);
                 cache.version = 0;
                 cache.unwritten = held.tmp.take();
                 return cache;
@@ -1570,8 +1591,7 @@ impl CacheMemo {
                 if let Some(h) = read_header(path) {
                     if h.key == held.cache.key {
                         let shared = std::mem::take(&mut held.cache);
-                        let mut cache = std::sync::Arc::try_unwrap(shared)
-                            .unwrap_or_else(|shared| StatCache::clone(&shared));
+                        let mut cache = StatCache::unshare(shared);
                         cache.snapshot = h.snapshot;
                         cache.started_ns = h.started_ns;
                         cache.token = h.token;
@@ -1611,6 +1631,8 @@ impl CacheMemo {
         let (shared, tmp, to) = (cache.clone(), tmp_dir.to_path_buf(), path.to_path_buf());
         let memo = std::sync::Arc::downgrade(&self.0);
         let (tell, told) = std::sync::mpsc::channel::<bool>();
+        let begun = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let started = begun.clone();
         let writing = std::thread::Builder::new()
             .name("cairn-statcache".into())
             .spawn(move || {
@@ -1619,13 +1641,18 @@ impl CacheMemo {
                 if let Ok(false) = told.recv_timeout(WRITE_DELAY) {
                     return Wrote::No;
                 }
+                started.store(true, std::sync::atomic::Ordering::Release);
                 let Ok(settled) = shared.save_settled(&tmp, &to) else {
                     return Wrote::Yes(None);
                 };
                 Wrote::Yes(CacheMemo::install(&memo, &shared, settled).map(Box::new))
             });
         let writing = match writing {
-            Ok(thread) => Some(Writer { thread, tell }),
+            Ok(thread) => Some(Writer {
+                thread,
+                tell,
+                begun,
+            }),
             Err(_) => {
                 let _ = cache.save(tmp_dir, path);
                 None
