@@ -1492,6 +1492,10 @@ struct Writer {
     begun: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// Held by a [`Writer`] while it writes and renames its file: the writes of one process land
+/// in the order they began.
+static WRITE_ORDER: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
 /// What a [`Writer`] did.
 enum Wrote {
     /// Called off: the file does not hold the cache.
@@ -1641,8 +1645,17 @@ impl CacheMemo {
                 if let Ok(false) = told.recv_timeout(WRITE_DELAY) {
                     return Wrote::No;
                 }
+                // After any write this process left to finish on its own (see `Held::end`):
+                // a newer cache is never renamed into place before an older one.
+                let in_order = WRITE_ORDER.lock();
+                // Called off while it waited for that one: superseded.
+                if let Ok(false) = told.try_recv() {
+                    return Wrote::No;
+                }
                 started.store(true, std::sync::atomic::Ordering::Release);
-                let Ok(settled) = shared.save_settled(&tmp, &to) else {
+                let written = shared.save_settled(&tmp, &to);
+                drop(in_order);
+                let Ok(settled) = written else {
                     return Wrote::Yes(None);
                 };
                 Wrote::Yes(CacheMemo::install(&memo, &shared, settled).map(Box::new))
