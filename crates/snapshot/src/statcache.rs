@@ -469,15 +469,8 @@ pub struct StatCache {
 /// Where one directory's record is.
 #[derive(Debug, Clone)]
 enum Slot {
-    /// In the cache's file (`StatCache::source`), `len` bytes at `at`: a record of `entries`
-    /// entries, with the directory's own `lstat` when `vouched`.
-    Stored {
-        at: u64,
-        len: u32,
-        entries: u32,
-        vouched: bool,
-        check: [u8; 8],
-    },
+    /// In the cache's file (`StatCache::source`).
+    Stored(Extent),
     /// In memory: a walk's, or decoded from a file of an earlier version.
     Held(std::sync::Arc<DirRecord>),
 }
@@ -485,17 +478,30 @@ enum Slot {
 impl Slot {
     fn entries(&self) -> usize {
         match self {
-            Slot::Stored { entries, .. } => *entries as usize,
+            Slot::Stored(x) => x.entries as usize,
             Slot::Held(r) => r.entries.len(),
         }
     }
 
     fn vouched(&self) -> bool {
         match self {
-            Slot::Stored { vouched, .. } => *vouched,
+            Slot::Stored(x) => x.vouched,
             Slot::Held(r) => r.stat.is_some(),
         }
     }
+}
+
+/// Where a directory's record lies in a version 6 file and what the index says of it: `len`
+/// bytes at `at` (from the start of the file), a record of `entries` entries, holding the
+/// directory's own `lstat` when `vouched`, whose bytes' SHA-256 begins with `check` (a record
+/// spoiled on disk is no record, rather than one whose blob ids are wrong).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Extent {
+    at: u64,
+    len: u32,
+    entries: u32,
+    vouched: bool,
+    check: [u8; 8],
 }
 
 /// The head of a version 6 body: everything but the directory records.
@@ -507,19 +513,13 @@ struct BodyHead {
     primed: Vec<PrimedSet>,
 }
 
-/// One entry of a version 6 body's index: where the record of the directory at `path` lies
-/// (`len` bytes at `at`, from the start of the file), how many entries it has, whether it
-/// holds the directory's own `lstat`, and the first 8 bytes of the SHA-256 of its bytes (a
-/// record spoiled on disk is no record, rather than one whose blob ids are wrong).
+/// One entry of a version 6 body's index: the record of the directory at `path`, and where
+/// (postcard encodes the nested fields as if they were this struct's own).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Place {
     #[serde(with = "serde_bytes")]
     path: Vec<u8>,
-    at: u64,
-    len: u32,
-    entries: u32,
-    vouched: bool,
-    check: [u8; 8],
+    extent: Extent,
 }
 
 /// The check of a record's bytes (see [`Place`]).
@@ -534,7 +534,16 @@ fn record_check(bytes: &[u8]) -> [u8; 8] {
 /// A directory record to write: one in memory, or one where a file holds it.
 enum Src<'a> {
     Record(&'a DirRecord),
-    Slot(&'a Slot),
+    Stored(Extent),
+}
+
+impl<'a> From<&'a Slot> for Src<'a> {
+    fn from(slot: &'a Slot) -> Src<'a> {
+        match slot {
+            Slot::Stored(x) => Src::Stored(*x),
+            Slot::Held(r) => Src::Record(r),
+        }
+    }
 }
 
 /// What a subtree the cache vouches for holds, in all (see [`StatCache::subtree`]).
@@ -657,7 +666,7 @@ fn postcard_error(e: postcard::Error) -> std::io::Error {
 
 /// Writes a version 6 cache file to `out`: magic, version, header, the body's `head`, each
 /// directory's record (encoded from memory, or its bytes copied from `source`, the file a
-/// `Stored` slot points into, with their check), the index and the footer. Returns the index:
+/// stored one's extent points into, with their check), the index and the footer. Returns the index:
 /// where each record now lies. A `Stored` record that cannot be read is left out (its
 /// directory is then listed as if new to the cache, the rule for any record that fails).
 fn write_v6<'a>(
@@ -678,47 +687,37 @@ fn write_v6<'a>(
     let mut buf: Vec<u8> = Vec::new();
     for (path, src) in dirs {
         buf.clear();
-        let record: &DirRecord = match src {
-            Src::Record(r) => r,
-            Src::Slot(Slot::Held(r)) => r,
-            Src::Slot(&Slot::Stored {
-                at,
-                len,
-                entries,
-                vouched,
-                check,
-            }) => {
-                buf.resize(len as usize, 0);
-                // Copied as they are, with their check: a record spoiled on disk stays one a
-                // reader refuses (hashing every record here cost a writer more than the rest
-                // of its work).
-                if let Some(Ok(())) = source.map(|f| f.read_exact_at(&mut buf, at)) {
-                    let place = Place {
-                        path: path.to_vec(),
-                        at: out.n,
-                        len,
-                        entries,
-                        vouched,
-                        check,
-                    };
-                    out.write_all(&buf)?;
-                    places.push(place);
+        let extent = match src {
+            // Copied as they are, with their check: a record spoiled on disk stays one a
+            // reader refuses (hashing every record here cost a writer more than the rest of
+            // its work).
+            Src::Stored(x) => {
+                buf.resize(x.len as usize, 0);
+                match source.map(|f| f.read_exact_at(&mut buf, x.at)) {
+                    Some(Ok(())) => Extent { at: out.n, ..x },
+                    _ => continue,
                 }
-                continue;
             }
-        };
-        postcard::to_io(record, &mut buf).map_err(postcard_error)?;
-        let (entries, vouched) = (record.entries.len(), record.stat.is_some());
-        let (Ok(len), Ok(entries)) = (u32::try_from(buf.len()), u32::try_from(entries)) else {
-            continue;
+            Src::Record(record) => {
+                postcard::to_io(record, &mut buf).map_err(postcard_error)?;
+                let (Ok(len), Ok(entries)) = (
+                    u32::try_from(buf.len()),
+                    u32::try_from(record.entries.len()),
+                ) else {
+                    continue;
+                };
+                Extent {
+                    at: out.n,
+                    len,
+                    entries,
+                    vouched: record.stat.is_some(),
+                    check: record_check(&buf),
+                }
+            }
         };
         places.push(Place {
             path: path.to_vec(),
-            at: out.n,
-            len,
-            entries,
-            vouched,
-            check: record_check(&buf),
+            extent,
         });
         out.write_all(&buf)?;
     }
@@ -759,9 +758,10 @@ fn parse_v6(
     let index_bytes = read(index_at, usize::try_from(index_len).ok()?)?;
     let (places, left): (Vec<Place>, _) = postcard::take_from_bytes(&index_bytes).ok()?;
     let inside = |p: &Place| {
-        p.at >= records_at
-            && p.at
-                .checked_add(u64::from(p.len))
+        let x = p.extent;
+        x.at >= records_at
+            && x.at
+                .checked_add(u64::from(x.len))
                 .is_some_and(|e| e <= index_at)
     };
     (rest.is_empty() && left.is_empty() && head.key == h.key && places.iter().all(inside))
@@ -782,28 +782,19 @@ fn child_of<'p>(path: &'p [u8], dir: &[u8]) -> Option<&'p [u8]> {
 fn stored(places: Vec<Place>) -> HashMap<Vec<u8>, Slot> {
     places
         .into_iter()
-        .map(|p| {
-            let slot = Slot::Stored {
-                at: p.at,
-                len: p.len,
-                entries: p.entries,
-                vouched: p.vouched,
-                check: p.check,
-            };
-            (p.path, slot)
-        })
+        .map(|p| (p.path, Slot::Stored(p.extent)))
         .collect()
 }
 
-/// Decodes the record of the directory at `path` from `bytes`: `None` unless its check is the
-/// index's, and it decodes whole, names that directory and has as many entries as the index
-/// says.
-fn decode_record(bytes: &[u8], path: &[u8], entries: usize, check: &[u8; 8]) -> Option<DirRecord> {
-    if record_check(bytes) != *check {
+/// Decodes the record of the directory at `path` from `bytes`, the `extent.len` bytes at
+/// `extent.at`: `None` unless their check is the index's, and they decode whole, name that
+/// directory and hold as many entries as the index says.
+fn decode_record(bytes: &[u8], path: &[u8], extent: &Extent) -> Option<DirRecord> {
+    if record_check(bytes) != extent.check {
         return None;
     }
     let (r, rest): (DirRecord, _) = postcard::take_from_bytes(bytes).ok()?;
-    (rest.is_empty() && r.path == path && r.entries.len() == entries).then_some(r)
+    (rest.is_empty() && r.path == path && r.entries.len() == extent.entries as usize).then_some(r)
 }
 
 /// The file at `path`, opened for reading with `O_NOFOLLOW` (a symlink there is an error).
@@ -920,8 +911,8 @@ impl StatCache {
         let (head, places) = parse_v6(&h, bytes.len() as u64, &read)?;
         let mut dirs = HashMap::with_capacity(places.len());
         for p in places {
-            let bytes = slice(p.at, p.len as usize)?;
-            let r = decode_record(bytes, &p.path, p.entries as usize, &p.check)?;
+            let bytes = slice(p.extent.at, p.extent.len as usize)?;
+            let r = decode_record(bytes, &p.path, &p.extent)?;
             dirs.insert(p.path, Slot::Held(std::sync::Arc::new(r)));
         }
         Some(Self::from_parts(&h, head, dirs, None))
@@ -1080,7 +1071,7 @@ impl StatCache {
             key: &self.key,
             token: self.token.as_ref(),
         };
-        let dirs = self.dirs.iter().map(|(p, s)| (p.as_slice(), Src::Slot(s)));
+        let dirs = self.dirs.iter().map(|(p, s)| (p.as_slice(), Src::from(s)));
         let source = self.source.as_deref();
         write_replacing(tmp_dir, path, |out| {
             write_v6(out, &top, &head, dirs, source)
@@ -1272,16 +1263,10 @@ impl StatCache {
         use std::os::unix::fs::FileExt;
         match slot {
             Slot::Held(r) => Some(r.clone()),
-            Slot::Stored {
-                at,
-                len,
-                entries,
-                check,
-                ..
-            } => {
-                let mut buf = vec![0; *len as usize];
-                self.source.as_ref()?.read_exact_at(&mut buf, *at).ok()?;
-                decode_record(&buf, path, *entries as usize, check).map(std::sync::Arc::new)
+            Slot::Stored(x) => {
+                let mut buf = vec![0; x.len as usize];
+                self.source.as_ref()?.read_exact_at(&mut buf, x.at).ok()?;
+                decode_record(&buf, path, x).map(std::sync::Arc::new)
             }
         }
     }
