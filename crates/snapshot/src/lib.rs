@@ -652,7 +652,9 @@ pub fn snapshot(
     options: &Options,
     ctx: Context<'_>,
 ) -> Result<Snapshot> {
-    prepare(store, root, workspace_id, options, ctx)?.commit()
+    let (prepared, committed) = take(store, root, workspace_id, options, ctx, true)?;
+    let (id, manifest) = committed.expect("a manifest was asked for");
+    prepared.finish(id, manifest)
 }
 
 /// A snapshot whose walk is done and whose objects are durable in the store, without its
@@ -709,25 +711,23 @@ impl Prepared<'_> {
     }
 
     /// Writes the manifest, then the stat cache, and returns the snapshot.
-    pub fn commit(mut self) -> Result<Snapshot> {
+    pub fn commit(self) -> Result<Snapshot> {
+        let manifest = manifest_of(
+            &self.root,
+            &self.workspace_id,
+            &self.options,
+            self.created_ms,
+            &self.out,
+        );
+        let id = self.store.write_manifest(&self.guard, &manifest)?;
+        self.finish(id, manifest)
+    }
+
+    /// Saves the stat cache of snapshot `id`, whose `manifest` is written, and returns the
+    /// snapshot.
+    fn finish(mut self, id: SnapshotId, manifest: Manifest) -> Result<Snapshot> {
         let store = self.store;
         let options = &self.options;
-        let manifest = Manifest {
-            root: self.out.root,
-            label: options.label.clone(),
-            created_ms: self.created_ms,
-            workspace_id: self.workspace_id.clone(),
-            workspace_root: {
-                use std::os::unix::ffi::OsStrExt;
-                self.root.as_os_str().as_bytes().to_vec()
-            },
-            metadata: serde_json::Value::Object(options.metadata.clone()).to_string(),
-            capture: options.capture.clone(),
-            skipped: self.out.skipped.clone(),
-            stats: self.out.stats,
-            protected: options.protect,
-        };
-        let id = store.write_manifest(&self.guard, &manifest)?;
         // The cache is saved after the manifest: a crash in between only costs re-reading.
         // From here on the snapshot is taken, so a cache that cannot be saved (a full disk)
         // does not fail it: the old cache stays, trusted only while its own snapshot exists.
@@ -753,6 +753,29 @@ impl Prepared<'_> {
             manifest,
             walk: self.out.walk.clone(),
         })
+    }
+}
+
+/// The manifest of a snapshot of the workspace at `root` whose walk gave `out`.
+fn manifest_of(
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+    created_ms: i64,
+    out: &WalkOutput,
+) -> Manifest {
+    use std::os::unix::ffi::OsStrExt;
+    Manifest {
+        root: out.root,
+        label: options.label.clone(),
+        created_ms,
+        workspace_id: workspace_id.to_string(),
+        workspace_root: root.as_os_str().as_bytes().to_vec(),
+        metadata: serde_json::Value::Object(options.metadata.clone()).to_string(),
+        capture: options.capture.clone(),
+        skipped: out.skipped.clone(),
+        stats: out.stats,
+        protected: options.protect,
     }
 }
 
@@ -795,6 +818,20 @@ pub fn prepare<'s>(
     options: &Options,
     ctx: Context<'_>,
 ) -> Result<Prepared<'s>> {
+    take(store, root, workspace_id, options, ctx, false).map(|(prepared, _)| prepared)
+}
+
+/// Walks the workspace and stores its objects; with `manifest`, also writes the snapshot's
+/// manifest, synced together with its objects (see [`cairn_store::ObjectWriter::commit_with_manifest`]),
+/// and returns its id with it.
+fn take<'s>(
+    store: &'s Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+    ctx: Context<'_>,
+    manifest: bool,
+) -> Result<(Prepared<'s>, Option<(SnapshotId, Manifest)>)> {
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
     let created_ms = snapshot_clock();
@@ -813,10 +850,19 @@ pub fn prepare<'s>(
         Sink::Store(&writer),
         Some(asked),
     )?;
-    let written = writer.commit()?;
+    // Committing adds no object: the figures are final.
+    let written = writer.stats();
     out.stats.stored_bytes = written.stored_bytes;
     out.stats.stored_objects = written.objects;
-    Ok(Prepared {
+    let committed = if manifest {
+        let m = manifest_of(root, workspace_id, options, created_ms, &out);
+        let (_, id) = writer.commit_with_manifest(&guard, &m)?;
+        Some((id, m))
+    } else {
+        writer.commit()?;
+        None
+    };
+    let prepared = Prepared {
         store,
         guard,
         root: root.to_path_buf(),
@@ -826,7 +872,8 @@ pub fn prepare<'s>(
         created_ms,
         cache,
         out,
-    })
+    };
+    Ok((prepared, committed))
 }
 
 /// Walks the live workspace without storing anything, with the stat cache of `workspace_id`

@@ -63,20 +63,27 @@ pub fn sync_dir(path: &Path) -> Result<()> {
         .map_err(|e| Error::io("sync directory", path, e))
 }
 
-/// Syncs two files at once, each `(file, its path, what the error calls the step)`: the
-/// second on a thread of its own, so that both writes are in flight together (on this
-/// machine's disk two syncs one after the other cost about twice one). The first error wins.
-pub fn sync_both(a: (&File, &Path, &'static str), b: (&File, &Path, &'static str)) -> Result<()> {
-    let sync = |(f, path, what): (&File, &Path, &'static str)| {
-        f.sync_all().map_err(|e| Error::io(what, path, e))
+/// A file to sync, its path and what an error calls the step (see [`sync_together`]).
+pub type ToSync<'a> = (&'a File, &'a Path, &'static str);
+
+/// Syncs several files at once: each but the first on a thread of its own, so that all their
+/// writes are in flight together (on this machine's disk two syncs one after the other cost
+/// about twice one). The first error wins.
+pub fn sync_together(files: &[ToSync<'_>]) -> Result<()> {
+    let sync = |&(f, path, what): &ToSync<'_>| f.sync_all().map_err(|e| Error::io(what, path, e));
+    let Some((first, rest)) = files.split_first() else {
+        return Ok(());
     };
     std::thread::scope(|s| {
-        let other = s.spawn(|| sync(b));
-        let first = sync(a);
-        let second = other
-            .join()
-            .unwrap_or_else(|_| Err(Error::io(b.2, b.1, std::io::Error::other("panicked"))));
-        first.and(second)
+        let others: Vec<_> = rest.iter().map(|t| (t, s.spawn(move || sync(t)))).collect();
+        let mut result = sync(first);
+        for ((_, path, what), other) in others {
+            let done = other
+                .join()
+                .unwrap_or_else(|_| Err(Error::io(what, path, std::io::Error::other("panicked"))));
+            result = result.and(done);
+        }
+        result
     })
 }
 
@@ -125,23 +132,66 @@ pub fn temp_name(dir: &Path, tag: &str) -> PathBuf {
 /// Writes `bytes` to `dest` durably and atomically: a temporary file in `tmp_dir` is written,
 /// synced and renamed over `dest`, and `dest`'s directory is synced.
 pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_name(tmp_dir, "write");
-    let result = (|| {
-        let mut f = create_new_file(&tmp)?;
-        f.write_all(bytes)
-            .map_err(|e| Error::io("write", &tmp, e))?;
-        f.sync_all().map_err(|e| Error::io("sync", &tmp, e))?;
-        drop(f);
-        fs::rename(&tmp, dest).map_err(|e| Error::io("rename into place", dest, e))?;
-        if let Some(parent) = dest.parent() {
-            sync_dir(parent)?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    let staged = Staged::write(tmp_dir, bytes)?;
+    staged.sync()?;
+    staged.place(dest)
+}
+
+/// A temporary file written whole and not yet in place: [`Staged::place`] renames it over its
+/// destination (after [`Staged::sync`], or after its file was synced with others, see
+/// [`sync_together`]). Dropped before that, it is removed.
+#[derive(Debug)]
+pub struct Staged {
+    file: File,
+    tmp: PathBuf,
+    placed: bool,
+}
+
+impl Staged {
+    /// Writes `bytes` to a new temporary file in `tmp_dir`.
+    pub fn write(tmp_dir: &Path, bytes: &[u8]) -> Result<Staged> {
+        let tmp = temp_name(tmp_dir, "write");
+        let file = create_new_file(&tmp)?;
+        // From here on, a failure removes the file (see `Drop`).
+        let mut staged = Staged {
+            file,
+            tmp,
+            placed: false,
+        };
+        staged
+            .file
+            .write_all(bytes)
+            .map_err(|e| Error::io("write", &staged.tmp, e))?;
+        Ok(staged)
     }
-    result
+
+    /// Its file, to be synced with others.
+    pub fn to_sync(&self) -> ToSync<'_> {
+        (&self.file, &self.tmp, "sync")
+    }
+
+    /// Makes its content durable.
+    pub fn sync(&self) -> Result<()> {
+        sync_together(&[self.to_sync()])
+    }
+
+    /// Renames it over `dest` and syncs `dest`'s directory. Its content must be durable first.
+    pub fn place(mut self, dest: &Path) -> Result<()> {
+        fs::rename(&self.tmp, dest).map_err(|e| Error::io("rename into place", dest, e))?;
+        self.placed = true;
+        match dest.parent() {
+            Some(parent) => sync_dir(parent),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 /// Removes a file if it exists; a missing file is not an error.

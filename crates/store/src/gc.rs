@@ -482,7 +482,7 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
         }
         let w = writer.take().expect("writer present");
         if w.object_count() > 0 {
-            let (_id, new_path, _) = w.finish(&layout.tmp, &layout.packs)?;
+            let (_id, new_path, _) = w.finish(&layout.tmp, &layout.packs, None)?;
             freed -= std::fs::metadata(&new_path).map(|m| m.len()).unwrap_or(0) as i64;
         }
         for p in done {

@@ -571,12 +571,14 @@ impl PackWriter {
     }
 
     /// Syncs the pack, writes and syncs its index, and renames both into `packs_dir` (the index
-    /// last, so a reader never sees an index whose pack is missing). Returns the pack's id, the
-    /// path of its pack file and its index.
+    /// last, so a reader never sees an index whose pack is missing). The file `with` is synced
+    /// together with them (a manifest to be renamed into place once the pack is). Returns the
+    /// pack's id, the path of its pack file and its index.
     pub(crate) fn finish(
         mut self,
         tmp_dir: &Path,
         packs_dir: &Path,
+        with: Option<fsutil::ToSync<'_>>,
     ) -> Result<(ObjectId, PathBuf, PackIndex)> {
         self.file
             .flush()
@@ -593,11 +595,14 @@ impl PackWriter {
             let mut f = fsutil::create_new_file(&idx_tmp)?;
             f.write_all(&index_bytes)
                 .map_err(|e| Error::io("write pack index", &idx_tmp, e))?;
-            // Both durable before either is renamed into place, synced together.
-            fsutil::sync_both(
-                (&file, &self.tmp_path, "sync pack"),
-                (&f, &idx_tmp, "sync pack index"),
-            )?;
+            // Both durable before either is renamed into place, synced together (and with
+            // the file `with`, when there is one).
+            let mut files = vec![
+                (&file, self.tmp_path.as_path(), "sync pack"),
+                (&f, idx_tmp.as_path(), "sync pack index"),
+            ];
+            files.extend(with);
+            fsutil::sync_together(&files)?;
             let pack_path = packs_dir.join(format!("{}.pack", pack_id.to_hex()));
             let idx_path = packs_dir.join(format!("{}.idx", pack_id.to_hex()));
             std::fs::rename(&self.tmp_path, &pack_path)

@@ -2,8 +2,8 @@
 //! manifests, and owner-only permissions whatever the umask.
 
 use crate::util::{
-    files_ending, helper, helper_dir, kind, manifest, noise, open, options, snapshot, temp, walk,
-    write_unreachable,
+    file_entry, files_ending, helper, helper_dir, kind, manifest, noise, open, options, snapshot,
+    temp, walk, write_unreachable,
 };
 use cairn_store::pack::{Codec, PackIndex};
 use cairn_store::{
@@ -302,6 +302,47 @@ fn a_manifest_whose_root_is_missing_is_refused_by_write_manifest() {
     store
         .write_manifest(&op, &manifest(root, None, 1))
         .expect("now it is written");
+}
+
+#[test]
+fn a_manifest_committed_with_its_objects_names_them_all_and_leaves_no_temporary_file() {
+    let dir = temp();
+    let store = open(dir.path());
+    let op = store
+        .begin_operation(OperationKind::Snapshot, &[])
+        .expect("begins");
+    let tmp_files = || {
+        std::fs::read_dir(&store.layout().tmp)
+            .expect("lists")
+            .count()
+    };
+    // Objects written by the writer: the pack and the manifest land together.
+    let w = store.writer(&op);
+    let blob = w.put(ObjectKind::Blob, b"hello\n").expect("stored").id;
+    let tree = Tree::new(vec![file_entry(b"a", blob, 6)]).expect("valid");
+    let root = w.put_tree(&tree).expect("stored");
+    let m = manifest(root, Some("with its pack"), 1);
+    let (stats, id) = w.commit_with_manifest(&op, &m).expect("committed");
+    assert_eq!((stats.objects, stats.packs), (2, 1));
+    assert_eq!(store.read_manifest(&id).expect("reads"), m);
+    assert_eq!(store.read_tree(&root).expect("reads"), tree);
+    assert_eq!(files_ending(&store.layout().packs, ".pack").len(), 1);
+    assert_eq!(tmp_files(), 0);
+    // Nothing new to write (the root is the store's already): the manifest alone.
+    let w = store.writer(&op);
+    assert_eq!(w.put_tree(&tree).expect("deduplicated"), root);
+    let again = manifest(root, Some("no new object"), 2);
+    let (stats, id2) = w.commit_with_manifest(&op, &again).expect("committed");
+    assert_eq!((stats.objects, stats.packs), (0, 0));
+    assert_eq!(store.read_manifest(&id2).expect("reads"), again);
+    assert_eq!(files_ending(&store.layout().packs, ".pack").len(), 1);
+    // A root that neither the writer nor the store holds: refused, and nothing is written.
+    let w = store.writer(&op);
+    let missing = TreeId(ObjectId::of(b"a tree nobody wrote"));
+    let err = w.commit_with_manifest(&op, &manifest(missing, None, 3));
+    assert_eq!(kind(err), ErrorKind::Corrupt);
+    assert_eq!(store.snapshot_ids().expect("lists").len(), 2);
+    assert_eq!(tmp_files(), 0);
 }
 
 #[test]
