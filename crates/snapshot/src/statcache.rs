@@ -4,23 +4,31 @@
 //! read again, and a directory whose entries all match keeps its tree id without the tree being
 //! built, encoded and hashed again: a snapshot with nothing changed costs one `lstat` per entry.
 //!
-//! File format (version 6): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
+//! File format (version 7): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
 //! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, the
 //! key of the body, the watcher token the records were confirmed with, and a checksum of those
-//! fields), then the body: its head (key, capture rules, root, the files restores wrote), each
-//! directory's record encoded on its own, an index of where each record lies, and a footer of
-//! three little-endian `u64`s that says where the records and the index begin and how long the
-//! index is. A process reads the header, the head and the index, and each directory's record
-//! only when a walk looks at that directory (`pread`, see [`StatCache::dir`]): a watched
-//! snapshot of a 500,000-file tree that changed ten files decodes a few records, and the
-//! `cairn watch` daemon holds the index, not half a million records, between snapshots.
-//! Versions 3 to 5 (one postcard-encoded [`StatCacheBody`]; 3 and 4 with a header of
-//! [`HEADER_LEN_V4`] bytes, without the token) are still read, whole. The key is new each time
-//! a body is written and kept when only the header
-//! is rewritten, so a process that holds the body it last wrote or read (see [`CacheMemo`])
-//! knows from the header alone that it may use it without reading the file. The body is written
-//! to a temporary file and renamed over the old one after the snapshot's manifest; when a
-//! snapshot changed nothing, only the header is rewritten in place. Neither is synced: the
+//! fields), then the body: each directory's record encoded on its own, the head (key, capture
+//! rules, root, the files restores wrote), an index of where each record lies, and a footer of
+//! [`FOOTER_LEN`] bytes that says where the head and the index lie, with a check of their
+//! bytes. A process reads the header, the footer, the head and the index, and each directory's
+//! record only when a walk looks at that directory (`pread`, see [`StatCache::dir`]): a
+//! watched snapshot of a 500,000-file tree that changed ten files decodes a few records, and
+//! the `cairn watch` daemon holds the index, not half a million records, between snapshots.
+//! Version 6 (the head before the records, a footer of three `u64`s) and versions 3 to 5 (one
+//! postcard-encoded [`StatCacheBody`]; 3 and 4 with a header of [`HEADER_LEN_V4`] bytes,
+//! without the token) are still read, 3 to 5 whole. The key is new each time a body is
+//! written and kept when only the header is rewritten, so a process that holds the body it
+//! last wrote or read (see [`CacheMemo`]) knows from the header alone that it may use it
+//! without reading the file.
+//!
+//! A body is written after the snapshot's manifest, in one of two ways. When the file at the
+//! cache's path is still the one its other records were read from, as long as it was then, the
+//! records that changed are appended to it with a new head, index and footer, and the header
+//! is rewritten last (see [`StatCache::save`]): a snapshot that changed ten files of a
+//! 500,000-file tree writes their directories' records and the index, not the 46 MB of every
+//! record. Otherwise, or once the file would hold more than twice what is live, the whole body
+//! is written to a temporary file renamed over the old one. When a snapshot changed nothing,
+//! only the header is rewritten in place. None of this is synced: the
 //! cache only saves work, a torn or stale header fails its checksum or names an older snapshot
 //! (whose earlier start time is the stricter one for the racy rule), and the cache is only
 //! trusted while the snapshot it names exists (a collection may have removed the blobs of a
@@ -49,17 +57,27 @@ use std::path::{Path, PathBuf};
 
 /// Magic at the start of a stat cache file.
 pub const STATCACHE_MAGIC: &[u8; 8] = b"CAIRNSTC";
-/// The stat cache format version (version 5, one postcard body with every record, version 4,
-/// the same without the watcher's token in the header, and version 3, also without the files
-/// restores wrote, are still read).
-pub const STATCACHE_VERSION: u32 = 6;
+/// The stat cache format version (version 6, the head before the records, version 5, one
+/// postcard body with every record, version 4, the same without the watcher's token in the
+/// header, and version 3, also without the files restores wrote, are still read).
+pub const STATCACHE_VERSION: u32 = 7;
 /// The earlier versions still read.
+const STATCACHE_VERSION_6: u32 = 6;
 const STATCACHE_VERSION_3: u32 = 3;
 const STATCACHE_VERSION_4: u32 = 4;
 const STATCACHE_VERSION_5: u32 = 5;
+/// The footer of a version 7 file: where the head begins and its length, where the index
+/// begins and its length, each a little-endian `u64`, then the first 8 bytes of the SHA-256 of
+/// the head's and the index's bytes (a footer appended over a torn write names no garbage).
+pub const FOOTER_LEN: usize = 4 * 8 + 8;
 /// The footer of a version 6 file: where the records begin, where the index begins, and the
 /// index's length, each a little-endian `u64`.
-pub const FOOTER_LEN: usize = 24;
+const FOOTER_LEN_V6: usize = 24;
+/// A file that would hold more than this many times the bytes of what is live in it (the
+/// records its index places, its head and its index) is written whole rather than appended to:
+/// it never holds more than twice what it needs, and is written whole about once every
+/// (file size / bytes appended per snapshot) snapshots.
+const COMPACT_RATIO: u64 = 2;
 /// Records of files changed this close before their snapshot started are not trusted.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 /// Length of the fixed header (versions 5 and 6) after the magic and version: a flag byte, a snapshot id, the
@@ -445,9 +463,13 @@ pub struct StatCache {
     pub root: Option<(TreeId, u64)>,
     /// Each directory's record, by path: where the file holds it, or in memory.
     dirs: HashMap<Vec<u8>, Slot>,
-    /// The version 6 file the `Stored` records are read from (opened once: a file renamed
-    /// over it later does not change what this one holds).
+    /// The version 6 or 7 file the `Stored` records are read from (opened once: a file
+    /// renamed over it later does not change what this one holds).
     source: Option<std::sync::Arc<std::fs::File>>,
+    /// The length of `source` when it was read or written, when it is a version 7 file (only
+    /// such a file is appended to): a file appended to since by someone else is not appended
+    /// to again (see [`StatCache::save`]).
+    source_len: Option<u64>,
     files: usize,
     /// The key of the body these records came from (all zero when they came from no file).
     key: [u8; 16],
@@ -491,7 +513,7 @@ impl Slot {
     }
 }
 
-/// Where a directory's record lies in a version 6 file and what the index says of it: `len`
+/// Where a directory's record lies in a version 6 or 7 file and what the index says of it: `len`
 /// bytes at `at` (from the start of the file), a record of `entries` entries, holding the
 /// directory's own `lstat` when `vouched`, whose bytes' SHA-256 begins with `check` (a record
 /// spoiled on disk is no record, rather than one whose blob ids are wrong).
@@ -504,7 +526,7 @@ struct Extent {
     check: [u8; 8],
 }
 
-/// The head of a version 6 body: everything but the directory records.
+/// The head of a version 6 or 7 body: everything but the directory records.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct BodyHead {
     key: [u8; 16],
@@ -513,7 +535,7 @@ struct BodyHead {
     primed: Vec<PrimedSet>,
 }
 
-/// One entry of a version 6 body's index: the record of the directory at `path`, and where
+/// One entry of a version 6 or 7 body's index: the record of the directory at `path`, and where
 /// (postcard encodes the nested fields as if they were this struct's own).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Place {
@@ -614,6 +636,7 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
     let version = u32::from_le_bytes(bytes[8..12].try_into().ok()?);
     if ![
         STATCACHE_VERSION,
+        STATCACHE_VERSION_6,
         STATCACHE_VERSION_5,
         STATCACHE_VERSION_4,
         STATCACHE_VERSION_3,
@@ -664,26 +687,38 @@ fn postcard_error(e: postcard::Error) -> std::io::Error {
     std::io::Error::other(format!("writing the stat cache: {e}"))
 }
 
-/// Writes a version 6 cache file to `out`: magic, version, header, the body's `head`, each
-/// directory's record (encoded from memory, or its bytes copied from `source`, the file a
-/// stored one's extent points into, with their check), the index and the footer. Returns the index:
-/// where each record now lies. A `Stored` record that cannot be read is left out (its
-/// directory is then listed as if new to the cache, the rule for any record that fails).
-fn write_v6<'a>(
+/// Writes a version 7 cache file to `out`: magic, version, header, each directory's record
+/// (see [`write_records`]), then the head, the index and the footer (see [`write_tail`]).
+/// Returns the index: where each record now lies, and the file's length.
+fn write_v7<'a>(
     out: &mut dyn Write,
     top: &Top<'_>,
     head: &BodyHead,
     dirs: impl Iterator<Item = (&'a [u8], Src<'a>)>,
     source: Option<&std::fs::File>,
-) -> std::io::Result<Vec<Place>> {
-    use std::os::unix::fs::FileExt;
+) -> std::io::Result<(Vec<Place>, u64)> {
     let mut out = cairn_store::fsutil::CountingWriter { inner: out, n: 0 };
     out.write_all(STATCACHE_MAGIC)?;
     out.write_all(&STATCACHE_VERSION.to_le_bytes())?;
     out.write_all(&header(top.snapshot, top.started_ns, top.key, top.token))?;
-    postcard::to_io(head, &mut out).map_err(postcard_error)?;
-    let records_at = out.n;
     let mut places = Vec::new();
+    write_records(&mut out, dirs, source, &mut places)?;
+    write_tail(&mut out, head, &places)?;
+    Ok((places, out.n))
+}
+
+/// Writes directory records to `out` (which counts from the start of the file), each encoded
+/// from memory or its bytes copied from `source`, the file a stored one's extent points into
+/// (with its check), and adds where each now lies to `places`. A `Stored` record that cannot
+/// be read is left out (its directory is then listed as if new to the cache, the rule for any
+/// record that fails).
+fn write_records<'a>(
+    out: &mut cairn_store::fsutil::CountingWriter<'_>,
+    dirs: impl Iterator<Item = (&'a [u8], Src<'a>)>,
+    source: Option<&std::fs::File>,
+    places: &mut Vec<Place>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
     let mut buf: Vec<u8> = Vec::new();
     for (path, src) in dirs {
         buf.clear();
@@ -698,22 +733,10 @@ fn write_v6<'a>(
                     _ => continue,
                 }
             }
-            Src::Record(record) => {
-                postcard::to_io(record, &mut buf).map_err(postcard_error)?;
-                let (Ok(len), Ok(entries)) = (
-                    u32::try_from(buf.len()),
-                    u32::try_from(record.entries.len()),
-                ) else {
-                    continue;
-                };
-                Extent {
-                    at: out.n,
-                    len,
-                    entries,
-                    vouched: record.stat.is_some(),
-                    check: record_check(&buf),
-                }
-            }
+            Src::Record(record) => match encode_record(record, out.n, &mut buf)? {
+                Some(x) => x,
+                None => continue,
+            },
         };
         places.push(Place {
             path: path.to_vec(),
@@ -721,13 +744,120 @@ fn write_v6<'a>(
         });
         out.write_all(&buf)?;
     }
-    let index_at = out.n;
-    postcard::to_io(&places, &mut out).map_err(postcard_error)?;
-    let index_len = out.n - index_at;
-    for n in [records_at, index_at, index_len] {
+    Ok(())
+}
+
+/// Encodes `record` into `buf` (emptied first) and says where it will lie once written at
+/// `at`; `None` when it is too large for an extent.
+fn encode_record(
+    record: &DirRecord,
+    at: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<Extent>> {
+    buf.clear();
+    postcard::to_io(record, &mut *buf).map_err(postcard_error)?;
+    let (Ok(len), Ok(entries)) = (
+        u32::try_from(buf.len()),
+        u32::try_from(record.entries.len()),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(Extent {
+        at,
+        len,
+        entries,
+        vouched: record.stat.is_some(),
+        check: record_check(buf),
+    }))
+}
+
+/// Writes the head, the index `places` and the footer of a version 7 body to `out` (which
+/// counts from the start of the file).
+fn write_tail(
+    out: &mut cairn_store::fsutil::CountingWriter<'_>,
+    head: &BodyHead,
+    places: &[Place],
+) -> std::io::Result<()> {
+    let head_bytes = postcard::to_stdvec(head).map_err(postcard_error)?;
+    let index_bytes = postcard::to_stdvec(places).map_err(postcard_error)?;
+    let head_at = out.n;
+    let index_at = head_at + head_bytes.len() as u64;
+    out.write_all(&head_bytes)?;
+    out.write_all(&index_bytes)?;
+    for n in [
+        head_at,
+        head_bytes.len() as u64,
+        index_at,
+        index_bytes.len() as u64,
+    ] {
         out.write_all(&n.to_le_bytes())?;
     }
-    Ok(places)
+    out.write_all(&tail_check(&head_bytes, &index_bytes))
+}
+
+/// The check a version 7 footer holds: the first 8 bytes of the SHA-256 of the head's bytes
+/// and then the index's.
+fn tail_check(head: &[u8], index: &[u8]) -> [u8; 8] {
+    let mut h = Hasher::new();
+    h.update(head);
+    h.update(index);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&h.finish().0[..8]);
+    out
+}
+
+/// The footer of `len` bytes that ends a file of `total` bytes, and where it begins.
+fn read_footer(
+    total: u64,
+    len: usize,
+    read: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+) -> Option<(u64, Vec<u8>)> {
+    let at = total.checked_sub(len as u64)?;
+    Some((at, read(at, len)?))
+}
+
+/// The `i`th little-endian `u64` of `bytes`.
+fn u64_at(bytes: &[u8], i: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+    ))
+}
+
+/// Reads the head and index of a version 7 file of `total` bytes whose header is `h`, through
+/// `read(at, len)`; checks the footer's check, that the head lies after the header and before
+/// the index, that every place lies between the header and the head, and that the head's key
+/// is the header's.
+fn parse_v7(
+    h: &Header,
+    total: u64,
+    read: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+) -> Option<(BodyHead, Vec<Place>)> {
+    let start = body_start(h.version) as u64;
+    let (footer_at, footer) = read_footer(total, FOOTER_LEN, read)?;
+    let field = |i: usize| u64_at(&footer, i);
+    let (head_at, head_len, index_at, index_len) = (field(0)?, field(1)?, field(2)?, field(3)?);
+    if !(start <= head_at
+        && head_at.checked_add(head_len)? == index_at
+        && index_at.checked_add(index_len)? == footer_at)
+    {
+        return None;
+    }
+    let head_bytes = read(head_at, usize::try_from(head_len).ok()?)?;
+    let index_bytes = read(index_at, usize::try_from(index_len).ok()?)?;
+    if tail_check(&head_bytes, &index_bytes)[..] != footer[32..] {
+        return None;
+    }
+    let (head, rest): (BodyHead, _) = postcard::take_from_bytes(&head_bytes).ok()?;
+    let (places, left): (Vec<Place>, _) = postcard::take_from_bytes(&index_bytes).ok()?;
+    let inside = |p: &Place| {
+        let x = p.extent;
+        x.at >= start
+            && x.at
+                .checked_add(u64::from(x.len))
+                .is_some_and(|e| e <= head_at)
+    };
+    (rest.is_empty() && left.is_empty() && head.key == h.key && places.iter().all(inside))
+        .then_some((head, places))
 }
 
 /// Reads the head and index of a version 6 file of `total` bytes whose header is `h`, through
@@ -739,13 +869,8 @@ fn parse_v6(
     read: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
 ) -> Option<(BodyHead, Vec<Place>)> {
     let start = body_start(h.version) as u64;
-    let footer_at = total.checked_sub(FOOTER_LEN as u64)?;
-    let footer = read(footer_at, FOOTER_LEN)?;
-    let field = |i: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(
-            footer.get(i * 8..i * 8 + 8)?.try_into().ok()?,
-        ))
-    };
+    let (footer_at, footer) = read_footer(total, FOOTER_LEN_V6, read)?;
+    let field = |i: usize| u64_at(&footer, i);
     let (records_at, index_at, index_len) = (field(0)?, field(1)?, field(2)?);
     if !(start <= records_at
         && records_at <= index_at
@@ -826,6 +951,9 @@ fn write_replacing<T>(
     Ok((file, made))
 }
 
+/// A cache file just written: the file (open for reading), its length and its index.
+type FileWritten = (std::sync::Arc<std::fs::File>, u64, Vec<Place>);
+
 /// One directory a walk went through, for [`StatCache::replace`].
 #[derive(Debug)]
 pub enum Update {
@@ -861,8 +989,8 @@ impl StatCache {
     }
 
     /// Loads the cache at `path`. A missing, unreadable or undecodable cache is empty: the
-    /// cache only saves work, it never decides content. Of a version 6 file only the header,
-    /// the head and the index are read; each record is read when asked for ([`StatCache::dir`]),
+    /// cache only saves work, it never decides content. Of a version 6 or 7 file only the
+    /// header, the head and the index are read; each record is read when asked for ([`StatCache::dir`]),
     /// from the file as it was opened here.
     pub fn load(path: &Path) -> StatCache {
         Self::open(path).unwrap_or_default()
@@ -885,22 +1013,21 @@ impl StatCache {
         };
         let first = read(0, (12 + HEADER_LEN).min(usize::try_from(total).ok()?))?;
         let h = parse_header(&first)?;
-        if h.version != STATCACHE_VERSION {
-            return Self::decode_whole(&read(0, usize::try_from(total).ok()?)?, &h);
-        }
-        let (head, places) = parse_v6(&h, total, &read)?;
-        Some(Self::from_parts(
-            &h,
-            head,
-            stored(places),
-            Some(std::sync::Arc::new(file)),
-        ))
+        let (head, places) = match h.version {
+            STATCACHE_VERSION => parse_v7(&h, total, &read)?,
+            STATCACHE_VERSION_6 => parse_v6(&h, total, &read)?,
+            _ => return Self::decode_whole(&read(0, usize::try_from(total).ok()?)?, &h),
+        };
+        // Only a file of this version is appended to (see `StatCache::append`).
+        let len = (h.version == STATCACHE_VERSION).then_some(total);
+        let source = Some((std::sync::Arc::new(file), len));
+        Some(Self::from_parts(&h, head, stored(places), source))
     }
 
     /// Decodes cache bytes (every record of them).
     pub fn decode(bytes: &[u8]) -> Option<StatCache> {
         let h = parse_header(bytes)?;
-        if h.version != STATCACHE_VERSION {
+        if ![STATCACHE_VERSION, STATCACHE_VERSION_6].contains(&h.version) {
             return Self::decode_whole(bytes, &h);
         }
         let slice = |at: u64, len: usize| -> Option<&[u8]> {
@@ -908,7 +1035,11 @@ impl StatCache {
             bytes.get(at..at.checked_add(len)?)
         };
         let read = |at: u64, len: usize| slice(at, len).map(<[u8]>::to_vec);
-        let (head, places) = parse_v6(&h, bytes.len() as u64, &read)?;
+        let (head, places) = if h.version == STATCACHE_VERSION {
+            parse_v7(&h, bytes.len() as u64, &read)?
+        } else {
+            parse_v6(&h, bytes.len() as u64, &read)?
+        };
         let mut dirs = HashMap::with_capacity(places.len());
         for p in places {
             let bytes = slice(p.extent.at, p.extent.len as usize)?;
@@ -955,13 +1086,15 @@ impl StatCache {
         Self::from_parts(h, head, dirs, None)
     }
 
-    /// The cache of a header, a body's head and its records.
+    /// The cache of a header, a body's head and its records, the stored ones in `source` (a
+    /// file and, when it is of this version, its length).
     fn from_parts(
         h: &Header,
         head: BodyHead,
         dirs: HashMap<Vec<u8>, Slot>,
-        source: Option<std::sync::Arc<std::fs::File>>,
+        source: Option<(std::sync::Arc<std::fs::File>, Option<u64>)>,
     ) -> StatCache {
+        let (source, source_len) = source.unzip();
         let mut primed = HashMap::new();
         for set in head.primed {
             let (snapshot, boot) = (SnapshotId::from(set.snapshot), set.boot.into());
@@ -983,6 +1116,7 @@ impl StatCache {
             key: head.key,
             dirs,
             source,
+            source_len: source_len.flatten(),
             primed,
             token: h.token,
             version: h.version,
@@ -1023,7 +1157,7 @@ impl StatCache {
             .dirs
             .iter()
             .map(|d| (d.path.as_slice(), Src::Record(d)));
-        write_v6(&mut out, &top, &head, dirs, None)
+        write_v7(&mut out, &top, &head, dirs, None)
             .expect("a stat cache always encodes into memory");
         out
     }
@@ -1051,14 +1185,20 @@ impl StatCache {
         }
     }
 
-    /// Writes this cache to `path` through a temporary file in `tmp_dir` renamed into place,
-    /// without syncing (see the module documentation): the records in memory encoded, the
-    /// others copied from the file they were loaded from.
+    /// Writes this cache to `path`, without syncing (see the module documentation): when the
+    /// file there is still the one the records not held in memory were read from (or last
+    /// written to), as long as it was then, only the records held in memory are appended to
+    /// it, with a new head, index and footer, and its header is rewritten last; otherwise (or
+    /// when the file would then hold more than [`COMPACT_RATIO`] times what is live), the
+    /// whole cache is written to a temporary file in `tmp_dir` renamed into place, the records
+    /// in memory encoded, the others copied from the file they were loaded from.
     pub fn save(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<()> {
         self.write(tmp_dir, path).map(drop)
     }
 
-    fn write(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<(std::fs::File, Vec<Place>)> {
+    /// Writes as [`StatCache::save`] does; returns the file written (open for reading), its
+    /// length and its index.
+    fn write(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<FileWritten> {
         let head = BodyHead {
             key: self.key,
             rules: self.rules,
@@ -1071,18 +1211,94 @@ impl StatCache {
             key: &self.key,
             token: self.token.as_ref(),
         };
+        // A failure to append (the file gone, unwritable) is met again by the whole write.
+        if let Ok(Some(appended)) = self.append(path, &top, &head) {
+            return Ok(appended);
+        }
         let dirs = self.dirs.iter().map(|(p, s)| (p.as_slice(), Src::from(s)));
         let source = self.source.as_deref();
-        write_replacing(tmp_dir, path, |out| {
-            write_v6(out, &top, &head, dirs, source)
-        })
+        let (file, (places, len)) = write_replacing(tmp_dir, path, |out| {
+            write_v7(out, &top, &head, dirs, source)
+        })?;
+        Ok((std::sync::Arc::new(file), len, places))
+    }
+
+    /// Appends the records held in memory, then the head, the index and the footer, to the
+    /// file at `path`, and rewrites its header: see [`StatCache::save`]. `None`, with nothing
+    /// written, when the file there is not `source` as long as it was read or written, another
+    /// process is appending to it (its lock is held), or the file would grow beyond what
+    /// [`COMPACT_RATIO`] allows.
+    ///
+    /// What another process may read meanwhile: the bytes a record or an index already in the
+    /// file lies in are never written again, so a process holding an earlier index reads the
+    /// same records; one that opens the file while it grows finds a footer that is not yet
+    /// there or whose head's key is not the header's, and takes it for no cache; the header
+    /// written last names the new body.
+    fn append(
+        &self,
+        path: &Path,
+        top: &Top<'_>,
+        head: &BodyHead,
+    ) -> std::io::Result<Option<FileWritten>> {
+        use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+        let (Some(source), Some(base)) = (&self.source, self.source_len) else {
+            return Ok(None);
+        };
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)?;
+        // One appender at a time: a second one finds the file longer than it knew once the
+        // first is done, and writes the whole cache.
+        let Ok(_locked) =
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        else {
+            return Ok(None);
+        };
+        let (now, then) = (file.metadata()?, source.metadata()?);
+        if (now.dev(), now.ino()) != (then.dev(), then.ino()) || now.len() != base {
+            return Ok(None);
+        }
+        let mut tail = Vec::new();
+        let mut out = cairn_store::fsutil::CountingWriter {
+            inner: &mut tail,
+            n: base,
+        };
+        let mut places = Vec::with_capacity(self.dirs.len());
+        let mut held = Vec::new();
+        let mut live = 0u64;
+        for (path, slot) in &self.dirs {
+            match slot {
+                Slot::Held(r) => held.push((path.as_slice(), Src::Record(r))),
+                Slot::Stored(x) => {
+                    live += u64::from(x.len);
+                    places.push(Place {
+                        path: path.clone(),
+                        extent: *x,
+                    });
+                }
+            }
+        }
+        write_records(&mut out, held.into_iter(), None, &mut places)?;
+        write_tail(&mut out, head, &places)?;
+        let len = out.n;
+        live += len - base;
+        if len > COMPACT_RATIO * live {
+            return Ok(None);
+        }
+        file.write_all_at(&tail, base)?;
+        file.write_all_at(
+            &header(top.snapshot, top.started_ns, top.key, top.token),
+            12,
+        )?;
+        Ok(Some((source.clone(), len, places)))
     }
 
     /// Writes this cache as [`StatCache::save`] does and returns the same cache read from the
     /// file written: its records are no longer held in memory. A process that keeps the
     /// cache between snapshots (see [`CacheMemo`]) holds the index, not the records.
     fn save_settled(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<StatCache> {
-        let (file, places) = self.write(tmp_dir, path)?;
+        let (file, len, places) = self.write(tmp_dir, path)?;
         let dirs = stored(places);
         Ok(StatCache {
             snapshot: self.snapshot,
@@ -1091,7 +1307,8 @@ impl StatCache {
             root: self.root,
             files: dirs.values().map(Slot::entries).sum(),
             dirs,
-            source: Some(std::sync::Arc::new(file)),
+            source: Some(file),
+            source_len: Some(len),
             key: self.key,
             token: self.token,
             version: STATCACHE_VERSION,

@@ -146,11 +146,88 @@ fn a_snapshot_with_nothing_changed_rewrites_only_the_cache_header() {
     let body = 12 + cairn_snapshot::statcache::HEADER_LEN;
     assert_eq!(after[body..], before[body..]);
     assert_eq!(StatCache::load(&path).snapshot, Some(second.id));
-    // A change rewrites the records.
+    // A change appends its directories' records, a head, an index and a footer to the same
+    // file: the bytes before stay as they were.
     ws.write("dir3/new.rs", b"new\n");
     ws.snap(&Options::default());
-    assert_ne!(inode(&path), ino);
-    assert!(StatCache::load(&path).len() > 50);
+    assert_eq!(inode(&path), ino);
+    let appended = std::fs::read(&path).expect("cache");
+    assert!(appended.len() > after.len());
+    assert_eq!(appended[body..after.len()], after[body..]);
+    assert_eq!(
+        StatCache::load(&path).len(),
+        StatCache::decode(&after).expect("decodes").len() + 1
+    );
+}
+
+#[test]
+fn a_cache_appended_to_again_and_again_holds_what_the_walk_saw_and_is_compacted_in_time() {
+    let ws = Ws::new();
+    populate(&ws, 40);
+    wait_out_the_racy_window();
+    ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let ino = inode(&path);
+    let mut inodes = vec![ino];
+    for round in 0..12 {
+        ws.write(&format!("dir{}/more{round}.rs", round % 4), b"more\n");
+        wait_out_the_racy_window();
+        let snap = ws.snap(&Options::default());
+        inodes.push(inode(&path));
+        // What the file holds, read back, is what a walk with no cache finds, record for
+        // record (the walk writes its cache whole into another store).
+        let loaded = StatCache::load(&path).to_file();
+        assert_eq!(loaded.snapshot, Some(snap.id));
+        let other = tempfile::tempdir().expect("temp dir");
+        let store = cairn_store::Store::open(other.path(), Default::default()).expect("store");
+        let again = cairn_snapshot::snapshot(
+            &store,
+            &ws.root(),
+            "ws",
+            &Options::default(),
+            Default::default(),
+        )
+        .expect("snapshot");
+        assert_eq!(again.root, snap.root);
+        let walked = StatCache::load(&StatCache::path(&store, "ws").expect("path")).to_file();
+        assert_eq!(loaded.body.dirs, walked.body.dirs, "round {round}");
+    }
+    // Appends reuse the file; once it would hold more than twice what is live, it is
+    // written whole (another file), then appended to again.
+    assert!(
+        inodes.windows(2).filter(|w| w[0] == w[1]).count() >= 6,
+        "{inodes:?}"
+    );
+    assert!(inodes.windows(2).any(|w| w[0] != w[1]), "{inodes:?}");
+}
+
+#[test]
+fn a_cache_file_grown_by_another_writer_since_it_was_read_is_written_whole() {
+    let ws = Ws::new();
+    populate(&ws, 30);
+    wait_out_the_racy_window();
+    let memo = cairn_snapshot::CacheMemo::default();
+    ws.snap(&with_memo(&memo));
+    memo.wait();
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let ino = inode(&path);
+    let records = StatCache::load(&path).len();
+    // Another process appended (here: bytes that end in no footer) after this one last
+    // wrote: the file is no longer as long as the memo knows it.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
+    std::io::Write::write_all(&mut f, b"another writer's bytes").expect("append");
+    drop(f);
+    ws.write("dir1/new.rs", b"new\n");
+    wait_out_the_racy_window();
+    let snap = ws.snap(&with_memo(&memo));
+    memo.wait();
+    assert_ne!(inode(&path), ino, "written whole, renamed over");
+    let loaded = StatCache::load(&path);
+    assert_eq!(loaded.snapshot, Some(snap.id));
+    assert_eq!(loaded.len(), records + 1);
 }
 
 #[test]
@@ -669,11 +746,15 @@ fn a_snapshot_soon_after_another_calls_off_its_pending_write_and_the_last_cache_
     assert_eq!(fourth.stats.hashed, 1, "only the racy file is read again");
 }
 
-/// Where a version 6 cache file's records begin and its index begins (its footer).
+/// Where a version 7 cache file written whole has its records: from the end of the header to
+/// where its head begins (its footer's first field).
 fn records_span(bytes: &[u8]) -> (usize, usize) {
     let footer = &bytes[bytes.len() - cairn_snapshot::statcache::FOOTER_LEN..];
     let field = |i: usize| u64::from_le_bytes(footer[i * 8..i * 8 + 8].try_into().expect("8"));
-    (field(0) as usize, field(1) as usize)
+    (
+        12 + cairn_snapshot::statcache::HEADER_LEN,
+        field(0) as usize,
+    )
 }
 
 #[test]
@@ -774,4 +855,37 @@ fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
     let third = ws.snap(&with_memo(&memo));
     assert_eq!(third.root, second.root);
     assert_eq!(third.stats.hashed, 1, "the racy file only");
+}
+
+#[test]
+fn a_version_6_cache_is_read_and_then_written_whole_in_version_7_never_appended_to() {
+    // A cache version 6 wrote (committed as a fuzz seed when that version was current).
+    let v6: &[u8] = include_bytes!("../../../../fuzz/corpus/stat_cache/seed-ccb31db069c5b082");
+    assert_eq!(v6[8..12], 6u32.to_le_bytes());
+    let whole = StatCache::decode(v6)
+        .expect("a version 6 file decodes")
+        .to_file();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("statcache");
+    std::fs::write(&path, v6).expect("write");
+    let ino = inode(&path);
+    let cache = StatCache::load(&path);
+    assert!(!cache.is_current());
+    assert_eq!(cache.to_file().body.dirs, whole.body.dirs);
+    cache.save(dir.path(), &path).expect("saved");
+    let now = std::fs::read(&path).expect("read");
+    assert_eq!(
+        now[8..12],
+        cairn_snapshot::statcache::STATCACHE_VERSION.to_le_bytes()
+    );
+    assert_ne!(inode(&path), ino, "written whole, renamed over");
+    assert_eq!(StatCache::load(&path).to_file().body.dirs, whole.body.dirs);
+    assert_eq!(
+        StatCache::decode(&now)
+            .expect("decodes")
+            .to_file()
+            .body
+            .dirs,
+        whole.body.dirs
+    );
 }
