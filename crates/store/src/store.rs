@@ -1569,8 +1569,9 @@ impl ObjectWriter<'_> {
 }
 
 thread_local! {
-    /// One zstd compression context per thread and level: creating a context costs several
-    /// times compressing a 1 KiB object (measured in `docs/PERFORMANCE.md`).
+    /// One zstd compression context per thread, set to the level asked for: creating a
+    /// context costs several times compressing a 1 KiB object (measured in
+    /// `docs/PERFORMANCE.md`).
     static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
         const { std::cell::RefCell::new(None) };
 }
@@ -1579,8 +1580,15 @@ thread_local! {
 fn compress_reusing_context(bytes: &[u8], level: i32) -> Option<Vec<u8>> {
     COMPRESSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.as_ref().map(|(l, _)| *l) != Some(level) {
-            *slot = Some((level, zstd::bulk::Compressor::new(level).ok()?));
+        match slot.as_mut() {
+            // The same context at another level (trees and blobs alternate): only its
+            // parameter changes, its memory is kept.
+            Some((l, c)) if *l != level => {
+                c.set_compression_level(level).ok()?;
+                *l = level;
+            }
+            Some(_) => {}
+            None => *slot = Some((level, zstd::bulk::Compressor::new(level).ok()?)),
         }
         let (_, c) = slot.as_mut()?;
         c.compress(bytes).ok()
