@@ -50,6 +50,9 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     if args.status || args.stop {
         return status_or_stop(ctx, args.stop);
     }
+    // A long-lived process: two arenas for its threads, so that what its snapshots free is
+    // used again rather than kept in one arena per thread.
+    cairn_store::limit_heap_arenas(2);
     let ws = ctx.open_workspace(true)?;
     let watcher = ws.watch(&WatchOptions {
         max_watches: args.max_watches,
