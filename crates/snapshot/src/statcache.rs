@@ -546,8 +546,15 @@ struct Place {
 
 /// The check of a record's bytes (see [`Place`]).
 fn record_check(bytes: &[u8]) -> [u8; 8] {
+    check_of(&[bytes])
+}
+
+/// The first 8 bytes of the SHA-256 of `parts`, one after the other.
+fn check_of(parts: &[&[u8]]) -> [u8; 8] {
     let mut h = Hasher::new();
-    h.update(bytes);
+    for p in parts {
+        h.update(p);
+    }
     let mut out = [0u8; 8];
     out.copy_from_slice(&h.finish().0[..8]);
     out
@@ -798,12 +805,26 @@ fn write_tail(
 /// The check a version 7 footer holds: the first 8 bytes of the SHA-256 of the head's bytes
 /// and then the index's.
 fn tail_check(head: &[u8], index: &[u8]) -> [u8; 8] {
-    let mut h = Hasher::new();
-    h.update(head);
-    h.update(index);
-    let mut out = [0u8; 8];
-    out.copy_from_slice(&h.finish().0[..8]);
-    out
+    check_of(&[head, index])
+}
+
+/// Whether a file of `version` has an index (versions 6 and 7), so that its records are read
+/// one at a time; older ones hold one body, decoded whole.
+fn is_indexed(version: u32) -> bool {
+    version == STATCACHE_VERSION || version == STATCACHE_VERSION_6
+}
+
+/// Reads the head and index of a version 7 or 6 file (see [`parse_v7`] and [`parse_v6`]).
+fn parse_indexed(
+    h: &Header,
+    total: u64,
+    read: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+) -> Option<(BodyHead, Vec<Place>)> {
+    match h.version {
+        STATCACHE_VERSION => parse_v7(h, total, read),
+        STATCACHE_VERSION_6 => parse_v6(h, total, read),
+        _ => None,
+    }
 }
 
 /// The footer of `len` bytes that ends a file of `total` bytes, and where it begins.
@@ -1013,11 +1034,10 @@ impl StatCache {
         };
         let first = read(0, (12 + HEADER_LEN).min(usize::try_from(total).ok()?))?;
         let h = parse_header(&first)?;
-        let (head, places) = match h.version {
-            STATCACHE_VERSION => parse_v7(&h, total, &read)?,
-            STATCACHE_VERSION_6 => parse_v6(&h, total, &read)?,
-            _ => return Self::decode_whole(&read(0, usize::try_from(total).ok()?)?, &h),
-        };
+        if !is_indexed(h.version) {
+            return Self::decode_whole(&read(0, usize::try_from(total).ok()?)?, &h);
+        }
+        let (head, places) = parse_indexed(&h, total, &read)?;
         // Only a file of this version is appended to (see `StatCache::append`).
         let len = (h.version == STATCACHE_VERSION).then_some(total);
         let source = Some((std::sync::Arc::new(file), len));
@@ -1027,7 +1047,7 @@ impl StatCache {
     /// Decodes cache bytes (every record of them).
     pub fn decode(bytes: &[u8]) -> Option<StatCache> {
         let h = parse_header(bytes)?;
-        if ![STATCACHE_VERSION, STATCACHE_VERSION_6].contains(&h.version) {
+        if !is_indexed(h.version) {
             return Self::decode_whole(bytes, &h);
         }
         let slice = |at: u64, len: usize| -> Option<&[u8]> {
@@ -1035,11 +1055,7 @@ impl StatCache {
             bytes.get(at..at.checked_add(len)?)
         };
         let read = |at: u64, len: usize| slice(at, len).map(<[u8]>::to_vec);
-        let (head, places) = if h.version == STATCACHE_VERSION {
-            parse_v7(&h, bytes.len() as u64, &read)?
-        } else {
-            parse_v6(&h, bytes.len() as u64, &read)?
-        };
+        let (head, places) = parse_indexed(&h, bytes.len() as u64, &read)?;
         let mut dirs = HashMap::with_capacity(places.len());
         for p in places {
             let bytes = slice(p.extent.at, p.extent.len as usize)?;
