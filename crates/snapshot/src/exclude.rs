@@ -112,7 +112,21 @@ pub struct IgnoreChain {
     parent: Option<Arc<IgnoreChain>>,
     /// Checked first: `.cairnignore`, then `.gitignore` of the same directory.
     matchers: Vec<Gitignore>,
+    /// What the chain was built from: the SHA-256 of its parent's key, its directory and the
+    /// texts of its ignore files (all zero for the root). Two chains with one key match the
+    /// same paths, so a chain built once is reused by the next snapshot (see [`BUILT`]).
+    key: [u8; 32],
 }
+
+/// How many built chains [`BUILT`] keeps.
+const BUILT_KEPT: usize = 64;
+
+/// The chains built last in this process, by key, newest last: a watched snapshot walks the
+/// same few directories on the way to each change (the root's `.gitignore` every time), and
+/// compiling an ignore file's globs cost a tenth of its walk (docs/PERFORMANCE.md). Bounded:
+/// a walk of a tree with more ignore files than this only builds them as before.
+static BUILT: parking_lot::Mutex<std::collections::VecDeque<([u8; 32], Arc<IgnoreChain>)>> =
+    parking_lot::const_mutex(std::collections::VecDeque::new());
 
 impl IgnoreChain {
     /// The empty chain (nothing ignored).
@@ -123,6 +137,36 @@ impl IgnoreChain {
     /// A child of `parent` with the rules of one directory's ignore files. `dir` is the
     /// directory's absolute path; `files` are the contents of `.cairnignore` then `.gitignore`.
     pub fn child(parent: &Arc<Self>, dir: &Path, files: &[Vec<u8>]) -> Arc<Self> {
+        let key = Self::key_of(parent, dir, files);
+        if let Some((_, built)) = BUILT.lock().iter().rev().find(|(k, _)| *k == key) {
+            return built.clone();
+        }
+        let chain = Self::build(parent, dir, files, key);
+        let mut built = BUILT.lock();
+        if built.len() >= BUILT_KEPT {
+            built.pop_front();
+        }
+        built.push_back((key, chain.clone()));
+        chain
+    }
+
+    /// The key of `parent`'s child at `dir` with ignore files `files`: each part preceded by
+    /// its length, so that no two lists of parts hash alike.
+    fn key_of(parent: &Self, dir: &Path, files: &[Vec<u8>]) -> [u8; 32] {
+        let mut h = cairn_store::Hasher::new();
+        h.update(b"cairn ignore chain\0");
+        h.update(&parent.key);
+        let dir = dir.as_os_str().as_bytes();
+        for part in std::iter::once(dir).chain(files.iter().map(Vec::as_slice)) {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.finish().0
+    }
+
+    /// Compiles the child (see [`IgnoreChain::child`]) whose key is `key`; `parent` itself
+    /// when the files hold no rule.
+    fn build(parent: &Arc<Self>, dir: &Path, files: &[Vec<u8>], key: [u8; 32]) -> Arc<Self> {
         let mut matchers = Vec::new();
         for text in files {
             let mut b = GitignoreBuilder::new(dir);
@@ -146,6 +190,7 @@ impl IgnoreChain {
         Arc::new(IgnoreChain {
             parent: Some(parent.clone()),
             matchers,
+            key,
         })
     }
 
@@ -170,5 +215,71 @@ impl IgnoreChain {
             node = n.parent.as_deref();
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_chain_built_again_from_the_same_files_is_the_one_built_before_and_other_files_build_another(
+    ) {
+        let root = IgnoreChain::root();
+        let dir = Path::new("/w/memo-test");
+        let logs = vec![b"*.log\n".to_vec()];
+        let first = IgnoreChain::child(&root, dir, &logs);
+        let again = IgnoreChain::child(&root, dir, &logs);
+        assert!(Arc::ptr_eq(&first, &again), "built once, reused");
+        assert!(first.is_ignored(Path::new("/w/memo-test/a.log"), false));
+
+        // Other texts, another directory, another parent: each a chain of its own, which
+        // matches what its own files say.
+        let tmps = IgnoreChain::child(&root, dir, &[b"*.tmp\n".to_vec()]);
+        assert!(!Arc::ptr_eq(&first, &tmps));
+        assert!(!tmps.is_ignored(Path::new("/w/memo-test/a.log"), false));
+        assert!(tmps.is_ignored(Path::new("/w/memo-test/a.tmp"), false));
+        let elsewhere = IgnoreChain::child(&root, Path::new("/w/memo-other"), &logs);
+        assert!(!Arc::ptr_eq(&first, &elsewhere));
+        assert!(elsewhere.is_ignored(Path::new("/w/memo-other/a.log"), false));
+        let below = IgnoreChain::child(
+            &first,
+            Path::new("/w/memo-test/sub"),
+            &[b"!keep.log\n".to_vec()],
+        );
+        let below_tmps = IgnoreChain::child(
+            &tmps,
+            Path::new("/w/memo-test/sub"),
+            &[b"!keep.log\n".to_vec()],
+        );
+        assert!(
+            !Arc::ptr_eq(&below, &below_tmps),
+            "the parent is part of the key"
+        );
+        assert!(below.is_ignored(Path::new("/w/memo-test/sub/x.log"), false));
+        assert!(!below.is_ignored(Path::new("/w/memo-test/sub/keep.log"), false));
+        assert!(!below_tmps.is_ignored(Path::new("/w/memo-test/sub/x.log"), false));
+
+        // The parts are delimited: a directory's name cannot run into its file's text.
+        assert_ne!(
+            IgnoreChain::key_of(&root, Path::new("/w/a"), &[b"b\n".to_vec()]),
+            IgnoreChain::key_of(&root, Path::new("/w/ab"), &[b"\n".to_vec()])
+        );
+        // Files without a rule leave the parent as it is.
+        assert!(Arc::ptr_eq(
+            &IgnoreChain::child(&first, dir, &[b"# nothing\n".to_vec()]),
+            &first
+        ));
+    }
+
+    #[test]
+    fn the_chains_kept_are_bounded() {
+        let root = IgnoreChain::root();
+        for i in 0..BUILT_KEPT + 10 {
+            let dir = PathBuf::from(format!("/w/bound-{i}"));
+            IgnoreChain::child(&root, &dir, &[b"*.o\n".to_vec()]);
+        }
+        assert!(BUILT.lock().len() <= BUILT_KEPT);
     }
 }

@@ -472,6 +472,24 @@ impl Walker<'_> {
         partial: bool,
     ) -> Result<DirOut> {
         self.check_stop()?;
+        // A directory off every path to a change whose subtree was counted and has not
+        // changed since: reused without reading its record (a watched snapshot passes every
+        // subdirectory of each directory on the way to a change, hundreds of records to
+        // read and decode otherwise). A subtree is counted only from a record that vouches
+        // for it and forgotten when a record in it changes (see [`Walker::subtree`]), so this
+        // is what the `reuse` below would decide.
+        if let (true, Some(scope), Some((id, size))) = (partial, self.partial, cached_tree) {
+            if !self.check_objects
+                && !scope.in_subtree(rel)
+                && !scope.dirs.contains(rel)
+                && !scope.ancestors.contains(rel)
+            {
+                if let Some(t) = self.cache.counted(rel) {
+                    self.taken(t.files, t.bytes, t.symlinks, t.dirs, t.kept.clone());
+                    return Ok(DirOut { id, size });
+                }
+            }
+        }
         let record = self.cache.dir(rel);
         let cached = record.as_deref();
         let mut partial = partial;
@@ -800,41 +818,9 @@ impl Walker<'_> {
         true
     }
 
-    /// What the subtree at `rel` holds, from the cache's records: each directory's entries
-    /// added to its subdirectories' totals, which the cache remembers (so after a change only
-    /// the changed directory and those above it are added up again). `None` when a directory
-    /// in it has no record, or one the cache does not vouch for.
+    /// What the subtree at `rel` holds (see [`StatCache::count_subtree`]).
     fn subtree(&self, rel: &[u8]) -> Option<std::sync::Arc<crate::statcache::Subtree>> {
-        self.cache.subtree(rel, || {
-            let r = self.cache.dir(rel).filter(|r| r.stat.is_some())?;
-            let mut t = crate::statcache::Subtree {
-                dirs: 1,
-                ..Default::default()
-            };
-            for e in &r.entries {
-                match e.kind {
-                    CachedKind::File => {
-                        t.files += 1;
-                        t.bytes += e.stat.size;
-                    }
-                    CachedKind::Symlink => t.symlinks += 1,
-                    CachedKind::Dir => {
-                        let c = self.subtree(&join(rel, &e.name))?;
-                        t.files += c.files;
-                        t.bytes += c.bytes;
-                        t.symlinks += c.symlinks;
-                        t.dirs += c.dirs;
-                        t.kept.extend(c.kept.iter().cloned());
-                    }
-                    CachedKind::Excluded(reason) => t.kept.push(Kept {
-                        path: join(rel, &e.name),
-                        reason,
-                        is_dir: e.stat.mode & S_IFMT == S_IFDIR,
-                    }),
-                }
-            }
-            Some(t)
-        })
+        self.cache.count_subtree(rel)
     }
 
     /// A directory whose own entries did not change but beneath which something did, or

@@ -106,6 +106,27 @@ impl Bench {
         skipped.sort();
         want.sort();
         assert_eq!(skipped, want, "skipped entries after {what}");
+        assert_eq!(
+            snap.stats.dirs, truth.stats.dirs,
+            "directories after {what}"
+        );
+        assert_eq!(
+            snap.stats.symlinks, truth.stats.symlinks,
+            "symlinks after {what}"
+        );
+        let kept = |k: &[cairn_snapshot::Kept]| {
+            let mut k: Vec<_> = k
+                .iter()
+                .map(|k| (k.path.clone(), format!("{:?}", k.reason), k.is_dir))
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            kept(&snap.kept),
+            kept(&truth.kept),
+            "entries left in place after {what}"
+        );
         let i = match snap.walk.walked {
             Walked::Full => 0,
             Walked::Partial => 1,
