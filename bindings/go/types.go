@@ -549,6 +549,23 @@ type GCPlan struct {
 	Symlinks []string `json:"symlinks"`
 }
 
+func (g *GCPlan) UnmarshalJSON(b []byte) error {
+	type plain GCPlan
+	w := struct {
+		*plain
+		OrphanPacks []jpath `json:"orphan_packs"`
+		TempFiles   []jpath `json:"temp_files"`
+		Foreign     []jpath `json:"foreign"`
+		Symlinks    []jpath `json:"symlinks"`
+	}{plain: (*plain)(g)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	g.OrphanPacks, g.TempFiles = strs(w.OrphanPacks), strs(w.TempFiles)
+	g.Foreign, g.Symlinks = strs(w.Foreign), strs(w.Symlinks)
+	return nil
+}
+
 // GCReport says what a collection did. For a dry run only Plan is set.
 type GCReport struct {
 	DryRun         bool     `json:"-"`
@@ -604,10 +621,36 @@ type BadCopy struct {
 	Error string `json:"error"`
 }
 
+func (c *BadCopy) UnmarshalJSON(b []byte) error {
+	type plain BadCopy
+	w := struct {
+		*plain
+		Path jpath `json:"path"`
+	}{plain: (*plain)(c)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	c.Path = string(w.Path)
+	return nil
+}
+
 // BrokenIndex is a pack index that could not be read.
 type BrokenIndex struct {
 	Path  string `json:"path"`
 	Error string `json:"error"`
+}
+
+func (x *BrokenIndex) UnmarshalJSON(b []byte) error {
+	type plain BrokenIndex
+	w := struct {
+		*plain
+		Path jpath `json:"path"`
+	}{plain: (*plain)(x)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	x.Path = string(w.Path)
+	return nil
 }
 
 // SnapshotCheck is the check of one snapshot.

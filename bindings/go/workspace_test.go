@@ -269,6 +269,29 @@ func TestJSONPathsDecodeFromBothForms(t *testing.T) {
 	}
 }
 
+func TestStorePathsInACollectionOrACheckDecodeFromBothForms(t *testing.T) {
+	var plan GCPlan
+	doc := `{"snapshots":1,"orphan_packs":["/s/objects/packs/a.pack"],"temp_files":[{"hex":"2f732f746d702f78ff"}],` +
+		`"foreign":[],"symlinks":[{"hex":"6c"}],"delete_packs":[],"repack":[],"delete_large":[],"unreadable":[]}`
+	if err := json.Unmarshal([]byte(doc), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Snapshots != 1 || plan.OrphanPacks[0] != "/s/objects/packs/a.pack" ||
+		plan.TempFiles[0] != "/s/tmp/x\xff" || plan.Symlinks[0] != "l" || len(plan.Foreign) != 0 {
+		t.Fatalf("%+v", plan)
+	}
+	var bad BadCopy
+	var broken BrokenIndex
+	if err := json.Unmarshal([]byte(`{"id":"ab","path":{"hex":"ff"},"error":"e"}`), &bad); err != nil ||
+		bad.Path != "\xff" || bad.ID != "ab" || bad.Error != "e" {
+		t.Fatalf("%+v %v", bad, err)
+	}
+	if err := json.Unmarshal([]byte(`{"path":"/s/p.idx","error":"short"}`), &broken); err != nil ||
+		broken.Path != "/s/p.idx" || broken.Error != "short" {
+		t.Fatalf("%+v %v", broken, err)
+	}
+}
+
 func TestAPlanNotMadeByTheLibraryIsRefusedBeforeAnyCall(t *testing.T) {
 	f := newFixture(t)
 	_, err := f.ws.Apply(context.Background(), &Plan{SnapshotID: strings.Repeat("0", 64)}, nil)

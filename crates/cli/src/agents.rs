@@ -245,6 +245,7 @@ fn is_ours(command: &str) -> bool {
 /// What `cairn init claude-code --json` prints.
 #[derive(Debug, Serialize)]
 struct InitJson {
+    #[serde(with = "cairn_store::relpath::os_path")]
     settings: PathBuf,
     command: String,
     /// Hook events that gained Cairn's hook.
@@ -252,6 +253,7 @@ struct InitJson {
     /// Hook events whose Cairn hook was taken out.
     removed: Vec<String>,
     /// The file of the commands run after a rewind, and those commands (as they now stand).
+    #[serde(with = "cairn_store::relpath::os_path")]
     cairn_config: PathBuf,
     on_rewind: Vec<String>,
 }

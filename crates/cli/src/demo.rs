@@ -25,6 +25,7 @@ pub struct Step {
 #[derive(Debug, Serialize)]
 pub struct DemoJson {
     /// The directory the story ran in (removed unless `--keep`).
+    #[serde(with = "cairn_store::relpath::os_path")]
     pub directory: PathBuf,
     /// Whether it was kept.
     pub kept: bool,

@@ -61,7 +61,8 @@ struct JsonError<'a> {
     code: Option<u32>,
     exit_code: i32,
     message: &'a str,
-    path: Option<&'a Path>,
+    #[serde(serialize_with = "cairn_store::relpath::opt_os_path::serialize")]
+    path: Option<PathBuf>,
 }
 
 impl CliError {
@@ -125,7 +126,7 @@ impl CliError {
                 code: self.kind.map(|k| k.code()),
                 exit_code: self.exit_code(),
                 message: &line,
-                path: self.path.as_deref(),
+                path: self.path.clone(),
             }
         })
     }

@@ -52,6 +52,7 @@ pub struct SnapshotJson {
     /// The workspace it was taken of.
     pub workspace_id: String,
     /// The workspace root.
+    #[serde(with = "cairn_store::relpath::os_path")]
     pub root: PathBuf,
     /// What it cost, and what it walked.
     pub stats: SnapshotStatsJson,
@@ -1165,6 +1166,7 @@ struct VerifyJson<'a> {
     #[serde(flatten)]
     store: &'a cairn_store::verify::VerifyReport,
     /// The thread database checked, when there is one.
+    #[serde(with = "cairn_store::relpath::opt_os_path")]
     threads_db: Option<PathBuf>,
     /// What its check found.
     threads: Option<cairn_rewind::DbCheck>,

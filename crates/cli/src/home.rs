@@ -12,14 +12,18 @@ use std::path::{Path, PathBuf};
 /// `cairn info --json`.
 #[derive(Debug, Serialize)]
 struct InfoJson {
+    #[serde(with = "cairn_store::relpath::os_path")]
     root: PathBuf,
     workspace_id: String,
+    #[serde(with = "cairn_store::relpath::os_path")]
     store: PathBuf,
     /// Why the store is there: given, env, data or legacy.
     store_home: StoreHome,
     /// Whether the store exists yet (the first snapshot makes it).
     store_exists: bool,
+    #[serde(with = "cairn_store::relpath::opt_os_path")]
     data_dir: Option<PathBuf>,
+    #[serde(with = "cairn_store::relpath::os_path")]
     threads_db: PathBuf,
     snapshots: u64,
     bytes: u64,
@@ -108,6 +112,7 @@ pub(crate) fn info(ctx: &Ctx) -> Result<()> {
 /// `cairn stores --json`.
 #[derive(Debug, Serialize)]
 struct StoresJson {
+    #[serde(with = "cairn_store::relpath::os_path")]
     data_dir: PathBuf,
     stores: Vec<StoreInfo>,
 }
@@ -175,7 +180,9 @@ pub(crate) fn stores(ctx: &Ctx) -> Result<()> {
 /// `cairn store move --json`.
 #[derive(Debug, Serialize)]
 struct MovedJson {
+    #[serde(with = "cairn_store::relpath::os_path")]
     from: PathBuf,
+    #[serde(with = "cairn_store::relpath::os_path")]
     to: PathBuf,
     /// Whether later commands find it without --store.
     found_by_default: bool,

@@ -30,8 +30,10 @@ pub struct WatchJson {
 #[derive(Debug, Serialize)]
 pub struct Idle {
     /// The workspace root.
+    #[serde(with = "cairn_store::relpath::os_path")]
     pub root: PathBuf,
     /// The socket a watcher would answer on.
+    #[serde(with = "cairn_store::relpath::os_path")]
     pub socket: PathBuf,
 }
 

@@ -177,6 +177,7 @@ pub struct Adoption {
     /// The workspace id the root now carries.
     pub workspace_id: String,
     /// The store that holds that workspace.
+    #[serde(with = "cairn_store::relpath::os_path")]
     pub store: PathBuf,
     /// The root the store recorded for the workspace before, lossily as text.
     pub previous_root: Option<String>,
@@ -378,6 +379,7 @@ pub(crate) fn note_root(store: &cairn_store::Store, id: &str, root: &Path) {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StoreInfo {
     /// The store directory.
+    #[serde(with = "cairn_store::relpath::os_path")]
     pub path: PathBuf,
     /// The roots of the workspaces it holds snapshots of, as recorded when they were opened.
     pub roots: Vec<StoreRoot>,

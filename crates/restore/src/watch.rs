@@ -90,8 +90,10 @@ enum Request {
 
 #[derive(Debug, Serialize, Deserialize)]
 struct SnapshotRequest {
+    #[serde(with = "cairn_store::relpath::os_path")]
     store: PathBuf,
     workspace_id: String,
+    #[serde(with = "cairn_store::relpath::os_path")]
     root: PathBuf,
     remote: bool,
     label: Option<String>,
@@ -99,6 +101,7 @@ struct SnapshotRequest {
     protect: bool,
     capture: CaptureSettings,
     use_stat_cache: bool,
+    #[serde(with = "cairn_store::relpath::os_paths")]
     own_files: Vec<PathBuf>,
 }
 
@@ -130,12 +133,18 @@ pub struct DaemonStatus {
     /// Its process id.
     pub pid: u32,
     /// The workspace root.
+    #[serde(with = "cairn_store::relpath::os_path")]
+    #[cfg_attr(feature = "schema", schemars(with = "cairn_store::RelPath"))]
     pub root: PathBuf,
     /// The workspace id.
     pub workspace_id: String,
     /// The store.
+    #[serde(with = "cairn_store::relpath::os_path")]
+    #[cfg_attr(feature = "schema", schemars(with = "cairn_store::RelPath"))]
     pub store: PathBuf,
     /// Its socket.
+    #[serde(with = "cairn_store::relpath::os_path")]
+    #[cfg_attr(feature = "schema", schemars(with = "cairn_store::RelPath"))]
     pub socket: PathBuf,
     /// The watcher's own account (watches, unwatched subtrees, overflows, ...).
     pub watch: WatchStatus,

@@ -106,18 +106,26 @@ pub struct GcPlan {
     /// Large objects unreachable and old enough: deleted.
     pub delete_large: Vec<ObjectId>,
     /// Pack files without an index, old enough: deleted.
+    #[serde(with = "crate::relpath::os_paths")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::RelPath>"))]
     pub orphan_packs: Vec<PathBuf>,
     /// Temporary files older than the grace period, left by processes that died: deleted.
     /// Younger ones are kept, since a live writer may still be about to rename one.
+    #[serde(with = "crate::relpath::os_paths")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::RelPath>"))]
     pub temp_files: Vec<PathBuf>,
     /// Unreachable objects kept because they are younger than the grace period.
     pub young_unreachable: u64,
     /// Symlinks in `objects/packs`, `objects/large` and `tmp`: never the store's own (it writes
     /// none), and one named like a pack made `verify` fail for ever (issue 28). Removed (the
     /// link itself: `unlink` never follows it).
+    #[serde(with = "crate::relpath::os_paths")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::RelPath>"))]
     pub symlinks: Vec<PathBuf>,
     /// Other entries in those directories that are not the store's own (directories, foreign
     /// names): reported, never touched.
+    #[serde(with = "crate::relpath::os_paths")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::RelPath>"))]
     pub foreign: Vec<PathBuf>,
 }
 

@@ -167,6 +167,85 @@ impl<'de> Deserialize<'de> for RelPath {
     }
 }
 
+/// Serde for a path field that may not be UTF-8 (`#[serde(with =
+/// "cairn_store::relpath::os_path")]`), written as a [`RelPath`] is: in JSON a string when it
+/// is UTF-8, else `{"hex": ...}` of its bytes; in a binary format (the watcher's socket) its
+/// bytes. Serde's own `Path` refuses a path that is not UTF-8 in every format, so a report
+/// naming a workspace at such a path could not be written at all.
+pub mod os_path {
+    use super::RelPath;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    /// A path borrowed, serialised as [`os_path`] does.
+    pub(crate) struct Form<'a>(pub &'a Path);
+
+    impl Serialize for Form<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            RelPath(self.0.as_os_str().as_bytes().to_vec()).serialize(s)
+        }
+    }
+
+    pub(crate) fn from_rel(r: RelPath) -> PathBuf {
+        PathBuf::from(std::ffi::OsString::from_vec(r.0))
+    }
+
+    /// Serialises `p`.
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        Form(p).serialize(s)
+    }
+
+    /// Reads a path written by [`serialize`] (or any string).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        RelPath::deserialize(d).map(from_rel)
+    }
+}
+
+/// [`os_path`] for an optional path.
+pub mod opt_os_path {
+    use super::os_path::{from_rel, Form};
+    use super::RelPath;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::path::PathBuf;
+
+    /// Serialises `p`.
+    pub fn serialize<S: Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => s.serialize_some(&Form(p)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads a path written by [`serialize`].
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Option::<RelPath>::deserialize(d).map(|r| r.map(from_rel))
+    }
+}
+
+/// [`os_path`] for a list of paths.
+pub mod os_paths {
+    use super::os_path::{from_rel, Form};
+    use super::RelPath;
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::path::PathBuf;
+
+    /// Serialises `paths`.
+    pub fn serialize<S: Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(paths.len()))?;
+        for p in paths {
+            seq.serialize_element(&Form(p))?;
+        }
+        seq.end()
+    }
+
+    /// Reads paths written by [`serialize`].
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        Vec::<RelPath>::deserialize(d).map(|v| v.into_iter().map(from_rel).collect())
+    }
+}
+
 mod serde_bytes_compat {
     //! A byte buffer that deserialises from serde's bytes (or a sequence of u8).
     use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
@@ -198,5 +277,50 @@ mod serde_bytes_compat {
             }
             d.deserialize_bytes(V)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::PathBuf;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Paths {
+        #[serde(with = "super::os_path")]
+        one: PathBuf,
+        #[serde(with = "super::opt_os_path")]
+        maybe: Option<PathBuf>,
+        #[serde(with = "super::os_paths")]
+        many: Vec<PathBuf>,
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_round_trips_as_hex_in_json_and_as_bytes_in_postcard() {
+        let odd = PathBuf::from(std::ffi::OsStr::from_bytes(b"/w/ws-\xff"));
+        let p = Paths {
+            one: odd.clone(),
+            maybe: Some(PathBuf::from("/w/plain")),
+            many: vec![PathBuf::from("/a"), odd.clone()],
+        };
+        let json = serde_json::to_value(&p).expect("encodes");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "one": {"hex": "2f772f77732dff"},
+                "maybe": "/w/plain",
+                "many": ["/a", {"hex": "2f772f77732dff"}],
+            })
+        );
+        assert_eq!(serde_json::from_value::<Paths>(json).expect("decodes"), p);
+        let bytes = postcard::to_stdvec(&p).expect("encodes");
+        assert_eq!(postcard::from_bytes::<Paths>(&bytes).expect("decodes"), p);
+        let none = Paths { maybe: None, ..p };
+        let json = serde_json::to_value(&none).expect("encodes");
+        assert!(json["maybe"].is_null());
+        assert_eq!(
+            serde_json::from_value::<Paths>(json).expect("decodes"),
+            none
+        );
     }
 }

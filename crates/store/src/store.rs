@@ -230,6 +230,8 @@ impl LoadedPack {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BrokenIndex {
     /// Its path.
+    #[serde(with = "crate::relpath::os_path")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::RelPath"))]
     pub path: PathBuf,
     /// What is wrong.
     pub error: String,

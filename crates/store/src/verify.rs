@@ -16,6 +16,8 @@ pub struct BadCopy {
     /// The object.
     pub id: ObjectId,
     /// The file holding the bad copy.
+    #[serde(with = "crate::relpath::os_path")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::RelPath"))]
     pub path: PathBuf,
     /// What is wrong.
     pub error: String,

@@ -335,3 +335,47 @@ fn claude_code_hooks_installed_with_watch_start_a_watcher_that_their_checkpoints
     );
     f.json(&["watch", "--stop"]);
 }
+
+#[test]
+fn a_workspace_whose_path_is_not_utf8_is_snapshotted_watched_reported_and_stopped() {
+    use std::os::unix::ffi::OsStrExt;
+    let mut f = Fixture::new();
+    let odd = f
+        .root
+        .with_file_name(std::ffi::OsStr::from_bytes(b"ws-\xff"));
+    std::fs::rename(&f.root, &odd).expect("rename the workspace");
+    f.root = odd;
+    let hex = |p: &std::path::Path| {
+        let bytes = p.as_os_str().as_bytes();
+        serde_json::json!({ "hex": bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() })
+    };
+    // Every report names the root as a path is written in JSON: `{"hex": ...}` of its bytes.
+    let s = snapshot(&f, None);
+    assert_eq!(s["root"], hex(&f.root), "{s}");
+    let st = status(&f);
+    assert_eq!(st["running"], false);
+    assert_eq!(st["root"], hex(&f.root), "{st}");
+
+    // The watcher answers its status and takes the snapshots of other processes (their
+    // requests carry the root over its socket).
+    let mut d = Daemon::start(&f);
+    let st = status(&f);
+    assert_eq!(st["root"], hex(&f.root), "{st}");
+    assert_eq!(st["pid"].as_u64(), Some(u64::from(d.child.id())));
+    let first = snapshot(&f, None);
+    assert_eq!(first["stats"]["walked"], "full", "{first}");
+    f.write("src/new.rs", "new\n");
+    let watched = snapshot(&f, None);
+    assert_eq!(watched["stats"]["walked"], "partial", "{watched}");
+    assert!(status(&f)["snapshots"].as_u64() >= Some(2));
+
+    // And stops when told to.
+    let stopped = f.json(&["watch", "--stop"]);
+    assert_eq!(stopped["running"], false, "{stopped}");
+    assert!(d.wait_exit().success());
+
+    // An error naming such a path is reported in JSON too.
+    let missing = f.root.join(std::ffi::OsStr::from_bytes(b"gone-\xfe"));
+    let v = json_error(&mut f.cairn_in(&missing, &["--json", "snapshot"]), 12);
+    assert!(v["error"]["path"]["hex"].is_string(), "{v}");
+}
