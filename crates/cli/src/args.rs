@@ -356,6 +356,10 @@ pub struct WatchArgs {
     /// Watch at most N directories (those past it are walked by every snapshot).
     #[arg(long, value_name = "N")]
     pub max_watches: Option<usize>,
+    /// Stop once no process has asked anything for this long (s, m, h, d or w: 30m, 8h); a
+    /// watcher started on first use stops after 8h.
+    #[arg(long, value_name = "AGE", value_parser = crate::parse::duration)]
+    pub idle_exit: Option<std::time::Duration>,
 }
 
 /// Arguments of `cairn prune`.

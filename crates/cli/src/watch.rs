@@ -62,7 +62,7 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     })?;
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
-    let end = watch::serve(&ws, watcher, &stop, |st| {
+    let end = watch::serve(&ws, watcher, &stop, args.idle_exit, |st| {
         let json = WatchJson::running(st);
         let _ = ctx.emit(&json, || {
             let mut out = format!(
@@ -87,6 +87,10 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         ServeEnd::StoreGone => ctx.note(&format!(
             "the watcher stopped: the store {} was deleted",
             ws.store().path().display()
+        )),
+        ServeEnd::Idle => ctx.note(&format!(
+            "the watcher stopped: no process asked it anything for {} s",
+            args.idle_exit.unwrap_or_default().as_secs()
         )),
     }
     Ok(())
@@ -222,7 +226,11 @@ pub(crate) fn start_if_asked(ctx: &Ctx, ws: &cairn_restore::Workspace) {
 
 /// Starts `cairn watch` for the workspace in the background when none runs (`cairn hook
 /// claude-code --watch`, `CAIRN_WATCH=auto`). Best effort: a watcher that cannot start leaves
-/// snapshots walking. Not with a remote store, nor with `CAIRN_WATCH=off`.
+/// snapshots walking. Not with a remote store, nor with `CAIRN_WATCH=off`. It stops after
+/// [`AUTO_IDLE_EXIT`] without a request; the next use starts it again.
+/// How long a watcher started on first use waits without a request before it stops.
+pub(crate) const AUTO_IDLE_EXIT: &str = "8h";
+
 pub(crate) fn start_in_background(ctx: &Ctx, ws: &cairn_restore::Workspace) {
     // A remote's cache is left to walk: the daemon would need the remote's keys too.
     if ctx.remote.is_some() || !watch::daemon_allowed() {
@@ -243,6 +251,8 @@ pub(crate) fn start_in_background(ctx: &Ctx, ws: &cairn_restore::Workspace) {
         .arg("--store")
         .arg(ws.store().path())
         .arg("watch")
+        .arg("--idle-exit")
+        .arg(AUTO_IDLE_EXIT)
         .env_remove("CAIRN_WATCH")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

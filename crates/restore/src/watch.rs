@@ -330,6 +330,8 @@ pub enum ServeEnd {
     RootGone,
     /// The store was deleted.
     StoreGone,
+    /// No process asked it anything for the idle time it was given (see [`serve`]).
+    Idle,
 }
 
 fn proc_status_kib(field: &str) -> u64 {
@@ -366,11 +368,15 @@ fn cpu_ms() -> u64 {
 /// when another daemon listens on the socket. The daemon holds no lock: every request is
 /// served as any Cairn process would do it, with the store's own locking. Each connection is
 /// served on a thread of its own, so a status or a `Changes` question never waits behind a
-/// snapshot; the snapshots it takes for others are taken one at a time.
+/// snapshot; the snapshots it takes for others are taken one at a time. With `idle_exit`, it
+/// also ends once no process has connected for that long (checked every second, never while
+/// it takes a snapshot): a watcher started on first use does not hold its watches and memory
+/// for ever, and the next use starts one again.
 pub fn serve(
     ws: &Workspace,
     watcher: Arc<Watcher>,
     stop: &AtomicBool,
+    idle_exit: Option<Duration>,
     ready: impl FnOnce(&DaemonStatus),
 ) -> Result<ServeEnd> {
     let socket = socket_path(ws.store(), ws.id())?;
@@ -410,6 +416,7 @@ pub fn serve(
     let store_dir = ws.store().path().to_path_buf();
     let end = std::thread::scope(|scope| {
         let mut last_check = std::time::Instant::now();
+        let mut last_request = std::time::Instant::now();
         loop {
             if stop.load(Ordering::SeqCst) {
                 break ServeEnd::Stopped;
@@ -423,9 +430,15 @@ pub fn serve(
                 if std::fs::symlink_metadata(&store_dir).is_err() {
                     break ServeEnd::StoreGone;
                 }
+                if idle_exit.is_some_and(|d| last_request.elapsed() >= d)
+                    && served.taking.try_lock().is_some()
+                {
+                    break ServeEnd::Idle;
+                }
             }
             match listener.accept() {
                 Ok((stream, _)) => {
+                    last_request = std::time::Instant::now();
                     let served = &served;
                     let spawned = std::thread::Builder::new()
                         .name("cairn-watch-client".into())

@@ -16,11 +16,13 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(f: &Fixture) -> Daemon {
-        let child = Command::new(assert_cmd::cargo::cargo_bin("cairn"))
-            .arg("-C")
+    /// `cairn -C ROOT watch ARGS` for the fixture, its output not captured.
+    fn command(f: &Fixture, args: &[&str]) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+        c.arg("-C")
             .arg(&f.root)
             .arg("watch")
+            .args(args)
             .env("CAIRN_HOME", &f.home)
             .env_remove("CAIRN_STORE")
             .env_remove("CAIRN_REMOTE")
@@ -28,9 +30,12 @@ impl Daemon {
             .env_remove("CAIRN_WATCH")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start cairn watch");
+            .stderr(Stdio::null());
+        c
+    }
+
+    fn start(f: &Fixture) -> Daemon {
+        let child = Daemon::command(f, &[]).spawn().expect("start cairn watch");
         let d = Daemon { child };
         wait_for(|| status(f)["running"] == true, "the watcher to answer");
         d
@@ -290,8 +295,60 @@ fn cairn_watch_auto_starts_a_watcher_that_later_snapshots_use() {
         Some(pid),
         "one watcher, not two"
     );
+    // Started on first use, it stops by itself once idle long enough.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("its command line");
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    assert!(
+        args.windows(2)
+            .any(|w| w == [&b"--idle-exit"[..], &b"8h"[..]]),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
     f.json(&["watch", "--stop"]);
     assert_eq!(status(&f)["running"], false);
+}
+
+#[test]
+fn a_watcher_given_an_idle_exit_stops_once_nobody_asks_and_the_next_snapshot_walks() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let mut child = Daemon::command(&f, &["--idle-exit", "3s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cairn watch");
+    wait_for(|| status(&f)["running"] == true, "the watcher to answer");
+    let sock = socket(&f);
+    // Each request starts the idle time again: asked every half second for longer than it,
+    // it still runs.
+    let asked = Instant::now();
+    while asked.elapsed() < Duration::from_secs(4) {
+        assert_eq!(status(&f)["running"], true);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Left alone, it ends on its own, says why, and removes its socket.
+    let started = Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "still running after {DEADLINE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(st.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("read stderr");
+    assert!(
+        err.contains("no process asked it anything for 3 s"),
+        "{err}"
+    );
+    assert!(!exists(&sock), "the socket is removed");
+    assert_eq!(status(&f)["running"], false);
+    let s = snapshot(&f, None);
+    assert_eq!(s["stats"]["walked"], "full", "{s}");
 }
 
 #[test]
