@@ -224,13 +224,13 @@ pub(crate) fn start_if_asked(ctx: &Ctx, ws: &cairn_restore::Workspace) {
     }
 }
 
+/// How long a watcher started on first use waits without a request before it stops.
+pub(crate) const AUTO_IDLE_EXIT: &str = "8h";
+
 /// Starts `cairn watch` for the workspace in the background when none runs (`cairn hook
 /// claude-code --watch`, `CAIRN_WATCH=auto`). Best effort: a watcher that cannot start leaves
 /// snapshots walking. Not with a remote store, nor with `CAIRN_WATCH=off`. It stops after
 /// [`AUTO_IDLE_EXIT`] without a request; the next use starts it again.
-/// How long a watcher started on first use waits without a request before it stops.
-pub(crate) const AUTO_IDLE_EXIT: &str = "8h";
-
 pub(crate) fn start_in_background(ctx: &Ctx, ws: &cairn_restore::Workspace) {
     // A remote's cache is left to walk: the daemon would need the remote's keys too.
     if ctx.remote.is_some() || !watch::daemon_allowed() {

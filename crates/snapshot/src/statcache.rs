@@ -1449,51 +1449,53 @@ impl StatCache {
         // back from the file (after the cache is written, where a record read costs a
         // `pread`, a check and a decoding; a 10-file change of test262 spent a third of its
         // walk there). Deepest first, so each count finds those beneath it done.
-        recount
-            .sort_unstable_by_key(|p| std::cmp::Reverse(p.iter().filter(|&&b| b == b'/').count()));
+        let depth = |p: &[u8]| p.iter().filter(|&&b| b == b'/').count();
+        recount.sort_unstable_by(|a, b| depth(b).cmp(&depth(a)).then_with(|| a.cmp(b)));
         recount.dedup();
         for p in &recount {
-            if self.dirs.contains_key(p) {
-                let _ = self.count_subtree(p);
-            }
+            let _ = self.count_subtree(p);
         }
     }
 
     /// What the subtree at `path` holds, from the records: each directory's entries added to
-    /// its subdirectories' totals, remembered (so after a change only the changed directory
-    /// and those above it are added up again). `None` (not remembered) when a directory in it
-    /// has no record, or one that does not vouch for its listing.
+    /// its subdirectories' totals, remembered until a record in it changes (so after a change
+    /// only the changed directory and those above it are added up again). `None` (not
+    /// remembered) when a directory in it has no record, or one that does not vouch for its
+    /// listing.
     pub(crate) fn count_subtree(&self, path: &[u8]) -> Option<std::sync::Arc<Subtree>> {
-        self.subtree(path, || {
-            let r = self.dir(path).filter(|r| r.stat.is_some())?;
-            let mut t = Subtree {
-                dirs: 1,
-                ..Default::default()
-            };
-            for e in &r.entries {
-                match e.kind {
-                    CachedKind::File => {
-                        t.files += 1;
-                        t.bytes += e.stat.size;
-                    }
-                    CachedKind::Symlink => t.symlinks += 1,
-                    CachedKind::Dir => {
-                        let c = self.count_subtree(&cairn_store::relpath::join(path, &e.name))?;
-                        t.files += c.files;
-                        t.bytes += c.bytes;
-                        t.symlinks += c.symlinks;
-                        t.dirs += c.dirs;
-                        t.kept.extend(c.kept.iter().cloned());
-                    }
-                    CachedKind::Excluded(reason) => t.kept.push(crate::walk::Kept {
-                        path: cairn_store::relpath::join(path, &e.name),
-                        reason,
-                        is_dir: e.stat.mode & S_IFMT == S_IFDIR,
-                    }),
+        if let Some(t) = self.counted(path) {
+            return Some(t);
+        }
+        let r = self.dir(path).filter(|r| r.stat.is_some())?;
+        let mut t = Subtree {
+            dirs: 1,
+            ..Default::default()
+        };
+        for e in &r.entries {
+            match e.kind {
+                CachedKind::File => {
+                    t.files += 1;
+                    t.bytes += e.stat.size;
                 }
+                CachedKind::Symlink => t.symlinks += 1,
+                CachedKind::Dir => {
+                    let c = self.count_subtree(&cairn_store::relpath::join(path, &e.name))?;
+                    t.files += c.files;
+                    t.bytes += c.bytes;
+                    t.symlinks += c.symlinks;
+                    t.dirs += c.dirs;
+                    t.kept.extend(c.kept.iter().cloned());
+                }
+                CachedKind::Excluded(reason) => t.kept.push(crate::walk::Kept {
+                    path: cairn_store::relpath::join(path, &e.name),
+                    reason,
+                    is_dir: e.stat.mode & S_IFMT == S_IFDIR,
+                }),
             }
-            Some(t)
-        })
+        }
+        let t = std::sync::Arc::new(t);
+        self.subtrees.0.lock().insert(path.to_vec(), t.clone());
+        Some(t)
     }
 
     /// Rewrites only the header of the cache at `path` in place: its records, the body named
@@ -1525,24 +1527,8 @@ impl StatCache {
         &self.key
     }
 
-    /// What the subtree at `path` holds, counted by `count` the first time and remembered
-    /// until a record in it changes; `None` (not remembered) when `count` says the cache does
-    /// not vouch for all of it.
-    pub(crate) fn subtree(
-        &self,
-        path: &[u8],
-        count: impl FnOnce() -> Option<Subtree>,
-    ) -> Option<std::sync::Arc<Subtree>> {
-        if let Some(t) = self.subtrees.0.lock().get(path) {
-            return Some(t.clone());
-        }
-        let t = std::sync::Arc::new(count()?);
-        self.subtrees.0.lock().insert(path.to_vec(), t.clone());
-        Some(t)
-    }
-
-    /// What the subtree at `path` holds if it was counted (see [`StatCache::subtree`]) and no
-    /// record in it changed since; never counts.
+    /// What the subtree at `path` holds if it was counted (see [`StatCache::count_subtree`])
+    /// and no record in it changed since; never counts.
     pub(crate) fn counted(&self, path: &[u8]) -> Option<std::sync::Arc<Subtree>> {
         self.subtrees.0.lock().get(path).cloned()
     }

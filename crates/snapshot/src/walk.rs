@@ -476,7 +476,7 @@ impl Walker<'_> {
         // changed since: reused without reading its record (a watched snapshot passes every
         // subdirectory of each directory on the way to a change, hundreds of records to
         // read and decode otherwise). A subtree is counted only from a record that vouches
-        // for it and forgotten when a record in it changes (see [`Walker::subtree`]), so this
+        // for it and forgotten when a record in it changes (see [`StatCache::count_subtree`]), so this
         // is what the `reuse` below would decide.
         if let (true, Some(scope), Some((id, size))) = (partial, self.partial, cached_tree) {
             if !self.check_objects
@@ -811,16 +811,11 @@ impl Walker<'_> {
     /// has no record, or one the cache does not vouch for (it held an entry skipped, or a
     /// file with several links): then the directory is walked.
     fn reuse(&self, rel: &[u8]) -> bool {
-        let Some(t) = self.subtree(rel) else {
+        let Some(t) = self.cache.count_subtree(rel) else {
             return false;
         };
         self.taken(t.files, t.bytes, t.symlinks, t.dirs, t.kept.clone());
         true
-    }
-
-    /// What the subtree at `rel` holds (see [`StatCache::count_subtree`]).
-    fn subtree(&self, rel: &[u8]) -> Option<std::sync::Arc<crate::statcache::Subtree>> {
-        self.cache.count_subtree(rel)
     }
 
     /// A directory whose own entries did not change but beneath which something did, or
