@@ -37,6 +37,7 @@ pub mod id;
 pub mod lock;
 pub mod manifest;
 pub mod pack;
+mod packwatch;
 pub mod relpath;
 pub mod remote;
 pub mod retain;

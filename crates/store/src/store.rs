@@ -261,6 +261,12 @@ struct Inner {
     /// decoding megabytes of indexes.
     packs_loaded: std::sync::atomic::AtomicBool,
     packs_loading: Mutex<()>,
+    /// Whether the packs directory changed since it was last listed (a local store's
+    /// refresh lists it only then; see [`crate::packwatch`]). Held through a refresh.
+    packs_watch: Mutex<crate::packwatch::PacksWatch>,
+    /// Set when packs were dropped from the set without their files going away
+    /// ([`Store::forget_packs`]): the next refresh lists the directory whatever the watch says.
+    packs_forgotten: std::sync::atomic::AtomicBool,
     quarantine: RwLock<HashSet<ObjectId>>,
     mirror: Option<crate::remote::Mirror>,
 }
@@ -320,6 +326,8 @@ impl Store {
                 packs: RwLock::new(PackSet::default()),
                 packs_loaded: std::sync::atomic::AtomicBool::new(false),
                 packs_loading: Mutex::new(()),
+                packs_watch: Mutex::new(Default::default()),
+                packs_forgotten: std::sync::atomic::AtomicBool::new(false),
                 quarantine: RwLock::new(HashSet::new()),
                 mirror,
             }),
@@ -378,13 +386,28 @@ impl Store {
     /// have added to it: a writer must not deduplicate against a copy it found corrupt).
     ///
     /// With a remote, the remote's pack indexes, large objects and deletion candidates are
-    /// listed first (new indexes are downloaded; packs are downloaded when read).
+    /// listed first (new indexes are downloaded; packs are downloaded when read). A local
+    /// store lists its packs directory only when an inotify watch on it says an index was
+    /// added or removed since the last listing (see `packwatch`): a writer's refresh costs
+    /// nothing however many packs the store holds.
     pub fn refresh(&self) -> Result<()> {
         let remote_packs = match &self.inner.mirror {
             Some(m) => m.sync(&self.inner.layout.tmp)?,
             None => Vec::new(),
         };
         let dir = &self.inner.layout.packs;
+        let mut watch = self.inner.packs_watch.lock();
+        if self.inner.mirror.is_none()
+            && !self.inner.packs_forgotten.swap(false, Ordering::AcqRel)
+            && self.inner.packs_loaded.load(Ordering::Acquire)
+        {
+            let set = self.inner.packs.read();
+            if set.broken.is_empty() && watch.unchanged(|id| set.packs.contains_key(id)) {
+                drop(set);
+                return self.load_quarantine();
+            }
+        }
+        watch.arm(dir);
         let mut present = HashSet::new();
         let rd = std::fs::read_dir(dir).map_err(|e| Error::io("list", dir, e))?;
         for entry in rd {
@@ -477,6 +500,7 @@ impl Store {
         for id in ids {
             set.packs.remove(id);
         }
+        self.inner.packs_forgotten.store(true, Ordering::Release);
     }
 
     pub(crate) fn packs(&self) -> Vec<Arc<LoadedPack>> {

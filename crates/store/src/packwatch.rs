@@ -1,0 +1,198 @@
+//! Knowing, without listing it, whether `objects/packs/` changed since the last refresh.
+//!
+//! [`Store::refresh`](crate::Store::refresh) runs before every writer, so a long-lived process
+//! (the `cairn watch` daemon, a binding) listed the packs directory at every snapshot: one
+//! entry per pack and per index, hundreds in a store not collected for a while, where a
+//! watched snapshot does little else (0.7 ms of a 3 ms snapshot with 258 packs). An inotify
+//! watch on the directory says instead whether anything that matters happened there: an index
+//! not yet loaded appeared, or one loaded went away. Only then is it listed again.
+//!
+//! The kernel queues an event inside the call that creates, renames or removes the name, before
+//! that call returns; so once a collection removed a pack (and released its lock, which a
+//! writer's operation waits for), the removal is in the queue when the writer's refresh reads
+//! it. A queue overflow, the directory moved or removed, or a watch that cannot be set up
+//! (`max_user_instances` reached) makes every refresh list the directory, as before.
+
+use crate::id::ObjectId;
+use rustix::fd::OwnedFd;
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+use std::mem::MaybeUninit;
+use std::path::Path;
+
+/// The watch on one store's packs directory (none before the first listing, or when it could
+/// not be set up).
+#[derive(Debug, Default)]
+pub(crate) struct PacksWatch {
+    fd: Option<OwnedFd>,
+}
+
+/// What happened to one index's name, as an event says.
+enum Seen {
+    /// Made or renamed into the directory.
+    Added(ObjectId),
+    /// Removed or renamed away.
+    Removed(ObjectId),
+    /// Something else, or a name that is not an index.
+    Other,
+}
+
+impl PacksWatch {
+    /// Whether nothing that matters changed in the directory since the last [`arm`](Self::arm):
+    /// every index added is loaded already (`loaded` says), no index loaded was removed.
+    /// Reads every event queued. `false` when there is no watch (the directory is then listed).
+    pub(crate) fn unchanged(&mut self, loaded: impl Fn(&ObjectId) -> bool) -> bool {
+        let Some(fd) = &self.fd else {
+            return false;
+        };
+        let mut same = true;
+        let mut keep = true;
+        drain(fd, |mask, name| {
+            if mask.intersects(
+                ReadFlags::QUEUE_OVERFLOW
+                    | ReadFlags::IGNORED
+                    | ReadFlags::DELETE_SELF
+                    | ReadFlags::MOVE_SELF
+                    | ReadFlags::UNMOUNT,
+            ) {
+                same = false;
+                // The watch is gone (or its events are): set it up again before the listing.
+                keep = !mask.intersects(
+                    ReadFlags::IGNORED
+                        | ReadFlags::DELETE_SELF
+                        | ReadFlags::MOVE_SELF
+                        | ReadFlags::UNMOUNT,
+                );
+                return;
+            }
+            match seen(mask, name) {
+                Seen::Added(id) if !loaded(&id) => same = false,
+                Seen::Removed(id) if loaded(&id) => same = false,
+                _ => {}
+            }
+        })
+        .unwrap_or_else(|_| {
+            same = false;
+            keep = false;
+        });
+        if !keep {
+            self.fd = None;
+        }
+        same
+    }
+
+    /// Called just before the directory is listed: sets the watch up if there is none (a
+    /// failure leaves none, and the next refresh lists again) and drops what is queued, all of
+    /// which the listing sees.
+    pub(crate) fn arm(&mut self, dir: &Path) {
+        if self.fd.is_none() {
+            self.fd = watch(dir);
+        }
+        if let Some(fd) = &self.fd {
+            if drain(fd, |_, _| {}).is_err() {
+                self.fd = None;
+            }
+        }
+    }
+}
+
+/// A new non-blocking inotify instance watching `dir`'s names, or `None`.
+fn watch(dir: &Path) -> Option<OwnedFd> {
+    let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
+    let flags = WatchFlags::CREATE
+        | WatchFlags::MOVED_TO
+        | WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+        | WatchFlags::DONT_FOLLOW;
+    inotify::add_watch(&fd, dir, flags).ok()?;
+    Some(fd)
+}
+
+/// Hands every queued event to `each` (its mask and name), until the queue is empty.
+fn drain(fd: &OwnedFd, mut each: impl FnMut(ReadFlags, Option<&[u8]>)) -> Result<(), Errno> {
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut reader = inotify::Reader::new(fd, &mut buf);
+    loop {
+        match reader.next() {
+            Ok(e) => each(e.events(), e.file_name().map(|n| n.to_bytes())),
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// What an event says of an index's name.
+fn seen(mask: ReadFlags, name: Option<&[u8]>) -> Seen {
+    let id = name
+        .and_then(|n| n.strip_suffix(b".idx"))
+        .and_then(|hex| std::str::from_utf8(hex).ok())
+        .and_then(|hex| ObjectId::from_hex(hex).ok());
+    match id {
+        Some(id) if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) => Seen::Added(id),
+        Some(id) if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) => Seen::Removed(id),
+        _ => Seen::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idx_name(byte: u8) -> String {
+        format!("{}.idx", ObjectId([byte; 32]).to_hex())
+    }
+
+    #[test]
+    fn a_watch_says_unchanged_only_while_no_index_it_does_not_know_comes_or_goes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let packs = dir.path().join("packs");
+        std::fs::create_dir(&packs).expect("mkdir");
+        let mut w = PacksWatch::default();
+        assert!(
+            !w.unchanged(|_| true),
+            "no watch yet: the directory must be listed"
+        );
+        w.arm(&packs);
+        assert!(w.unchanged(|_| false), "nothing happened");
+
+        std::fs::write(packs.join(idx_name(1)), b"").expect("write");
+        assert!(!w.unchanged(|_| false), "an index not loaded appeared");
+        w.arm(&packs);
+        std::fs::write(packs.join(idx_name(2)), b"").expect("write");
+        assert!(
+            w.unchanged(|id| id.0[0] == 2),
+            "an index already loaded appeared"
+        );
+        std::fs::write(packs.join("x.pack"), b"").expect("write");
+        std::fs::write(packs.join("notes"), b"").expect("write");
+        assert!(w.unchanged(|_| false), "names that are not indexes");
+
+        std::fs::remove_file(packs.join(idx_name(1))).expect("rm");
+        assert!(w.unchanged(|_| false), "an index never loaded went away");
+        std::fs::remove_file(packs.join(idx_name(2))).expect("rm");
+        assert!(!w.unchanged(|_| true), "an index loaded went away");
+        w.arm(&packs);
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, b"").expect("write");
+        std::fs::rename(&elsewhere, packs.join(idx_name(3))).expect("mv");
+        assert!(!w.unchanged(|_| false), "an index renamed in");
+        w.arm(&packs);
+        std::fs::rename(packs.join(idx_name(3)), &elsewhere).expect("mv");
+        assert!(!w.unchanged(|_| true), "an index renamed away");
+        w.arm(&packs);
+
+        // The directory itself moved away and another put in its place: the watch is dropped
+        // and set up again on the new one.
+        std::fs::rename(&packs, dir.path().join("old")).expect("mv");
+        std::fs::create_dir(&packs).expect("mkdir");
+        assert!(!w.unchanged(|_| true), "the directory moved");
+        assert!(w.fd.is_none(), "the old directory's watch is dropped");
+        w.arm(&packs);
+        std::fs::write(packs.join(idx_name(4)), b"").expect("write");
+        assert!(!w.unchanged(|_| false), "the new directory is watched");
+    }
+}
