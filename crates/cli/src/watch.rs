@@ -208,6 +208,15 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             st.cpu_ms,
             st.snapshots
         );
+        if st.packs_merged > 0 {
+            out.push_str(&format!(
+                "  {} small packs merged while idle\n",
+                st.packs_merged
+            ));
+        }
+        if let Some(e) = &st.merge_error {
+            out.push_str(&format!("  the last merge of small packs failed: {e}\n"));
+        }
         for u in &st.watch.unwatched {
             out.push_str(&format!("  not watched, walked by every snapshot: {u}\n"));
         }

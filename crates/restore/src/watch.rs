@@ -44,9 +44,10 @@ const MAX_MESSAGE: u32 = 256 << 20;
 /// Begins every message, after its length: the protocol's version. A daemon and a client of
 /// builds that speak another (a `cairn watch` left running across an upgrade) never decode
 /// each other's messages as their own, which postcard could do without an error and with
-/// another meaning (version 2 added the changed entries' names to `Scope::Partial`): the
+/// another meaning (version 2 added the changed entries' names to `Scope::Partial`, version 3
+/// the merged packs to `DaemonStatus`): the
 /// message is refused, and the client walks.
-const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x02";
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x03";
 
 /// How long a daemon waits for a request, and a client for an answer to `Changes` or
 /// `Status` (each served on a thread of its own, never behind a snapshot).
@@ -157,6 +158,11 @@ pub struct DaemonStatus {
     pub cpu_ms: u64,
     /// Snapshots it took for other processes.
     pub snapshots: u64,
+    /// Small packs it merged into larger ones while idle (see
+    /// [`cairn_store::Store::merge_small_packs`]).
+    pub packs_merged: u64,
+    /// Why its last merge of small packs failed, if it did.
+    pub merge_error: Option<String>,
 }
 
 /// The socket of the daemon of `ws` when one may be used (`CAIRN_WATCH` is not `off`) and the
@@ -408,6 +414,8 @@ pub fn serve(
         watcher,
         socket: socket.clone(),
         snapshots: std::sync::atomic::AtomicU64::new(0),
+        packs_merged: std::sync::atomic::AtomicU64::new(0),
+        merge_error: parking_lot::Mutex::new(None),
         taking: parking_lot::Mutex::new(()),
         last_snapshot: parking_lot::Mutex::new(None),
         released_kib: std::sync::atomic::AtomicU64::new(0),
@@ -480,6 +488,9 @@ struct Served<'a> {
     socket: PathBuf,
     /// Snapshots taken for others.
     snapshots: std::sync::atomic::AtomicU64,
+    /// Small packs merged while idle, and why the last merge failed (if it did).
+    packs_merged: std::sync::atomic::AtomicU64,
+    merge_error: parking_lot::Mutex<Option<String>>,
     /// Held while one is taken, so they are taken one at a time.
     taking: parking_lot::Mutex<()>,
     /// When the last snapshot taken for others ended, until the memory it left is given
@@ -492,7 +503,8 @@ struct Served<'a> {
 impl Served<'_> {
     /// Once no snapshot has been taken for [`RELEASE_AFTER`] and the stat cache the last one
     /// left is written (the daemon then holds its index, not its records: see
-    /// [`cairn_snapshot::CacheMemo`]), gives back the memory the snapshots since the last
+    /// [`cairn_snapshot::CacheMemo`]), merges the store's small packs if there are many
+    /// ([`cairn_store::Store::merge_small_packs`]) and gives back the memory the snapshots since the last
     /// time used and no longer need, if the process grew by [`RELEASE_GROWTH_KIB`] since:
     /// the heap's free pages and the pack index pages lookups faulted in
     /// ([`Store::release_memory`]). A walk of a large tree (the first one, or one after a
@@ -516,6 +528,20 @@ impl Served<'_> {
         // The write is done: its records, if the writer could not put the file's in their
         // place itself, are put there now.
         memo.wait();
+        // Each snapshot that wrote an object added a pack, and every lookup probes every
+        // pack: merged here, off any snapshot's path, once there are many small ones.
+        let merged = self
+            .ws
+            .store()
+            .merge_small_packs(&cairn_store::merge::MergeOptions::default());
+        match merged {
+            Ok(report) => {
+                self.packs_merged
+                    .fetch_add(report.packs_merged, Ordering::Relaxed);
+                *self.merge_error.lock() = None;
+            }
+            Err(e) => *self.merge_error.lock() = Some(e.to_string()),
+        }
         let grown =
             proc_status_kib("VmRSS:").saturating_sub(self.released_kib.load(Ordering::Relaxed));
         if grown >= RELEASE_GROWTH_KIB {
@@ -537,6 +563,8 @@ impl Served<'_> {
             peak_memory_bytes: proc_status_kib("VmHWM:") * 1024,
             cpu_ms: cpu_ms(),
             snapshots: self.snapshots.load(Ordering::Relaxed),
+            packs_merged: self.packs_merged.load(Ordering::Relaxed),
+            merge_error: self.merge_error.lock().clone(),
         }
     }
 

@@ -390,7 +390,7 @@ fn read_dir(dir: &std::path::Path) -> Result<Vec<(String, PathBuf, std::fs::File
 }
 
 /// Removes a regular file the store owns; refuses anything that is not a regular file.
-fn remove_own_file(path: &std::path::Path) -> Result<u64> {
+pub(crate) fn remove_own_file(path: &std::path::Path) -> Result<u64> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => {
             let len = m.len();
@@ -456,11 +456,7 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
                     continue;
                 }
                 let file = p.file()?;
-                let good = pack::read_record(&file, &p.path, &e).and_then(|stored| {
-                    pack::decode_stored(stored.clone(), e.codec, &e.id, e.raw_len, &p.path)
-                        .map(|_| stored)
-                });
-                match good {
+                match pack::read_checked_record(&file, &p.path, &e) {
                     Ok(stored) => pending.push((e, stored)),
                     Err(_) => {
                         // A damaged copy: dropping it is fine only if a good copy lies elsewhere.

@@ -36,6 +36,7 @@ pub mod home;
 pub mod id;
 pub mod lock;
 pub mod manifest;
+pub mod merge;
 pub mod pack;
 mod packwatch;
 pub mod relpath;

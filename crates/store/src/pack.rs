@@ -367,6 +367,14 @@ impl PackIndex {
     }
 }
 
+/// Reads a record's bytes as stored and checks that they decode to its id: what a repack or
+/// a merge copies into another pack, never a copy that does not read back.
+pub(crate) fn read_checked_record(file: &File, path: &Path, e: &IndexEntry) -> Result<Vec<u8>> {
+    let stored = read_record(file, path, e)?;
+    decode_stored(stored.clone(), e.codec, &e.id, e.raw_len, path)?;
+    Ok(stored)
+}
+
 /// Reads one record's stored bytes from a pack file and checks its header against the index.
 pub fn read_record(file: &File, path: &Path, e: &IndexEntry) -> Result<Vec<u8>> {
     let bad = |d: String| Error::corrupt(format!("object {}", e.id.short()), path, d);

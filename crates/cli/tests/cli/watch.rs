@@ -352,6 +352,58 @@ fn a_watcher_given_an_idle_exit_stops_once_nobody_asks_and_the_next_snapshot_wal
 }
 
 #[test]
+fn an_idle_watcher_merges_the_small_packs_that_snapshots_left_and_every_snapshot_still_restores() {
+    let f = Fixture::new();
+    let mut ids = Vec::new();
+    for i in 0..34 {
+        f.write("src/lib.rs", &format!("pub fn f() -> u32 {{ {i} }}\n"));
+        ids.push(f.snapshot(&format!("s{i}")));
+    }
+    let packs = f.store().join("objects/packs");
+    let indexes = || {
+        std::fs::read_dir(&packs)
+            .expect("list packs")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+            })
+            .count()
+    };
+    assert!(indexes() > 32, "{} packs", indexes());
+    let _d = Daemon::start(&f);
+    assert_eq!(status(&f)["packs_merged"], 0);
+    f.write("src/lib.rs", "pub fn f() -> u32 { 99 }\n");
+    snapshot(&f, None);
+    assert_eq!(status(&f)["snapshots"], 1, "taken by the watcher");
+    // Idle for a few seconds after that snapshot, it merges.
+    wait_for(
+        || status(&f)["packs_merged"].as_u64() > Some(0),
+        "the idle watcher to merge the small packs",
+    );
+    let st = status(&f);
+    assert_eq!(st["merge_error"], Value::Null, "{st}");
+    assert!(indexes() <= 2, "{} packs after the merge", indexes());
+    let verified = f.json(&["verify"]);
+    assert_eq!(verified["corrupt"], serde_json::json!([]), "{verified}");
+    assert_eq!(
+        verified["broken_indexes"],
+        serde_json::json!([]),
+        "{verified}"
+    );
+    let snaps = verified["snapshots"].as_array().expect("snapshots");
+    assert_eq!(snaps.len(), 35, "{verified}");
+    assert!(
+        snaps.iter().all(|s| s["missing"] == serde_json::json!([])),
+        "{verified}"
+    );
+    f.json(&["restore", &ids[0], "--yes"]);
+    assert_eq!(
+        f.read("src/lib.rs").as_deref(),
+        Some("pub fn f() -> u32 { 0 }\n")
+    );
+}
+
+#[test]
 fn claude_code_hooks_installed_with_watch_start_a_watcher_that_their_checkpoints_use() {
     let f = Fixture::new();
     let init = f.json(&["init", "claude-code", "--watch"]);

@@ -13,6 +13,7 @@ mod id;
 mod index_map;
 mod lock;
 mod manifest;
+mod merge;
 mod pack_view;
 mod retain;
 mod stale_view;

@@ -1,0 +1,130 @@
+//! Merging small packs: one pack instead of many, every object still read by every handle.
+
+use crate::util::{files_ending, noise, open, snapshot, temp, write_unreachable};
+use cairn_store::merge::{MergeOptions, MergeReport};
+use cairn_store::ObjectId;
+
+fn limit(max_small_packs: usize) -> MergeOptions {
+    MergeOptions {
+        max_small_packs,
+        ..MergeOptions::default()
+    }
+}
+
+#[test]
+fn more_small_packs_than_the_limit_are_merged_into_one_and_every_object_still_reads() {
+    let dir = temp();
+    let store = open(dir.path());
+    let mut ids: Vec<ObjectId> = Vec::new();
+    for i in 0..10u64 {
+        ids.extend(write_unreachable(
+            &store,
+            &[&noise(i, 300), b"in every pack"],
+        ));
+    }
+    let mut snaps = Vec::new();
+    for i in 0..3u64 {
+        let s = snapshot(&store, &[("f", &noise(100 + i, 200))], None, i as i64);
+        ids.extend(s.blobs.iter().copied());
+        ids.push(s.root.0);
+        snaps.push(s);
+    }
+    let packs = dir.path().join("store/objects/packs");
+    assert_eq!(files_ending(&packs, ".idx").len(), 13);
+    // A handle that loaded the old packs before the merge (another process, say).
+    let before = open(dir.path());
+    before.refresh().expect("refresh");
+
+    let report = store.merge_small_packs(&limit(4)).expect("merge");
+    assert_eq!(report.packs_merged, 13);
+    assert_eq!(
+        report.objects as usize,
+        ids.len() - 9,
+        "one copy of the shared blob"
+    );
+    assert!(report.kept.is_empty());
+    assert_eq!(files_ending(&packs, ".idx").len(), 1);
+    assert_eq!(files_ending(&packs, ".pack").len(), 1);
+
+    let fresh = open(dir.path());
+    for id in &ids {
+        assert!(
+            fresh.read_object(id).is_ok(),
+            "{} after the merge",
+            id.to_hex()
+        );
+        assert!(
+            before.read_object(id).is_ok(),
+            "{} by the old handle",
+            id.to_hex()
+        );
+        assert!(store.contains(id));
+    }
+    for s in &snaps {
+        assert_eq!(fresh.read_manifest(&s.id).expect("manifest").root, s.root);
+    }
+    // Merged once, the one pack left is below the limit: nothing more to do.
+    assert_eq!(
+        store.merge_small_packs(&limit(4)).expect("merge"),
+        MergeReport::default()
+    );
+}
+
+#[test]
+fn no_more_small_packs_than_the_limit_are_left_as_they_are() {
+    let dir = temp();
+    let store = open(dir.path());
+    for i in 0..4u64 {
+        write_unreachable(&store, &[&noise(i, 100)]);
+    }
+    let packs = dir.path().join("store/objects/packs");
+    let listed = files_ending(&packs, "");
+    assert_eq!(
+        store.merge_small_packs(&limit(4)).expect("merge"),
+        MergeReport::default()
+    );
+    assert_eq!(files_ending(&packs, ""), listed);
+    // Packs larger than "small" do not count either.
+    let big = MergeOptions {
+        max_small_packs: 1,
+        small_pack_bytes: 10,
+    };
+    assert_eq!(
+        store.merge_small_packs(&big).expect("merge"),
+        MergeReport::default()
+    );
+    assert_eq!(files_ending(&packs, ""), listed);
+}
+
+#[test]
+fn a_pack_whose_record_does_not_read_back_is_kept_and_the_others_are_merged() {
+    let dir = temp();
+    let store = open(dir.path());
+    let mut ids = Vec::new();
+    for i in 0..5u64 {
+        ids.push(write_unreachable(&store, &[&noise(i, 400)]));
+    }
+    let packs = dir.path().join("store/objects/packs");
+    // Damage the last byte (inside the only record) of one pack.
+    let damaged = files_ending(&packs, ".pack").remove(2);
+    let mut bytes = std::fs::read(&damaged).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&damaged, &bytes).expect("write");
+    let damaged_id = damaged
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .map(|s| ObjectId::from_hex(s).expect("a pack id"))
+        .expect("a pack name");
+
+    let report = store.merge_small_packs(&limit(2)).expect("merge");
+    assert_eq!(report.kept, vec![damaged_id]);
+    assert_eq!(report.packs_merged, 4);
+    assert!(damaged.is_file(), "the damaged pack stays");
+    assert_eq!(files_ending(&packs, ".idx").len(), 2);
+    let fresh = open(dir.path());
+    fresh.refresh().expect("refresh");
+    for id in ids.iter().flatten() {
+        assert!(fresh.contains(id), "{}", id.to_hex());
+    }
+}
