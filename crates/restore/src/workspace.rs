@@ -57,6 +57,13 @@ impl Default for WorkspaceOptions {
     }
 }
 
+/// How many packs a snapshot taken in this process (walking, or with an in-process
+/// watcher) may leave before it merges the small ones (see
+/// [`cairn_store::Store::merge_small_packs`]). Twice the daemon's limit: a merge here is on
+/// the snapshot's path, so it comes half as often, each copying at most 8 MiB of small packs
+/// plus the new ones.
+pub const MERGE_AFTER_SNAPSHOT_PACKS: usize = 64;
+
 /// A workspace: a directory tree an agent edits, and the store that keeps its snapshots.
 #[derive(Debug)]
 pub struct Workspace {
@@ -237,10 +244,34 @@ impl Workspace {
         // leave it to the next restore or opening. Best effort: a failure here never fails the
         // snapshot, and the next opening or restore confirms the same journal and reports it.
         let _ = journal::confirm_applied(&self.site);
+        // A caller that brought its own watcher is the `cairn watch` daemon, which merges
+        // once idle, off its snapshots' path; every other snapshot taken here merges.
+        if options.watch.is_none() {
+            self.merge_packs_after_snapshot();
+        }
         Ok(SnapshotOutcome {
             snapshot,
             prune: self.prune_after(),
         })
+    }
+
+    /// Merges the store's small packs once a snapshot leaves more than
+    /// [`MERGE_AFTER_SNAPSHOT_PACKS`] packs (see [`cairn_store::Store::merge_small_packs`]):
+    /// each snapshot that writes an object adds a pack, so a store snapshotted by walking
+    /// processes or an in-process watcher would otherwise grow one per snapshot until a
+    /// collection. Counted from the packs this handle loaded (no listing, no marker) before
+    /// anything else, so that a snapshot below the limit pays nothing. Best effort: a merge
+    /// that fails loses nothing (the packs stay as they were) and never fails the snapshot;
+    /// the next snapshot tries again.
+    fn merge_packs_after_snapshot(&self) {
+        let store = self.store();
+        if store.remote().is_some() || store.loaded_pack_count() <= MERGE_AFTER_SNAPSHOT_PACKS {
+            return;
+        }
+        let _ = store.merge_small_packs(&cairn_store::merge::MergeOptions {
+            max_small_packs: MERGE_AFTER_SNAPSHOT_PACKS,
+            ..Default::default()
+        });
     }
 
     /// The workspace's retention, after a snapshot (its failure reported, never raised).

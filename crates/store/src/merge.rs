@@ -7,7 +7,9 @@
 //! and in faulting their index pages in. A collection (`gc`) consolidates packs too, but it
 //! marks every object reachable from every snapshot first, which costs as much as the store
 //! is large; a merge copies the records of the small packs as they are into one new pack and
-//! removes them, reading nothing else.
+//! removes them, reading nothing else. The `cairn watch` daemon merges once idle, past 32
+//! small packs; a snapshot taken without a daemon merges right after itself, past 64 packs
+//! (`MERGE_AFTER_SNAPSHOT_PACKS` in `cairn-restore`).
 //!
 //! A merge never drops an object: every record of a pack it removes is in the new pack, which
 //! is durable (synced, renamed into place, its directory synced) before any pack is removed,

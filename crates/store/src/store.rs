@@ -507,6 +507,12 @@ impl Store {
         self.pack_set().packs.values().cloned().collect()
     }
 
+    /// How many packs this handle has loaded (as of its last refresh; the first call loads
+    /// them). Lists nothing itself: cheap enough to ask after every snapshot.
+    pub fn loaded_pack_count(&self) -> usize {
+        self.pack_set().packs.len()
+    }
+
     /// Pack indexes that could not be loaded at the last refresh.
     pub fn broken_indexes(&self) -> Vec<BrokenIndex> {
         self.pack_set().broken.clone()

@@ -906,3 +906,44 @@ fn a_workspace_opens_while_restores_finish_beside_it() {
         assert!(opened > 0);
     });
 }
+
+#[test]
+fn snapshots_taken_without_a_daemon_merge_the_small_packs_they_leave_and_every_snapshot_still_restores(
+) {
+    let fx = Fx::new();
+    let packs_dir = fx.dir.path().join("store/objects/packs");
+    let count_packs = || {
+        std::fs::read_dir(&packs_dir)
+            .expect("packs dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "pack"))
+            })
+            .count()
+    };
+    let limit = cairn_restore::workspace::MERGE_AFTER_SNAPSHOT_PACKS;
+    let mut taken = Vec::new();
+    let mut most = 0;
+    for i in 0..limit + 6 {
+        fx.write(&format!("f{}.txt", i % 5), format!("turn {i}").as_bytes());
+        let snap = fx.snap();
+        taken.push((snap.id, fx.picture()));
+        most = most.max(count_packs());
+    }
+    // Each snapshot wrote a pack: without merging there would be more than the limit.
+    assert!(most <= limit, "{most} packs at one point, limit {limit}");
+    assert!(count_packs() < limit, "{} packs left", count_packs());
+    let verified = fx.ws.store().verify().expect("verify");
+    assert!(verified.is_ok(), "{verified:?}");
+    for (id, picture) in [&taken[0], &taken[limit / 2], &taken[taken.len() - 1]] {
+        fx.ws
+            .restore(
+                id,
+                &PlanOptions::default(),
+                &ApplyOptions::default(),
+                Context::default(),
+            )
+            .expect("restore");
+        assert_eq!(&fx.picture(), picture);
+    }
+}
