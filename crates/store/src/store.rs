@@ -685,16 +685,15 @@ impl Store {
         Ok(())
     }
 
-    /// Whether the store holds `id` (in a loaded pack or as a large object; with a remote, in
-    /// the remote as well).
+    /// Whether the store holds `id` (in a pack this handle has loaded, the first call loading
+    /// them, or as a large object; with a remote, in the remote as well). A pack another
+    /// process wrote since this handle's last refresh is not looked at.
     pub fn contains(&self, id: &ObjectId) -> bool {
         if self.inner.mirror.as_ref().is_some_and(|m| m.has_large(id)) {
             return true;
         }
         if self
-            .inner
-            .packs
-            .read()
+            .pack_set()
             .packs
             .values()
             .any(|p| p.index.lookup(id).is_some())

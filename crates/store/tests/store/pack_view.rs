@@ -73,3 +73,16 @@ fn a_long_lived_handle_sees_every_pack_others_write_and_collect_as_a_fresh_handl
         "seed {seed}: some collection removed something (else this test checks little)"
     );
 }
+
+#[test]
+fn a_handle_that_never_refreshed_finds_the_objects_already_in_packs() {
+    let dir = temp();
+    let writer = open(dir.path());
+    let ids = write_unreachable(&writer, &[b"first object", b"second object"]);
+    // Another process opens the store and asks first, before anything has loaded its packs
+    // (a restore's plan checks every blob it will write this way).
+    let fresh = open(dir.path());
+    for id in &ids {
+        assert!(fresh.contains(id), "{} not found", id.to_hex());
+    }
+}
