@@ -504,8 +504,9 @@ impl Served<'_> {
     /// Once no snapshot has been taken for [`RELEASE_AFTER`] and the stat cache the last one
     /// left is written (the daemon then holds its index, not its records: see
     /// [`cairn_snapshot::CacheMemo`]), merges the store's small packs if there are many
-    /// ([`cairn_store::Store::merge_small_packs`]) and gives back the memory the snapshots since the last
-    /// time used and no longer need, if the process grew by [`RELEASE_GROWTH_KIB`] since:
+    /// ([`cairn_store::Store::merge_small_packs`]) and gives back the memory the snapshots
+    /// since the last time used and no longer need, if the process grew by
+    /// [`RELEASE_GROWTH_KIB`] since:
     /// the heap's free pages and the pack index pages lookups faulted in
     /// ([`Store::release_memory`]). A walk of a large tree (the first one, or one after a
     /// queue overflow) frees far more than it keeps, and the allocator would otherwise hold

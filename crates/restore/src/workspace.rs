@@ -265,9 +265,10 @@ impl Workspace {
     /// the next snapshot tries again.
     fn merge_packs_after_snapshot(&self) {
         let store = self.store();
-        if store.remote().is_some() || store.loaded_pack_count() <= MERGE_AFTER_SNAPSHOT_PACKS {
+        if store.loaded_pack_count() <= MERGE_AFTER_SNAPSHOT_PACKS {
             return;
         }
+        // (A store that caches a remote never merges: `merge_small_packs` says so.)
         let _ = store.merge_small_packs(&cairn_store::merge::MergeOptions {
             max_small_packs: MERGE_AFTER_SNAPSHOT_PACKS,
             ..Default::default()

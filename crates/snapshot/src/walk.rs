@@ -476,8 +476,8 @@ impl Walker<'_> {
         // changed since: reused without reading its record (a watched snapshot passes every
         // subdirectory of each directory on the way to a change, hundreds of records to
         // read and decode otherwise). A subtree is counted only from a record that vouches
-        // for it and forgotten when a record in it changes (see [`StatCache::count_subtree`]), so this
-        // is what the `reuse` below would decide.
+        // for it and forgotten when a record in it changes (see
+        // [`StatCache::count_subtree`]), so this is what the `reuse` below would decide.
         if let (true, Some(scope), Some((id, size))) = (partial, self.partial, cached_tree) {
             if !self.check_objects
                 && !scope.in_subtree(rel)

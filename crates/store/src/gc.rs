@@ -389,8 +389,17 @@ fn read_dir(dir: &std::path::Path) -> Result<Vec<(String, PathBuf, std::fs::File
     Ok(out)
 }
 
+/// Removes pack `id` from `packs` (`objects/packs/`): its index first, then the pack, so a
+/// crash between leaves a pack without an index (invisible), never an index without its
+/// pack. Returns the bytes freed.
+pub(crate) fn remove_pack(packs: &std::path::Path, id: &ObjectId) -> Result<u64> {
+    let idx = packs.join(format!("{}.idx", id.to_hex()));
+    let pack = packs.join(format!("{}.pack", id.to_hex()));
+    Ok(remove_own_file(&idx)? + remove_own_file(&pack)?)
+}
+
 /// Removes a regular file the store owns; refuses anything that is not a regular file.
-pub(crate) fn remove_own_file(path: &std::path::Path) -> Result<u64> {
+fn remove_own_file(path: &std::path::Path) -> Result<u64> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => {
             let len = m.len();
@@ -492,16 +501,13 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
         for p in done {
             let dead = p.index.entries().filter(|e| !reach.contains(&e.id)).count() as u64;
             report.objects_deleted += dead;
-            let idx = layout.packs.join(format!("{}.idx", p.id.to_hex()));
-            freed += (remove_own_file(&idx)? + remove_own_file(&p.path)?) as i64;
+            freed += remove_pack(&layout.packs, &p.id)? as i64;
             report.packs_repacked += 1;
         }
     }
 
     for pp in &plan.delete_packs {
-        let idx = layout.packs.join(format!("{}.idx", pp.pack.to_hex()));
-        let pack = layout.packs.join(format!("{}.pack", pp.pack.to_hex()));
-        freed += (remove_own_file(&idx)? + remove_own_file(&pack)?) as i64;
+        freed += remove_pack(&layout.packs, &pp.pack)? as i64;
         report.objects_deleted += pp.objects;
         report.packs_deleted += 1;
     }

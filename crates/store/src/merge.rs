@@ -124,10 +124,7 @@ impl Store {
         report.objects = copied.len() as u64;
         for p in merged.iter().filter(|p| p.id != id) {
             // (A merged pack whose bytes the new one repeats exactly is the new one: kept.)
-            // The index first: a pack without one is invisible, never an index without its pack.
-            let idx = layout.packs.join(format!("{}.idx", p.id.to_hex()));
-            crate::gc::remove_own_file(&idx)?;
-            crate::gc::remove_own_file(&p.path)?;
+            crate::gc::remove_pack(&layout.packs, &p.id)?;
             report.packs_merged += 1;
         }
         fsutil::sync_dir(&layout.packs)?;
