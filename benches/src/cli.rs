@@ -189,14 +189,21 @@ pub const REST: std::time::Duration = std::time::Duration::from_millis(2100);
 /// Modifies `files` files of `tree` chosen by `seed` ([`crate::gen::mutate`]), then waits
 /// [`REST`].
 pub fn modify_and_rest(tree: &std::path::Path, files: usize, seed: u64) -> Result<(), String> {
+    modify(tree, files, seed)?;
+    std::thread::sleep(REST);
+    Ok(())
+}
+
+/// Modifies `files` files of `tree` chosen by `seed` ([`crate::gen::mutate`]).
+pub fn modify(tree: &std::path::Path, files: usize, seed: u64) -> Result<(), String> {
     let spec = crate::gen::MutateSpec {
         modify: files,
         seed,
         ..crate::gen::MutateSpec::default()
     };
-    crate::gen::mutate(tree, &spec).map_err(|e| format!("editing the tree: {e}"))?;
-    std::thread::sleep(REST);
-    Ok(())
+    crate::gen::mutate(tree, &spec)
+        .map(drop)
+        .map_err(|e| format!("editing the tree: {e}"))
 }
 
 /// The CLI the harnesses run: `--cairn PATH`, else the workspace's `target/release/cairn`,

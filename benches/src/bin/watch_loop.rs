@@ -24,10 +24,15 @@
 //! 2. `cairn --json snapshot` with `CAIRN_WATCH=off`: the walk, the watcher ignored;
 //! 3. `cairn --json snapshot`: answered by the watcher;
 //!
-//! in two scenarios: **nothing changed**, and **10 changed** (`gen::mutate` modifies 10 files,
-//! then 2.1 s of rest so nobody sees racy files). The watched snapshot's root tree must equal
+//! in three scenarios, run in this order: **10 changed, at once** (`gen::mutate` modifies 10
+//! files, and the three processes run right after: the watcher has had no time to walk
+//! ahead); **10 changed** (10 other files, then 2.1 s of rest so nobody sees racy files: a
+//! watcher walks ahead once its racy window, 2 s, has passed since the last change, and
+//! answers with that walk, as it would a checkpoint taken before a user's next message); and
+//! **nothing changed**. The watched snapshot's root tree must equal
 //! the walk's of the same scenario (nothing changes between them), or the bench fails; the
-//! watched snapshots' `stats.walked` and `stats.walk_reason` are tallied, and a timed one that
+//! watched snapshots' `stats.walked`, `stats.walk_reason` and whether they were walked ahead
+//! (`stats.walked_ahead_ms`) are tallied, and a timed one that
 //! walked the whole tree is printed as a finding. After the runs, the watcher's VmRSS (and its
 //! RssAnon, the part that is not file pages mapped) and VmHWM
 //! (from `/proc/PID/status`), its `watches` and the bytes of its own tables, and its processor
@@ -63,7 +68,12 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the watcher's idle processor use is measured over.
 const IDLE_SECONDS: u64 = 10;
 
-const SCENARIOS: [&str; 2] = ["nothing changed", "10 changed"];
+const SCENARIOS: [&str; 3] = ["nothing changed", "10 changed", "10 changed, at once"];
+/// The scenarios' order within a run: the edits asked about at once first, so that the rest
+/// after the next edits lets the watcher walk ahead past both (a snapshot asked for at once
+/// leaves its directories to be looked at again by the next question, see
+/// `cairn_snapshot::watch`), and nothing changed last, after a snapshot taken at rest.
+const RUN_ORDER: [usize; 3] = [2, 1, 0];
 const CONTENDERS: [&str; 3] = ["git status", "walk", "watched"];
 const GIT: usize = 0;
 const WALK: usize = 1;
@@ -102,6 +112,8 @@ struct SnapshotOut {
     /// Directories of which it looked only at the entries the watcher named (`stats.named`
     /// or `walk.named`), when given.
     named: Option<u64>,
+    /// `stats.walked_ahead_ms`: the watcher walked it ahead, this long before it was asked.
+    ahead_ms: Option<u64>,
     hashed: u64,
 }
 
@@ -117,15 +129,22 @@ impl SnapshotOut {
             listed: field(&v, &[&["stats", "listed"], &["walk", "listed"]])
                 .and_then(|x| x.as_u64()),
             named: field(&v, &[&["stats", "named"], &["walk", "named"]]).and_then(|x| x.as_u64()),
+            ahead_ms: field(&v, &[&["stats", "walked_ahead_ms"], &["walk", "ahead_ms"]])
+                .and_then(|x| x.as_u64()),
             hashed: v["stats"]["hashed"].as_u64().unwrap_or(0),
         })
     }
 
-    /// How the tally names it: `partial`, `full (no watcher)`, `(not said)`.
+    /// How the tally names it: `partial`, `partial, walked ahead`, `full (no watcher)`,
+    /// `(not said)`.
     fn walk_key(&self) -> String {
-        match (&self.walked, &self.walk_reason) {
+        let walked = match (&self.walked, self.ahead_ms) {
+            (Some(w), Some(_)) => Some(format!("{w}, walked ahead")),
+            (w, _) => w.clone(),
+        };
+        match (walked, &self.walk_reason) {
             (None, _) => "(not said)".to_string(),
-            (Some(w), None) => w.clone(),
+            (Some(w), None) => w,
             (Some(w), Some(r)) => format!("{w} ({r})"),
         }
     }
@@ -397,12 +416,12 @@ struct TreeResult {
     title: String,
     files: usize,
     /// Milliseconds, `[scenario][contender]`.
-    times: [[Vec<f64>; 3]; 2],
+    times: [[Vec<f64>; 3]; 3],
     /// The watched snapshots' walk keys, per scenario.
-    walked: [Tally; 2],
+    walked: [Tally; 3],
     /// What the walk and the watched snapshot read, per scenario and run: files hashed (and
     /// directories listed, when the CLI says), as `walk | watched`.
-    hashed: [Vec<String>; 2],
+    hashed: [Vec<String>; 3],
     watcher: Option<WatcherFigures>,
 }
 
@@ -543,14 +562,16 @@ fn measure(
         watcher = Some((w, ready_ms, first.walk_key()));
     }
 
-    let mut times: [[Vec<f64>; 3]; 2] = Default::default();
-    let mut walked: [Tally; 2] = Default::default();
-    let mut hashed: [Vec<String>; 2] = Default::default();
+    let mut times: [[Vec<f64>; 3]; 3] = Default::default();
+    let mut walked: [Tally; 3] = Default::default();
+    let mut hashed: [Vec<String>; 3] = Default::default();
     for run in 0..runs {
         eprintln!("run {}/{runs}", run + 1);
-        for scenario in 0..SCENARIOS.len() {
-            if scenario == 1 {
-                cli::modify_and_rest(&tree, 10, seed.wrapping_add(run as u64 + 1))?;
+        for scenario in RUN_ORDER {
+            match scenario {
+                1 => cli::modify_and_rest(&tree, 10, seed.wrapping_add(run as u64 + 1))?,
+                2 => cli::modify(&tree, 10, seed.wrapping_add(run as u64 + 1) ^ (1 << 40))?,
+                _ => {}
             }
             let mut ids: [Option<SnapshotOut>; 3] = Default::default();
             for who in order(run, watch) {
@@ -714,7 +735,7 @@ fn run(args: Args) -> Result<(), String> {
 /// Prints each tree's details, then the tables.
 fn report(results: &[TreeResult]) {
     let m = |v: &[f64]| cli::median(v);
-    let first_watched: [Option<f64>; 2] =
+    let first_watched: [Option<f64>; 3] =
         std::array::from_fn(|s| results.first().and_then(|r| m(&r.times[s][WATCHED])));
     for r in results {
         println!("\n{}: {} files", r.title, r.files);

@@ -75,6 +75,10 @@ pub struct SnapshotStatsJson {
     pub listed: u64,
     /// Directories of which only the entries the watcher named were looked at.
     pub named: u64,
+    /// When the watcher had walked it ahead, once the workspace was quiet, and nothing
+    /// changed since: how many milliseconds before it was asked for (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walked_ahead_ms: Option<u64>,
 }
 
 pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
@@ -147,6 +151,7 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
             walk_reason: snap.walk.reason.clone(),
             listed: snap.walk.listed,
             named: snap.walk.named,
+            walked_ahead_ms: snap.walk.ahead_ms,
         },
         skipped: skipped_json(&snap.skipped),
     };
@@ -177,6 +182,9 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
                 cairn_snapshot::Walked::None => "nothing (the watcher saw no change)".to_string(),
             };
             let _ = write!(out, "  walked {what}");
+            if let Some(ms) = json.stats.walked_ahead_ms {
+                let _ = write!(out, ", {ms} ms before it was asked for");
+            }
             if let Some(r) = &json.stats.walk_reason {
                 let _ = write!(out, ": {r}");
             }

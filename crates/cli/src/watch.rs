@@ -208,6 +208,13 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             st.cpu_ms,
             st.snapshots
         );
+        if st.walked_ahead > 0 {
+            out.push_str(&format!(
+                "  {} snapshots walked ahead once the workspace was quiet, {} of them answered \
+                 a snapshot asked for\n",
+                st.walked_ahead, st.answered_ahead
+            ));
+        }
         if st.packs_merged > 0 {
             out.push_str(&format!(
                 "  {} small packs merged while idle\n",

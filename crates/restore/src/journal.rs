@@ -537,6 +537,15 @@ pub(crate) fn finish_before_snapshot(ws: &Site) -> Result<()> {
     Ok(())
 }
 
+/// Whether any restore of the workspace is not done (staging, pending or applied): one runs,
+/// or a crash left it for [`finish_before_snapshot`]. A snapshot walked ahead of being asked
+/// for is not taken meanwhile.
+pub(crate) fn any_unfinished(ws: &Site) -> Result<bool> {
+    Ok(listing(&journal_dir(ws)?)?
+        .iter()
+        .any(|(_, s)| *s != State::Done))
+}
+
 /// Confirms the applied journals of this boot, reading no other journal. A snapshot calls it,
 /// so that a restore's changes are confirmed soon after it in a process that keeps the
 /// workspace open and restores nothing more (an applied journal still there when the machine

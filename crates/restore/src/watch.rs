@@ -45,9 +45,9 @@ const MAX_MESSAGE: u32 = 256 << 20;
 /// builds that speak another (a `cairn watch` left running across an upgrade) never decode
 /// each other's messages as their own, which postcard could do without an error and with
 /// another meaning (version 2 added the changed entries' names to `Scope::Partial`, version 3
-/// the merged packs to `DaemonStatus`): the
-/// message is refused, and the client walks.
-const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x03";
+/// the merged packs to `DaemonStatus`, version 4 `WalkInfo::ahead_ms` and the snapshots walked
+/// ahead to `DaemonStatus`): the message is refused, and the client walks.
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x04";
 
 /// How long a daemon waits for a request, and a client for an answer to `Changes` or
 /// `Status` (each served on a thread of its own, never behind a snapshot).
@@ -68,6 +68,11 @@ const RELEASE_AFTER: Duration =
 /// How much the daemon's resident memory must have grown since it last gave memory back
 /// before it does again (see `Served::release_when_idle`), KiB.
 const RELEASE_GROWTH_KIB: u64 = 16 * 1024;
+
+/// How long after the watcher's racy window (see [`Watcher::racy_window`]) past the last change
+/// the daemon walks ahead (see `Served::walk_ahead`): the walk's token must come later than the
+/// window, or the next question would name the changed directories again.
+const AHEAD_MARGIN: Duration = Duration::from_millis(20);
 
 /// The socket of the watcher of workspace `id` in `store`.
 pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
@@ -163,6 +168,12 @@ pub struct DaemonStatus {
     pub packs_merged: u64,
     /// Why its last merge of small packs failed, if it did.
     pub merge_error: Option<String>,
+    /// Snapshots it walked ahead, once the workspace had been quiet for its racy window after
+    /// a change (see `cairn_snapshot::Ahead`).
+    pub walked_ahead: u64,
+    /// Snapshots it answered with one walked ahead, nothing having changed since (each
+    /// then costs its manifest only).
+    pub answered_ahead: u64,
 }
 
 /// The socket of the daemon of `ws` when one may be used (`CAIRN_WATCH` is not `off`) and the
@@ -419,6 +430,12 @@ pub fn serve(
         taking: parking_lot::Mutex::new(()),
         last_snapshot: parking_lot::Mutex::new(None),
         released_kib: std::sync::atomic::AtomicU64::new(0),
+        ahead: parking_lot::Mutex::new(None),
+        asked: parking_lot::Mutex::new(None),
+        covered: parking_lot::Mutex::new(None),
+        walking_ahead: AtomicBool::new(false),
+        walked_ahead: std::sync::atomic::AtomicU64::new(0),
+        answered_ahead: std::sync::atomic::AtomicU64::new(0),
     };
     ready(&served.status());
     let store_dir = ws.store().path().to_path_buf();
@@ -444,6 +461,21 @@ pub fn serve(
                     break ServeEnd::Idle;
                 }
             }
+            let ahead_due = served.ahead_due();
+            if ahead_due.is_some_and(|due| due <= std::time::Instant::now())
+                && !served.walking_ahead.swap(true, Ordering::SeqCst)
+            {
+                let served = &served;
+                let spawned = std::thread::Builder::new()
+                    .name("cairn-watch-ahead".into())
+                    .spawn_scoped(scope, move || {
+                        served.walk_ahead();
+                        served.walking_ahead.store(false, Ordering::SeqCst);
+                    });
+                if spawned.is_err() {
+                    served.walking_ahead.store(false, Ordering::SeqCst);
+                }
+            }
             match listener.accept() {
                 Ok((stream, _)) => {
                     last_request = std::time::Instant::now();
@@ -457,9 +489,14 @@ pub fn serve(
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     use rustix::event::{poll, PollFd, PollFlags};
                     let mut fds = [PollFd::new(&listener, PollFlags::IN)];
+                    // Woken in time for a walk ahead that falls due before the next look.
+                    let wait = ahead_due
+                        .map(|due| due.saturating_duration_since(std::time::Instant::now()))
+                        .unwrap_or(Duration::MAX)
+                        .clamp(Duration::from_millis(1), Duration::from_millis(250));
                     let timeout = rustix::event::Timespec {
                         tv_sec: 0,
-                        tv_nsec: 250_000_000,
+                        tv_nsec: wait.as_nanos() as i64,
                     };
                     let _ = poll(&mut fds, Some(&timeout));
                 }
@@ -498,6 +535,18 @@ struct Served<'a> {
     last_snapshot: parking_lot::Mutex<Option<std::time::Instant>>,
     /// The process's resident memory (`VmRSS`, KiB) after it last gave memory back.
     released_kib: std::sync::atomic::AtomicU64,
+    /// The snapshot walked ahead, not yet asked for (see [`Served::walk_ahead`]).
+    ahead: parking_lot::Mutex<Option<cairn_snapshot::Ahead<'a>>>,
+    /// The options of the last snapshot asked for (label, metadata and protection left out):
+    /// the next is walked ahead with them.
+    asked: parking_lot::Mutex<Option<SnapshotOptions>>,
+    /// The watcher's last event when the last snapshot (asked for or walked ahead) began:
+    /// every change up to it is in that snapshot or reported to it.
+    covered: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// A walk ahead runs.
+    walking_ahead: AtomicBool,
+    walked_ahead: std::sync::atomic::AtomicU64,
+    answered_ahead: std::sync::atomic::AtomicU64,
 }
 
 impl Served<'_> {
@@ -552,6 +601,95 @@ impl Served<'_> {
         }
     }
 
+    /// When the next walk ahead is due: once a snapshot was asked for (its options are the
+    /// ones walked with; never with a remote, whose cache the remote's collector owns), the
+    /// workspace changed since the last snapshot began, and it has been quiet since for the
+    /// watcher's racy window (plus [`AHEAD_MARGIN`]): only a walk whose token comes later than
+    /// that stands in for a snapshot asked for afterwards. `None`: none is due.
+    fn ahead_due(&self) -> Option<std::time::Instant> {
+        if self.ws.options().store_options.remote.is_some()
+            || self.asked.lock().is_none()
+            || self.walking_ahead.load(Ordering::SeqCst)
+        {
+            return None;
+        }
+        let last = self.watcher.last_event()?;
+        if self.covered.lock().is_some_and(|c| c >= last) {
+            return None;
+        }
+        Some(last + self.watcher.racy_window() + AHEAD_MARGIN)
+    }
+
+    /// Walks ahead: takes a snapshot's walk and objects (see [`cairn_snapshot::walk_ahead`])
+    /// with the options of the last snapshot asked for, holding no operation afterwards, so
+    /// that the next snapshot asked for, if nothing changed meanwhile, only writes its
+    /// manifest ([`Served::answer_ahead`]). Not while a snapshot is taken (it covers the
+    /// changes itself) nor while a restore of the workspace is unfinished. A walk ahead that
+    /// fails is left: the snapshot asked for next walks as it would have.
+    fn walk_ahead(&self) {
+        let Some(_one_at_a_time) = self.taking.try_lock() else {
+            return;
+        };
+        let Some(opts) = self.asked.lock().clone() else {
+            return;
+        };
+        *self.covered.lock() = self.watcher.last_event();
+        // The one walked before is stale: its stat cache goes back to the memo first.
+        drop(self.ahead.lock().take());
+        if crate::journal::any_unfinished(&self.ws.site).unwrap_or(true) {
+            return;
+        }
+        let ws = self.ws;
+        let walked = cairn_snapshot::walk_ahead(
+            ws.store(),
+            ws.root(),
+            ws.id(),
+            &opts,
+            cairn_snapshot::Context::default(),
+        );
+        *self.last_snapshot.lock() = Some(std::time::Instant::now());
+        if let Ok(ahead) = walked {
+            self.walked_ahead.fetch_add(1, Ordering::Relaxed);
+            *self.ahead.lock() = Some(ahead);
+        }
+    }
+
+    /// The snapshot walked ahead, committed as the one asked for with `opts` (the options
+    /// [`Workspace::snapshot`] takes it with), when it can stand in for it: it was walked with
+    /// the same capture settings, stat-cache use and own files, and the watcher reports
+    /// nothing changed since its token. A restore a crash left unfinished is finished first,
+    /// as for any snapshot. `None` (and nothing written): the caller takes the snapshot.
+    fn answer_ahead(&self, opts: &SnapshotOptions) -> Option<Snapshot> {
+        let ahead = self.ahead.lock().take()?;
+        crate::journal::finish_before_snapshot(&self.ws.site).ok()?;
+        let walked = ahead.options();
+        if walked.capture != opts.capture
+            || walked.use_stat_cache != opts.use_stat_cache
+            || walked.own_files != opts.own_files
+        {
+            return None;
+        }
+        match self.watcher.changes_since(Some(ahead.token()?)) {
+            Ok(Changes {
+                scope:
+                    cairn_snapshot::Scope::Partial {
+                        dirs,
+                        subtrees,
+                        note: None,
+                        ..
+                    },
+                ..
+            }) if dirs.is_empty() && subtrees.is_empty() => {}
+            _ => return None,
+        }
+        let snapshot = ahead
+            .commit(opts.label.clone(), opts.metadata.clone(), opts.protect)
+            .ok()??;
+        let _ = crate::journal::confirm_applied(&self.ws.site);
+        self.answered_ahead.fetch_add(1, Ordering::Relaxed);
+        Some(snapshot)
+    }
+
     fn status(&self) -> DaemonStatus {
         DaemonStatus {
             pid: std::process::id(),
@@ -566,6 +704,8 @@ impl Served<'_> {
             snapshots: self.snapshots.load(Ordering::Relaxed),
             packs_merged: self.packs_merged.load(Ordering::Relaxed),
             merge_error: self.merge_error.lock().clone(),
+            walked_ahead: self.walked_ahead.load(Ordering::Relaxed),
+            answered_ahead: self.answered_ahead.load(Ordering::Relaxed),
         }
     }
 
@@ -616,12 +756,24 @@ impl Served<'_> {
         opts.use_stat_cache = req.use_stat_cache;
         opts.own_files = req.own_files.clone();
         opts.watch = Some(self.watcher.clone());
-        let taken = ws.snapshot(&opts, cairn_snapshot::Context::default());
+        let opts = ws.with_own_settings(&opts);
+        *self.asked.lock() = Some(SnapshotOptions {
+            label: None,
+            metadata: Default::default(),
+            protect: false,
+            ..opts.clone()
+        });
+        *self.covered.lock() = self.watcher.last_event();
+        let taken = match self.answer_ahead(&opts) {
+            Some(snapshot) => Ok(snapshot),
+            None => ws
+                .snapshot(&opts, cairn_snapshot::Context::default())
+                .map(|out| out.snapshot),
+        };
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         match taken {
-            Ok(out) => {
+            Ok(s) => {
                 self.snapshots.fetch_add(1, Ordering::Relaxed);
-                let s = out.snapshot;
                 Response::Snapshot(Box::new(WireSnapshot {
                     id: s.id,
                     root: s.root,

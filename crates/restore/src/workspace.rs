@@ -215,13 +215,7 @@ impl Workspace {
     /// snapshot itself when `ctx` has no cancel token and no progress callback.
     pub fn snapshot(&self, options: &SnapshotOptions, ctx: Context<'_>) -> Result<SnapshotOutcome> {
         journal::finish_before_snapshot(&self.site)?;
-        let mut opts = options.clone();
-        opts.memo.get_or_insert_with(|| self.site.memo.clone());
-        for e in &self.options.capture.excludes {
-            if !opts.capture.excludes.contains(e) {
-                opts.capture.excludes.push(e.clone());
-            }
-        }
+        let mut opts = self.with_own_settings(options);
         if opts.watch.is_none() {
             if let Some(w) = self.watcher() {
                 opts.watch = Some(w);
@@ -253,6 +247,19 @@ impl Workspace {
             snapshot,
             prune: self.prune_after(),
         })
+    }
+
+    /// `options` as a snapshot of this handle takes them: with its in-memory stat cache (unless
+    /// they bring one) and the workspace's excludes added to theirs.
+    pub(crate) fn with_own_settings(&self, options: &SnapshotOptions) -> SnapshotOptions {
+        let mut opts = options.clone();
+        opts.memo.get_or_insert_with(|| self.site.memo.clone());
+        for e in &self.options.capture.excludes {
+            if !opts.capture.excludes.contains(e) {
+                opts.capture.excludes.push(e.clone());
+            }
+        }
+        opts
     }
 
     /// Merges the store's small packs once a snapshot leaves more than

@@ -39,7 +39,7 @@ pub use walk::{Kept, MAX_READS};
 pub use watch::{ChangeSource, Changes, Scope, Token, WatchOptions, WatchStatus, Watcher};
 
 use cairn_store::{
-    CancelToken, Manifest, OperationKind, Skipped, SnapshotId, Stats, Store, Tree, TreeId,
+    CancelToken, Manifest, ObjectId, OperationKind, Skipped, SnapshotId, Stats, Store, Tree, TreeId,
 };
 use statcache::Update;
 use std::collections::HashMap;
@@ -176,6 +176,11 @@ pub struct WalkInfo {
     /// other entry's record taken from the stat cache).
     #[serde(default)]
     pub named: u64,
+    /// Set when the walk was done before the snapshot was asked for (by the `cairn watch`
+    /// daemon once the workspace was quiet, see [`Ahead`]) and nothing changed since: how
+    /// many milliseconds before. Its other figures are that walk's.
+    #[serde(default)]
+    pub ahead_ms: Option<u64>,
 }
 
 /// A snapshot taken.
@@ -467,6 +472,7 @@ fn walk(
         reason: asked.reason,
         listed,
         named,
+        ahead_ms: None,
     };
     let trees = match walker.sink {
         Sink::Hash(t) => Some(t.into_inner()),
@@ -652,7 +658,7 @@ pub fn snapshot(
     options: &Options,
     ctx: Context<'_>,
 ) -> Result<Snapshot> {
-    let (prepared, committed) = take(store, root, workspace_id, options, ctx, true)?;
+    let (prepared, committed) = take(store, root, workspace_id, options, ctx, Finish::Manifest)?;
     let (id, manifest) = committed.expect("a manifest was asked for");
     prepared.finish(id, manifest)
 }
@@ -664,7 +670,11 @@ pub fn snapshot(
 /// plan changes something.
 pub struct Prepared<'s> {
     store: &'s Store,
-    guard: cairn_store::OperationGuard,
+    /// The operation it was walked under; `None` once set aside as an [`Ahead`], until that
+    /// commits it under a new one.
+    guard: Option<cairn_store::OperationGuard>,
+    /// With [`Finish::Ahead`]: every object id the walk stored or found present.
+    touched: Vec<ObjectId>,
     root: std::path::PathBuf,
     workspace_id: String,
     options: Options,
@@ -719,7 +729,11 @@ impl Prepared<'_> {
             self.created_ms,
             &self.out,
         );
-        let id = self.store.write_manifest(&self.guard, &manifest)?;
+        let guard = self
+            .guard
+            .as_ref()
+            .expect("a prepared snapshot keeps its operation until it is set aside, and an Ahead commits under a new one");
+        let id = self.store.write_manifest(guard, &manifest)?;
         self.finish(id, manifest)
     }
 
@@ -818,26 +832,133 @@ pub fn prepare<'s>(
     options: &Options,
     ctx: Context<'_>,
 ) -> Result<Prepared<'s>> {
-    take(store, root, workspace_id, options, ctx, false).map(|(prepared, _)| prepared)
+    take(store, root, workspace_id, options, ctx, Finish::Objects).map(|(prepared, _)| prepared)
 }
 
-/// Walks the workspace and stores its objects; with `manifest`, also writes the snapshot's
-/// manifest, synced together with its objects (see [`cairn_store::ObjectWriter::commit_with_manifest`]),
-/// and returns its id with it.
+/// Walks the workspace and stores its objects, as [`prepare`] does, then ends the operation
+/// it did so under: see [`Ahead`].
+pub fn walk_ahead<'s>(
+    store: &'s Store,
+    root: &Path,
+    workspace_id: &str,
+    options: &Options,
+    ctx: Context<'_>,
+) -> Result<Ahead<'s>> {
+    let (mut prepared, _) = take(store, root, workspace_id, options, ctx, Finish::Ahead)?;
+    prepared.guard = None;
+    Ok(Ahead {
+        prepared,
+        walked_at: Instant::now(),
+    })
+}
+
+/// A snapshot walked and stored before anyone asked for it, holding no operation: what the
+/// `cairn watch` daemon takes once the workspace has been quiet, so that the snapshot asked
+/// for next costs only its manifest when nothing changed since ([`Ahead::commit`]). Its
+/// objects are durable in the store but named by no manifest, so a collection may remove
+/// them meanwhile (and the snapshot its stat cache was recorded with may be deleted): the
+/// commit checks, under a new operation, that all of them are still there. Dropping it leaves
+/// no manifest and no stat-cache change, as dropping a [`Prepared`] does.
+pub struct Ahead<'s> {
+    prepared: Prepared<'s>,
+    walked_at: Instant,
+}
+
+impl std::fmt::Debug for Ahead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ahead")
+            .field("prepared", &self.prepared)
+            .field("walked_at", &self.walked_at)
+            .finish()
+    }
+}
+
+impl Ahead<'_> {
+    /// The token its walk was asked after (`None`: it asked no watcher). A watcher that
+    /// reports nothing changed since it vouches that the workspace still is what was walked.
+    pub fn token(&self) -> Option<Token> {
+        self.prepared.out.token
+    }
+
+    /// The options it was walked with.
+    pub fn options(&self) -> &Options {
+        &self.prepared.options
+    }
+
+    /// Its root tree.
+    pub fn root(&self) -> TreeId {
+        self.prepared.out.root
+    }
+
+    /// Commits it as a snapshot taken now, with `label`, `metadata` and `protect` (its other
+    /// options are those it was walked with): under a new operation, checks that every
+    /// object its walk stored or found present is still in the store, and that the snapshot
+    /// its stat cache was recorded with (and every one a restore primed it with) still
+    /// exists, so every object its tree names is there; then writes the manifest and the stat
+    /// cache, as [`Prepared::commit`] does. `Ok(None)` when a check fails: a collection or a
+    /// deletion came in between, nothing was written, and the caller takes a snapshot anew.
+    /// The caller must know that nothing changed in the workspace since [`Ahead::token`].
+    pub fn commit(
+        mut self,
+        label: Option<String>,
+        metadata: serde_json::Map<String, serde_json::Value>,
+        protect: bool,
+    ) -> Result<Option<Snapshot>> {
+        let store = self.prepared.store;
+        let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
+        let cache = &self.prepared.cache;
+        let mut vouching: Vec<SnapshotId> = cache.snapshot.into_iter().collect();
+        vouching.extend(cache.primed_snapshots());
+        for id in &vouching {
+            if !store.holds_snapshot_everywhere(id)? {
+                return Ok(None);
+            }
+        }
+        if !store.all_reusable(&self.prepared.touched)? {
+            return Ok(None);
+        }
+        let p = &mut self.prepared;
+        p.guard = Some(guard);
+        p.options.label = label;
+        p.options.metadata = metadata;
+        p.options.protect = protect;
+        p.created_ms = snapshot_clock();
+        p.out.walk.ahead_ms = Some(self.walked_at.elapsed().as_millis() as u64);
+        self.prepared.commit().map(Some)
+    }
+}
+
+/// What [`take`] ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    /// The snapshot's manifest, synced together with its objects (see
+    /// [`cairn_store::ObjectWriter::commit_with_manifest`]).
+    Manifest,
+    /// The objects only ([`prepare`]).
+    Objects,
+    /// The objects only, remembering every id the walk gave the store ([`walk_ahead`]).
+    Ahead,
+}
+
+/// Walks the workspace and stores its objects, ending as `finish` says; with
+/// [`Finish::Manifest`], returns the snapshot's id and manifest.
 fn take<'s>(
     store: &'s Store,
     root: &Path,
     workspace_id: &str,
     options: &Options,
     ctx: Context<'_>,
-    manifest: bool,
+    finish: Finish,
 ) -> Result<(Prepared<'s>, Option<(SnapshotId, Manifest)>)> {
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
     let created_ms = snapshot_clock();
     let cache = load_cache(store, workspace_id, options)?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
-    let writer = store.writer(&guard);
+    let mut writer = store.writer(&guard);
+    if finish == Finish::Ahead {
+        writer.remember_ids();
+    }
     // Asked after the operation began and before the walk: every change the walk may miss
     // is after the token (see `watch`).
     let asked = ask(&cache, options);
@@ -854,7 +975,8 @@ fn take<'s>(
     let written = writer.stats();
     out.stats.stored_bytes = written.stored_bytes;
     out.stats.stored_objects = written.objects;
-    let committed = if manifest {
+    let touched = writer.remembered();
+    let committed = if finish == Finish::Manifest {
         let m = manifest_of(root, workspace_id, options, created_ms, &out);
         let (_, id) = writer.commit_with_manifest(&guard, &m)?;
         Some((id, m))
@@ -864,7 +986,8 @@ fn take<'s>(
     };
     let prepared = Prepared {
         store,
-        guard,
+        guard: Some(guard),
+        touched,
         root: root.to_path_buf(),
         workspace_id: workspace_id.to_string(),
         options: options.clone(),

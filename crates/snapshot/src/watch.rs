@@ -259,6 +259,8 @@ struct State {
     generation: u64,
     gone: bool,
     queries: u64,
+    /// When the last event was read (an overflow included).
+    last_event: Option<Instant>,
 }
 
 /// Watches a workspace: see the module documentation.
@@ -349,6 +351,7 @@ impl Watcher {
             generation: 0,
             gone: false,
             queries: 0,
+            last_event: None,
         };
         state.watch_tree(b"", Some(root_fd));
         let state = Arc::new(Mutex::new(state));
@@ -392,6 +395,21 @@ impl Watcher {
         let mut s = self.state.lock();
         s.drain();
         s.gone
+    }
+
+    /// When it last read an event (any change in the workspace, or an overflow); `None`
+    /// before the first. Reads what is pending first.
+    pub fn last_event(&self) -> Option<Instant> {
+        let mut s = self.state.lock();
+        s.drain();
+        s.last_event
+    }
+
+    /// How long before a token a directory's change is reported again to the query after it
+    /// ([`WatchOptions::racy_window`]): a snapshot walked ahead stands in for one asked for
+    /// later only when its walk began longer than this after the last change.
+    pub fn racy_window(&self) -> Duration {
+        self.state.lock().racy_window
     }
 
     /// This watcher's instance (the first half of its tokens).
@@ -686,6 +704,7 @@ impl State {
     }
 
     fn event(&mut self, wd: i32, mask: ReadFlags, name: Option<Vec<u8>>) {
+        self.last_event = Some(Instant::now());
         if mask.contains(ReadFlags::QUEUE_OVERFLOW) {
             self.overflowed = true;
             return;

@@ -920,6 +920,7 @@ impl Store {
             reuse: refreshed || self.inner.mirror.is_none(),
             current: Mutex::new(None),
             written: Mutex::new(HashSet::new()),
+            remembered: None,
             stats: AtomicStats::default(),
         }
     }
@@ -1000,6 +1001,16 @@ impl Store {
     pub fn read_manifest(&self, id: &SnapshotId) -> Result<Manifest> {
         let bytes = self.read_manifest_bytes(id)?;
         Manifest::decode(&bytes, Some(id), &self.inner.layout.manifest_path(id))
+    }
+
+    /// Whether every object of `ids` may still be named without storing it again (present and
+    /// not quarantined, see [`ObjectWriter::contains`]), after a refresh: packs a collection
+    /// removed since this handle looked are forgotten first. Asked under an operation (so
+    /// that no collection removes any of them after the answer) before committing a snapshot
+    /// whose objects were written under an operation that has ended.
+    pub fn all_reusable(&self, ids: &[ObjectId]) -> Result<bool> {
+        self.refresh()?;
+        Ok(ids.iter().all(|id| self.reusable(id)))
     }
 
     /// Whether a snapshot's manifest exists.
@@ -1275,6 +1286,8 @@ pub struct ObjectWriter<'a> {
     reuse: bool,
     current: Mutex<Option<PackWriter>>,
     written: Mutex<HashSet<ObjectId>>,
+    /// With [`ObjectWriter::remember_ids`]: every object id it was given, stored or not.
+    remembered: Option<Mutex<Vec<ObjectId>>>,
     stats: AtomicStats,
 }
 
@@ -1298,8 +1311,27 @@ impl ObjectWriter<'_> {
         self.written.lock().contains(id) || (self.reuse && self.store.reusable(id))
     }
 
+    /// From now on, remembers the id of every object it is given, whether it stores it or
+    /// finds it present already ([`ObjectWriter::remembered`]): what a snapshot set aside
+    /// without an operation checks is still in the store before it is committed (see
+    /// [`Store::all_reusable`]).
+    pub fn remember_ids(&mut self) {
+        self.remembered.get_or_insert_with(Default::default);
+    }
+
+    /// The ids remembered since [`ObjectWriter::remember_ids`] (empty without it).
+    pub fn remembered(&self) -> Vec<ObjectId> {
+        self.remembered
+            .as_ref()
+            .map(|r| r.lock().clone())
+            .unwrap_or_default()
+    }
+
     /// Claims `id` for writing; false when it is already present or being written.
     fn claim(&self, id: &ObjectId) -> bool {
+        if let Some(r) = &self.remembered {
+            r.lock().push(*id);
+        }
         if self.reuse && self.store.reusable(id) {
             return false;
         }

@@ -488,3 +488,32 @@ fn a_workspace_whose_path_is_not_utf8_is_snapshotted_watched_reported_and_stoppe
     let v = json_error(&mut f.cairn_in(&missing, &["--json", "snapshot"]), 12);
     assert!(v["error"]["path"]["hex"].is_string(), "{v}");
 }
+
+#[test]
+fn once_the_workspace_is_quiet_the_watcher_walks_ahead_and_the_next_snapshot_is_that_walk() {
+    let f = Fixture::new();
+    f.write("lib/deep/x.rs", "x\n");
+    let _d = Daemon::start(&f);
+    // The first snapshot asked for gives the watcher the options it walks ahead with.
+    snapshot(&f, None);
+    assert_eq!(status(&f)["walked_ahead"], 0);
+    f.write("lib/deep/x.rs", "x, edited\n");
+    f.write("docs/new.md", "new\n");
+    // Quiet for the racy window (2 s) after the last change: it walks ahead.
+    wait_for(|| status(&f)["walked_ahead"] == 1, "a walk ahead");
+    let ahead = snapshot(&f, None);
+    assert!(ahead["stats"]["walked_ahead_ms"].as_u64().is_some(), "{ahead}");
+    let st = status(&f);
+    assert_eq!(st["answered_ahead"], 1, "{st}");
+    let walked = snapshot(&f, Some("off"));
+    assert!(same_files(&f, &ahead, &walked), "{ahead}\n{walked}");
+    // A change after the walk ahead: the next snapshot is not that walk, and sees it.
+    f.write("lib/deep/x.rs", "x, edited again\n");
+    let after = snapshot(&f, None);
+    assert!(after["stats"]["walked_ahead_ms"].is_null(), "{after}");
+    assert!(!same_files(&f, &ahead, &after));
+    let walked = snapshot(&f, Some("off"));
+    assert!(same_files(&f, &after, &walked));
+    assert_eq!(status(&f)["answered_ahead"], 1);
+    f.json(&["watch", "--stop"]);
+}

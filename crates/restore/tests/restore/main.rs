@@ -1,5 +1,6 @@
 //! Integration tests of `cairn-restore`, on real temporary trees.
 
+mod ahead;
 mod attack;
 mod behaviour;
 mod crash;
