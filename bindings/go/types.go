@@ -205,6 +205,10 @@ type WalkInfo struct {
 	// Named counts the directories of which it looked only at the entries the watcher named
 	// as changed.
 	Named uint64 `json:"named"`
+	// AheadMs is set when a `cairn watch` daemon had walked it ahead, once the workspace was
+	// quiet, and nothing changed since: how many milliseconds before it was asked for (the
+	// other figures are that walk's); nil otherwise.
+	AheadMs *uint64 `json:"ahead_ms"`
 }
 
 // WatchStatus is what a watcher started by Workspace.Watch says of itself.

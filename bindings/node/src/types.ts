@@ -258,6 +258,12 @@ export interface WalkInfo {
   listed: number;
   /** Directories of which it looked only at the entries the watcher named as changed. */
   named: number;
+  /**
+   * Set when a `cairn watch` daemon had walked it ahead, once the workspace was quiet, and
+   * nothing changed since: how many milliseconds before it was asked for (the other figures
+   * are that walk's); `null` otherwise.
+   */
+  ahead_ms: number | null;
 }
 
 /** What a watcher started by `Workspace.watch` says of itself. */

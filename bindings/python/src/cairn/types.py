@@ -148,10 +148,20 @@ class WalkInfo:
     """Directories it listed, every entry looked at."""
     named: int = 0
     """Directories of which it looked only at the entries the watcher named as changed."""
+    ahead_ms: int | None = None
+    """Set when a ``cairn watch`` daemon had walked it ahead, once the workspace was quiet,
+    and nothing changed since: how many milliseconds before it was asked for (the other
+    figures are that walk's)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> WalkInfo:
-        return cls(d["walked"], d.get("reason"), d.get("listed", 0), d.get("named", 0))
+        return cls(
+            d["walked"],
+            d.get("reason"),
+            d.get("listed", 0),
+            d.get("named", 0),
+            d.get("ahead_ms"),
+        )
 
 
 @dataclass(frozen=True)

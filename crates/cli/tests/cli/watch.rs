@@ -502,7 +502,10 @@ fn once_the_workspace_is_quiet_the_watcher_walks_ahead_and_the_next_snapshot_is_
     // Quiet for the racy window (2 s) after the last change: it walks ahead.
     wait_for(|| status(&f)["walked_ahead"] == 1, "a walk ahead");
     let ahead = snapshot(&f, None);
-    assert!(ahead["stats"]["walked_ahead_ms"].as_u64().is_some(), "{ahead}");
+    assert!(
+        ahead["stats"]["walked_ahead_ms"].as_u64().is_some(),
+        "{ahead}"
+    );
     let st = status(&f);
     assert_eq!(st["answered_ahead"], 1, "{st}");
     let walked = snapshot(&f, Some("off"));
