@@ -263,7 +263,7 @@ export interface WalkInfo {
    * nothing changed since: how many milliseconds before it was asked for (the other figures
    * are that walk's); `null` otherwise.
    */
-  ahead_ms: number | null;
+  aheadMs: number | null;
 }
 
 /** What a watcher started by `Workspace.watch` says of itself. */
