@@ -885,11 +885,6 @@ impl Ahead<'_> {
         &self.prepared.options
     }
 
-    /// Its root tree.
-    pub fn root(&self) -> TreeId {
-        self.prepared.out.root
-    }
-
     /// Commits it as a snapshot taken now, with `label`, `metadata` and `protect` (its other
     /// options are those it was walked with): under a new operation, checks that every
     /// object its walk stored or found present is still in the store, and that the snapshot
@@ -975,7 +970,7 @@ fn take<'s>(
     let written = writer.stats();
     out.stats.stored_bytes = written.stored_bytes;
     out.stats.stored_objects = written.objects;
-    let touched = writer.remembered();
+    let touched = writer.take_remembered();
     let committed = if finish == Finish::Manifest {
         let m = manifest_of(root, workspace_id, options, created_ms, &out);
         let (_, id) = writer.commit_with_manifest(&guard, &m)?;

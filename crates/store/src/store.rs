@@ -1312,18 +1312,19 @@ impl ObjectWriter<'_> {
     }
 
     /// From now on, remembers the id of every object it is given, whether it stores it or
-    /// finds it present already ([`ObjectWriter::remembered`]): what a snapshot set aside
+    /// finds it present already ([`ObjectWriter::take_remembered`]): what a snapshot set aside
     /// without an operation checks is still in the store before it is committed (see
     /// [`Store::all_reusable`]).
     pub fn remember_ids(&mut self) {
         self.remembered.get_or_insert_with(Default::default);
     }
 
-    /// The ids remembered since [`ObjectWriter::remember_ids`] (empty without it).
-    pub fn remembered(&self) -> Vec<ObjectId> {
+    /// The ids remembered since [`ObjectWriter::remember_ids`] (empty without it), handed
+    /// over: the writer remembers from an empty list again.
+    pub fn take_remembered(&mut self) -> Vec<ObjectId> {
         self.remembered
-            .as_ref()
-            .map(|r| r.lock().clone())
+            .as_mut()
+            .map(|r| std::mem::take(r.get_mut()))
             .unwrap_or_default()
     }
 

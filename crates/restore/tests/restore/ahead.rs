@@ -112,10 +112,6 @@ fn walked_root(fx: &Fx) -> cairn_store::TreeId {
     .root
 }
 
-fn take(fx: &Fx) -> cairn_snapshot::Snapshot {
-    fx.snap()
-}
-
 const NAMES: &[&str] = &["a", "b", "c d", "e.txt", "f"];
 
 fn any_dir(root: &Path, rng: &mut Rng) -> PathBuf {
@@ -216,7 +212,7 @@ fn snapshots_walked_ahead_equal_a_walk_after_random_operations_and_a_stale_one_i
     let (mut quiet, mut answered, mut stale, mut immediate) = (0u32, 0u32, 0u32, 0u32);
     with_daemon(&fx, Duration::ZERO, || {
         // The first snapshot asked for gives the daemon the options it walks ahead with.
-        let first = take(&fx);
+        let first = fx.snap();
         assert_eq!(first.root, walked_root(&fx));
         for n in 0..60u64 {
             operate(&root, &mut rng, n);
@@ -230,7 +226,7 @@ fn snapshots_walked_ahead_equal_a_walk_after_random_operations_and_a_stale_one_i
                 operate(&root, &mut rng, n + 1000);
             }
             let before = daemon(&fx).expect("the daemon runs").answered_ahead;
-            let snap = take(&fx);
+            let snap = fx.snap();
             let after = daemon(&fx).expect("the daemon runs").answered_ahead;
             assert_eq!(
                 snap.root,
@@ -280,7 +276,7 @@ fn a_walk_ahead_whose_objects_a_collection_removed_is_not_used_and_nothing_is_lo
     let fx = Fx::new();
     seed_tree(&fx);
     with_daemon(&fx, Duration::ZERO, || {
-        let base = take(&fx);
+        let base = fx.snap();
         let walked = daemon(&fx).expect("the daemon runs").walked_ahead;
         fx.write("src/main.rs", b"fn main() { ahead_only() }\n");
         walked_ahead_past(&fx, walked);
@@ -293,7 +289,7 @@ fn a_walk_ahead_whose_objects_a_collection_removed_is_not_used_and_nothing_is_lo
             .expect("a collection");
         assert!(!gc.deferred, "the daemon holds no operation while it waits");
         let expected = picture(&fx.root());
-        let snap = take(&fx);
+        let snap = fx.snap();
         assert!(snap.walk.ahead_ms.is_none(), "{:?}", snap.walk);
         assert_eq!(daemon(&fx).expect("the daemon runs").answered_ahead, 0);
         assert_eq!(snap.root, walked_root(&fx));
@@ -319,7 +315,7 @@ fn a_walk_ahead_is_used_once_nothing_changed_and_costs_the_next_snapshot_only_it
     // A racy window of 250 ms: the walk ahead comes 270 ms after the last event, so this
     // thread being held up between its two writes cannot make it walk between them.
     with_daemon(&fx, Duration::from_millis(250), || {
-        take(&fx);
+        fx.snap();
         let walked = daemon(&fx).expect("the daemon runs").walked_ahead;
         fx.write("docs/deep/b.md", b"# b, edited\n");
         fx.write("src/new.rs", b"pub fn new() {}\n");
@@ -327,7 +323,7 @@ fn a_walk_ahead_is_used_once_nothing_changed_and_costs_the_next_snapshot_only_it
         let packs = std::fs::read_dir(fx.ws.store().path().join("objects/packs"))
             .expect("packs")
             .count();
-        let snap = take(&fx);
+        let snap = fx.snap();
         assert!(snap.walk.ahead_ms.is_some(), "{:?}", snap.walk);
         assert_eq!(daemon(&fx).expect("the daemon runs").answered_ahead, 1);
         assert_eq!(snap.root, walked_root(&fx));
@@ -337,7 +333,7 @@ fn a_walk_ahead_is_used_once_nothing_changed_and_costs_the_next_snapshot_only_it
             .count();
         assert_eq!(packs, packs_after);
         // Nothing changed since: no new walk ahead, and the next snapshot walks nothing.
-        let again = take(&fx);
+        let again = fx.snap();
         assert_eq!(again.root, snap.root);
         assert_eq!(again.walk.walked, cairn_snapshot::Walked::None);
         assert_eq!(
