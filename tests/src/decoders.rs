@@ -71,7 +71,10 @@ pub fn tree(data: &[u8]) {
 pub fn pack_index(data: &[u8]) {
     match PackIndex::from_bytes(data.to_vec(), origin()) {
         Ok(index) => {
-            let entries: Vec<IndexEntry> = index.entries().collect();
+            let entries: Vec<IndexEntry> = index
+                .entries()
+                .map(|e| e.expect("a validated index's entries decode"))
+                .collect();
             assert_eq!(entries.len(), index.len());
             assert!(entries.windows(2).all(|w| w[0].id < w[1].id), "ids ascend");
             for e in &entries {
@@ -147,6 +150,7 @@ pub fn pack(data: &[u8]) {
     std::fs::write(&path, file).expect("the scratch pack is written");
     let f = std::fs::File::open(&path).expect("the scratch pack opens");
     for e in index.entries() {
+        let e = e.expect("an index PackIndex::encode wrote decodes");
         let result = cairn_store::pack::read_record(&f, &path, &e).and_then(|stored| {
             cairn_store::pack::decode_stored(stored, e.codec, &e.id, e.raw_len, &path)
         });

@@ -1,9 +1,11 @@
-//! How much of a process's memory its pack indexes hold: writes a store of many small objects,
-//! then, in fresh processes, loads every pack index with its bytes read into the heap
-//! (`owned`, `PackIndex::from_bytes`) or mapped (`mapped`, `PackIndex::load`, which
-//! `Store::refresh` uses; `store` is that path), and prints `RssAnon` and `RssFile` from
-//! `/proc/self/status` before loading, after loading, and after looking 50 objects up (medians
-//! of 5 runs). A measurement, not a test. Run it with
+//! How much of a process's memory its pack indexes hold, and what a lookup costs: writes a
+//! store of many small objects, then, in fresh processes, loads every pack index with its bytes
+//! held in the heap (`held`, `PackIndex::from_bytes`) or as `PackIndex::load` does (`read`: a
+//! large index keeps a 4-byte key per entry and reads the entry a lookup finds from the file;
+//! `Store::refresh` loads them so, and `store` is that path), and prints `RssAnon` and
+//! `RssFile` from `/proc/self/status` before loading, after loading, and after looking 50
+//! objects up, then the time of a lookup of an object there and of one not there (over up to
+//! 100,000 of each; medians of 5 runs). A measurement, not a test. Run it with
 //! `cargo run --release -p cairn-store --example index_memory -- [objects [store dir]]`
 //! (`LOOKUPS=n` in the environment changes how many objects are looked up).
 
@@ -14,6 +16,8 @@ use std::process::Command;
 
 const RUNS: usize = 5;
 const LOOKUPS: usize = 50;
+/// How many lookups are timed, of objects there and of objects not there.
+const TIMED: usize = 100_000;
 
 fn content(i: usize) -> Vec<u8> {
     format!("small object number {i}\n").into_bytes()
@@ -40,8 +44,16 @@ fn indexes(store: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// One run in this process: prints six numbers.
-fn measure(mode: &str, store: &Path) -> Result<(), Box<dyn std::error::Error>> {
+/// Nanoseconds per call of `look` over `ids`, and how many it found.
+fn timed(ids: &[ObjectId], look: impl Fn(&ObjectId) -> bool) -> (u64, usize) {
+    let start = std::time::Instant::now();
+    let found = ids.iter().filter(|id| look(id)).count();
+    let ns = start.elapsed().as_nanos() as u64 / ids.len().max(1) as u64;
+    (ns, found)
+}
+
+/// One run in this process: prints eight numbers.
+fn measure(mode: &str, store: &Path, n: usize) -> Result<(), Box<dyn std::error::Error>> {
     let lookups: usize = std::env::var("LOOKUPS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -49,32 +61,44 @@ fn measure(mode: &str, store: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let wanted: Vec<ObjectId> = (0..lookups)
         .map(|i| ObjectId::of(&content(i * 997)))
         .collect();
+    let there: Vec<ObjectId> = (0..n.min(TIMED))
+        .map(|i| ObjectId::of(&content(i * (n / TIMED).max(1))))
+        .collect();
+    let not_there: Vec<ObjectId> = (0..TIMED)
+        .map(|i| ObjectId::of(format!("not stored {i}").as_bytes()))
+        .collect();
     let before = rss();
     // Each arm measures while it still holds its indexes.
-    let (loaded, found, after) = if mode == "store" {
+    let (loaded, found, after, hit, miss) = if mode == "store" {
         let s = Store::open(store, StoreOptions::default())?;
         s.refresh()?;
         let loaded = rss();
         let found = wanted.iter().filter(|id| s.contains(id)).count();
-        (loaded, found, rss())
+        let after = rss();
+        let (hit, hits) = timed(&there, |id| s.contains(id));
+        let (miss, misses) = timed(&not_there, |id| s.contains(id));
+        assert_eq!((hits, misses), (there.len(), 0));
+        (loaded, found, after, hit, miss)
     } else {
         let mut held = Vec::new();
         for p in indexes(store) {
             held.push(match mode {
-                "owned" => PackIndex::from_bytes(std::fs::read(&p)?, &p)?,
+                "held" => PackIndex::from_bytes(std::fs::read(&p)?, &p)?,
                 _ => PackIndex::load(&p)?,
             });
         }
         let loaded = rss();
-        let found = wanted
-            .iter()
-            .filter(|id| held.iter().any(|i| i.lookup(id).is_some()))
-            .count();
-        (loaded, found, rss())
+        let look = |id: &ObjectId| held.iter().any(|i| i.lookup(id).is_some());
+        let found = wanted.iter().filter(|id| look(id)).count();
+        let after = rss();
+        let (hit, hits) = timed(&there, look);
+        let (miss, misses) = timed(&not_there, look);
+        assert_eq!((hits, misses), (there.len(), 0));
+        (loaded, found, after, hit, miss)
     };
     assert_eq!(found, lookups, "every object looked up is found");
     println!(
-        "{} {} {} {} {} {}",
+        "{} {} {} {} {} {} {hit} {miss}",
         before[0], before[1], loaded[0], loaded[1], after[0], after[1]
     );
     Ok(())
@@ -82,8 +106,8 @@ fn measure(mode: &str, store: &Path) -> Result<(), Box<dyn std::error::Error>> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() == 4 && args[1] == "measure" {
-        return measure(&args[2], Path::new(&args[3]));
+    if args.len() == 5 && args[1] == "measure" {
+        return measure(&args[2], Path::new(&args[3]), args[4].parse()?);
     }
     let n: usize = args
         .get(1)
@@ -115,14 +139,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         idx.len(),
         idx_bytes as f64 / (1 << 20) as f64
     );
-    println!("mode    | RssAnon: before  loaded  +lookups | RssFile: before  loaded  +lookups");
+    println!(
+        "mode    | RssAnon: before  loaded  +lookups | RssFile: before  loaded  +lookups \
+         | ns a lookup: there  not there"
+    );
     let exe = std::env::current_exe()?;
-    for mode in ["owned", "mapped", "store"] {
+    for mode in ["held", "read", "store"] {
         let mut runs: Vec<Vec<u64>> = Vec::new();
         for _ in 0..RUNS {
             let out = Command::new(&exe)
                 .args(["measure", mode])
                 .arg(&path)
+                .arg(n.to_string())
                 .output()?;
             if !out.status.success() {
                 return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
@@ -137,13 +165,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             v.get(v.len() / 2).copied().unwrap_or(0)
         };
         println!(
-            "{mode:7} | {:>16} {:>7} {:>9} | {:>16} {:>7} {:>9}",
+            "{mode:7} | {:>16} {:>7} {:>9} | {:>16} {:>7} {:>9} | {:>18} {:>10}",
             median(0),
             median(2),
             median(4),
             median(1),
             median(3),
-            median(5)
+            median(5),
+            median(6),
+            median(7)
         );
     }
     Ok(())

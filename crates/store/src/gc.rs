@@ -276,6 +276,7 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
         let mut all_bytes = 0u64;
         let mut damaged = false;
         for e in p.index.entries() {
+            let e = e?;
             all_bytes += e.stored_len;
             damaged |= store.is_quarantined(&e.id);
             if reach.objects.contains(&e.id) {
@@ -461,6 +462,9 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
             let mut ok = true;
             let mut pending = Vec::new();
             for e in p.index.entries() {
+                // An entry that cannot be read stops the collection: the pack is only
+                // removed once every live object in it was copied.
+                let e = e?;
                 if !reach.contains(&e.id) || copied.contains(&e.id) {
                     continue;
                 }
@@ -499,7 +503,10 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
             freed -= std::fs::metadata(&new_path).map(|m| m.len()).unwrap_or(0) as i64;
         }
         for p in done {
-            let dead = p.index.entries().filter(|e| !reach.contains(&e.id)).count() as u64;
+            let mut dead = 0u64;
+            for e in p.index.entries() {
+                dead += u64::from(!reach.contains(&e?.id));
+            }
             report.objects_deleted += dead;
             freed += remove_pack(&layout.packs, &p.id)? as i64;
             report.packs_repacked += 1;

@@ -92,6 +92,11 @@ impl Store {
             let mut records = Vec::new();
             let mut good = true;
             for e in p.index.entries() {
+                // An entry that cannot be read: the pack is left as it is.
+                let Ok(e) = e else {
+                    good = false;
+                    break;
+                };
                 if self.is_quarantined(&e.id) {
                     good = false;
                     break;

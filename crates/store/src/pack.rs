@@ -93,135 +93,89 @@ pub struct IndexEntry {
     pub codec: Codec,
 }
 
-/// The bytes of a pack index: built in memory, or a read-only mapping of the index file.
-enum IndexBytes {
-    /// Bytes in hand (the index a writer just built, or bytes given to
-    /// [`PackIndex::from_bytes`]).
-    Owned(Vec<u8>),
-    /// The file, mapped: only the pages a lookup touches are resident.
-    Mapped(memmap2::Mmap),
+/// Index files up to this size are read into memory whole; larger ones keep a key per entry
+/// in memory and read their entries from the file (see [`PackIndex::load`]). 64 KiB is about
+/// a thousand entries: the packs of a few snapshots, which a store merges once it has many.
+const HELD_MAX: usize = 64 * 1024;
+
+/// How many entries [`PackIndex::entries`] reads from an index file at a time (64 KiB).
+const ENTRIES_PER_READ: usize = 1024;
+
+/// Where a loaded index's entries are.
+enum Entries {
+    /// Every entry's bytes in memory (`count * INDEX_ENTRY_LEN`): a small index, or bytes
+    /// in hand.
+    Held(Vec<u8>),
+    /// The index file, open, and for each entry its id's bytes 1 to 4 (the first byte is the
+    /// fan-out bucket), big-endian so that they sort as the ids do: a lookup searches these
+    /// in memory and reads from the file only the entries whose key matches (one, almost
+    /// always), so it costs one `pread` when the object is there and none when it is not.
+    File { file: File, keys: Vec<u32> },
 }
 
-impl std::ops::Deref for IndexBytes {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match self {
-            IndexBytes::Owned(v) => v,
-            IndexBytes::Mapped(m) => m,
-        }
-    }
-}
-
-impl std::fmt::Debug for IndexBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let how = match self {
-            IndexBytes::Owned(_) => "owned",
-            IndexBytes::Mapped(_) => "mapped",
-        };
-        write!(f, "{how} ({} bytes)", self.len())
-    }
-}
-
-impl IndexBytes {
-    /// Maps `file` read-only, or returns `None` where the system cannot map it (some FUSE and
-    /// network file systems), for the caller to read it instead.
-    #[allow(unsafe_code)]
-    fn map(file: &File) -> Option<memmap2::Mmap> {
-        // SAFETY: `Mmap::map` is unsafe because the slice it hands out is only as stable as
-        // the file. An installed index never changes: a writer writes it under `tmp/`, syncs
-        // it and renames it into `objects/packs/` (`PackWriter::finish`), nothing in Cairn
-        // opens an installed index for writing, and a collection removes one by unlinking it,
-        // which leaves a mapping intact (the inode lives until it is unmapped). What remains
-        // is damage from outside Cairn, and it is not harmless: if another program truncates
-        // the file (a `cp` or a sync tool rewriting it), or the disk or a network file system
-        // fails to read a page a lookup faults in, the access raises `SIGBUS` and the process
-        // (a host of the C ABI included) dies where a read would have returned CORRUPT or an
-        // I/O error. Git maps its `.idx` files with the same exposure. Bytes rewritten in
-        // place are seen by the next lookup: lookups bound every position by the entry count
-        // validated at load and the mapping's fixed length, and an object read re-hashes what
-        // it reads, so such damage gives a missing object or CORRUPT, never a wrong object.
-        unsafe { memmap2::Mmap::map(file) }.ok()
-    }
-
-    /// After validation has read every page: drops this process's copies of the pages of a
-    /// mapping (they stay in the page cache), and asks for no read-ahead, since a lookup
-    /// touches the fan-out table and a few entries.
-    #[allow(unsafe_code)]
-    fn release(&self) {
-        if let IndexBytes::Mapped(m) = self {
-            // Advice only: a system that refuses it leaves the pages resident.
-            let _ = m.advise(memmap2::Advice::Random);
-            // SAFETY: `MADV_DONTNEED` is unsafe in general because it discards the content of
-            // private and anonymous mappings. This is a read-only shared mapping of a file
-            // (`Mmap::map` maps `MAP_SHARED`, `PROT_READ`): the advice only unmaps its pages
-            // from this process, and the next access faults the same bytes back in from the
-            // page cache (or the file). No slice of the mapping is written through.
-            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
-        }
-    }
-}
-
-/// A loaded pack index: entries sorted by id, with a fan-out table.
-#[derive(Debug)]
+/// A loaded pack index: the fan-out table and entry count, with the entries held in memory
+/// (small indexes) or read from the file when a lookup needs one (large ones).
+///
+/// Large indexes are read rather than mapped. A mapping is only as stable as the file: one
+/// truncated by another program, or a page the disk fails to read, raises `SIGBUS` and kills
+/// the process (a host of the C ABI included) where a read returns an error. And on a kernel
+/// whose page cache holds large folios (Linux 6.18 with ext4), a fault maps the whole folio,
+/// up to 2 MiB: a dozen lookups in a 25 MiB index made all of it resident in the process
+/// (DEVELOPMENT.md, "Pack indexes are read, not mapped").
 pub struct PackIndex {
-    data: IndexBytes,
+    path: PathBuf,
+    fanout: [u32; 256],
     count: usize,
+    entries: Entries,
 }
 
-impl PackIndex {
-    /// Gives back this process's copies of the mapped index's pages that lookups faulted in
-    /// (they stay in the page cache; the next lookup faults the few it needs back in). A
-    /// long-lived process calls it when idle: a walk of a large tree looks every file's blob
-    /// up and so touches every page.
-    pub fn release_pages(&self) {
-        self.data.release();
-    }
-
-    /// Maps and validates an index file. Only the pages lookups touch stay resident (the
-    /// mapping is shared with the page cache, and validation's pages are given back); a file
-    /// too short to be an index, or one the system cannot map, is read instead.
-    pub fn load(path: &Path) -> Result<Self> {
-        let read_err = |e| Error::io("read pack index", path, e);
-        let mut file = File::open(path).map_err(read_err)?;
-        let len = file.metadata().map_err(read_err)?.len();
-        // Mapping an empty file fails: a short one is read, for `validate` to call it truncated.
-        let mapped = (len >= MIN_INDEX_LEN as u64)
-            .then(|| IndexBytes::map(&file))
-            .flatten();
-        let data = match mapped {
-            Some(m) => IndexBytes::Mapped(m),
-            None => {
-                let mut v = Vec::new();
-                std::io::Read::read_to_end(&mut file, &mut v).map_err(read_err)?;
-                IndexBytes::Owned(v)
-            }
+impl std::fmt::Debug for PackIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match &self.entries {
+            Entries::Held(_) => "held",
+            Entries::File { .. } => "read from the file",
         };
-        let idx = Self::validate(data, path)?;
-        idx.data.release();
-        Ok(idx)
+        f.debug_struct("PackIndex")
+            .field("path", &self.path)
+            .field("count", &self.count)
+            .field("entries", &how)
+            .finish()
     }
+}
 
-    /// Validates index bytes.
-    pub fn from_bytes(data: Vec<u8>, path: &Path) -> Result<Self> {
-        Self::validate(IndexBytes::Owned(data), path)
-    }
+/// An index's bytes checked as they come: the header (with the fan-out table), then the
+/// entries in order, then the checksum. Both ways of loading one go through it.
+struct Check<'p> {
+    path: &'p Path,
+    count: usize,
+    fanout: [u32; 256],
+    hasher: Hasher,
+    seen: usize,
+    last: Option<ObjectId>,
+    /// The lookup keys, when the entries are to stay in the file.
+    keys: Option<Vec<u32>>,
+}
 
-    /// Whether the index is a mapping of its file (see [`PackIndex::load`]) rather than bytes
-    /// held in memory.
-    pub fn is_mapped(&self) -> bool {
-        matches!(self.data, IndexBytes::Mapped(_))
-    }
+/// The lookup key of an id: its bytes 1 to 4, big-endian (see [`Entries::File`]).
+fn key_of(id: &ObjectId) -> u32 {
+    u32::from_be_bytes(id.0[1..5].try_into().expect("4 bytes"))
+}
 
-    fn validate(data: IndexBytes, path: &Path) -> Result<Self> {
-        let bad = |d: String| Error::corrupt("pack index", path, d);
-        if data.len() < MIN_INDEX_LEN {
-            return Err(bad("truncated".into()));
+fn corrupt(path: &Path, detail: String) -> Error {
+    Error::corrupt("pack index", path, detail)
+}
+
+impl<'p> Check<'p> {
+    /// Checks the header of an index `file_len` bytes long: `head` holds its first
+    /// `INDEX_HEADER_LEN` bytes (or all of it, when shorter).
+    fn header(head: &[u8], file_len: u64, path: &'p Path, keep_keys: bool) -> Result<Self> {
+        if file_len < MIN_INDEX_LEN as u64 || head.len() < INDEX_HEADER_LEN {
+            return Err(corrupt(path, "truncated".into()));
         }
-        if &data[..8] != INDEX_MAGIC {
-            return Err(bad("bad magic".into()));
+        if &head[..8] != INDEX_MAGIC {
+            return Err(corrupt(path, "bad magic".into()));
         }
-        let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+        let version = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
         if version != PACK_VERSION {
             return Err(Error::UnsupportedVersion {
                 path: path.to_path_buf(),
@@ -229,74 +183,191 @@ impl PackIndex {
                 supported: PACK_VERSION,
             });
         }
-        let count = u32::from_le_bytes(data[12..16].try_into().expect("4 bytes")) as usize;
+        let count = u32::from_le_bytes(head[12..16].try_into().expect("4 bytes")) as usize;
         let expected_len = INDEX_HEADER_LEN + count * INDEX_ENTRY_LEN + 32;
-        if data.len() != expected_len {
-            return Err(bad(format!(
-                "length {} does not match {count} entries",
-                data.len()
-            )));
+        if file_len != expected_len as u64 {
+            return Err(corrupt(
+                path,
+                format!("length {file_len} does not match {count} entries"),
+            ));
         }
-        let body = &data[..data.len() - 32];
-        if ObjectId::of(body).as_bytes()[..] != data[data.len() - 32..] {
-            return Err(bad("checksum mismatch".into()));
-        }
-        let idx = PackIndex { data, count };
-        // The fan-out table must be monotone and end at count, and ids strictly ascending.
+        // The fan-out table must be monotone and end at count.
+        let mut fanout = [0u32; 256];
         let mut prev = 0u32;
-        for b in 0..256 {
-            let f = idx.fanout(b);
-            if f < prev {
-                return Err(bad("fan-out table is not monotone".into()));
+        for (b, f) in fanout.iter_mut().enumerate() {
+            let o = 16 + b * 4;
+            *f = u32::from_le_bytes(head[o..o + 4].try_into().expect("4 bytes"));
+            if *f < prev {
+                return Err(corrupt(path, "fan-out table is not monotone".into()));
             }
-            prev = f;
+            prev = *f;
         }
         if prev as usize != count {
-            return Err(bad("fan-out table does not end at the entry count".into()));
+            return Err(corrupt(
+                path,
+                "fan-out table does not end at the entry count".into(),
+            ));
         }
-        for i in 0..count {
-            let id = idx.id_at(i);
-            let lo = if id.0[0] == 0 {
-                0
-            } else {
-                idx.fanout(id.0[0] as usize - 1)
-            };
-            if (i as u32) < lo || (i as u32) >= idx.fanout(id.0[0] as usize) {
-                return Err(bad(format!("entry {i} is outside its fan-out bucket")));
-            }
-            if i > 0 && idx.id_at(i - 1) >= id {
-                return Err(bad(format!("entry {i} is not sorted")));
-            }
-            idx.entry_at(i)
-                .map_err(|d| bad(format!("entry {i}: {d}")))?;
-        }
-        Ok(idx)
-    }
-
-    fn fanout(&self, byte: usize) -> u32 {
-        let o = 16 + byte * 4;
-        u32::from_le_bytes(self.data[o..o + 4].try_into().expect("4 bytes"))
-    }
-
-    fn id_at(&self, i: usize) -> ObjectId {
-        let o = INDEX_HEADER_LEN + i * INDEX_ENTRY_LEN;
-        ObjectId(self.data[o..o + 32].try_into().expect("32 bytes"))
-    }
-
-    fn entry_at(&self, i: usize) -> std::result::Result<IndexEntry, String> {
-        let o = INDEX_HEADER_LEN + i * INDEX_ENTRY_LEN;
-        let e = &self.data[o..o + INDEX_ENTRY_LEN];
-        let u64_at = |p: usize| u64::from_le_bytes(e[p..p + 8].try_into().expect("8 bytes"));
-        let kind = ObjectKind::from_code(e[56]).ok_or("unknown object kind")?;
-        let codec = Codec::from_code(e[57]).ok_or("unknown codec")?;
-        Ok(IndexEntry {
-            id: ObjectId(e[..32].try_into().expect("32 bytes")),
-            offset: u64_at(32),
-            raw_len: u64_at(40),
-            stored_len: u64_at(48),
-            kind,
-            codec,
+        let mut hasher = Hasher::new();
+        hasher.update(&head[..INDEX_HEADER_LEN]);
+        Ok(Check {
+            path,
+            count,
+            fanout,
+            hasher,
+            seen: 0,
+            last: None,
+            keys: keep_keys.then(|| Vec::with_capacity(count)),
         })
+    }
+
+    /// Checks the next entries (whole ones): each in its fan-out bucket, the ids strictly
+    /// ascending, each decodable.
+    fn entries(&mut self, bytes: &[u8]) -> Result<()> {
+        self.hasher.update(bytes);
+        for e in bytes.chunks_exact(INDEX_ENTRY_LEN) {
+            let i = self.seen;
+            let bad = |d: String| corrupt(self.path, format!("entry {i}: {d}"));
+            let entry = decode_entry(e).map_err(|d| bad(d.into()))?;
+            let b = entry.id.0[0] as usize;
+            let lo = if b == 0 { 0 } else { self.fanout[b - 1] };
+            if (i as u32) < lo || (i as u32) >= self.fanout[b] {
+                return Err(corrupt(
+                    self.path,
+                    format!("entry {i} is outside its fan-out bucket"),
+                ));
+            }
+            if self.last.is_some_and(|last| last >= entry.id) {
+                return Err(corrupt(self.path, format!("entry {i} is not sorted")));
+            }
+            self.last = Some(entry.id);
+            if let Some(keys) = &mut self.keys {
+                keys.push(key_of(&entry.id));
+            }
+            self.seen += 1;
+        }
+        Ok(())
+    }
+
+    /// Checks the checksum that ends the index, once every entry has been given.
+    fn finish(self, checksum: &[u8]) -> Result<([u32; 256], usize, Option<Vec<u32>>)> {
+        debug_assert_eq!(self.seen, self.count, "every entry checked");
+        if self.hasher.finish().as_bytes()[..] != *checksum {
+            return Err(corrupt(self.path, "checksum mismatch".into()));
+        }
+        Ok((self.fanout, self.count, self.keys))
+    }
+}
+
+/// Decodes one entry's 64 bytes.
+fn decode_entry(e: &[u8]) -> std::result::Result<IndexEntry, &'static str> {
+    let u64_at = |p: usize| u64::from_le_bytes(e[p..p + 8].try_into().expect("8 bytes"));
+    let kind = ObjectKind::from_code(e[56]).ok_or("unknown object kind")?;
+    let codec = Codec::from_code(e[57]).ok_or("unknown codec")?;
+    Ok(IndexEntry {
+        id: ObjectId(e[..32].try_into().expect("32 bytes")),
+        offset: u64_at(32),
+        raw_len: u64_at(40),
+        stored_len: u64_at(48),
+        kind,
+        codec,
+    })
+}
+
+impl PackIndex {
+    /// Loads and validates an index file: one up to 64 KiB is read into memory whole; a larger
+    /// one is read through once (validated as it goes) and kept open, with a 4-byte key per
+    /// entry in memory, a sixteenth of its size: a lookup reads one entry from it.
+    pub fn load(path: &Path) -> Result<Self> {
+        let read_err = |e| Error::io("read pack index", path, e);
+        let mut file = File::open(path).map_err(read_err)?;
+        let len = file.metadata().map_err(read_err)?.len();
+        if len <= HELD_MAX as u64 {
+            let mut v = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut file, &mut v).map_err(read_err)?;
+            return Self::from_bytes(v, path);
+        }
+        // Read through a buffer, never whole: the file is larger than it will be in memory.
+        let mut reader =
+            std::io::BufReader::with_capacity(ENTRIES_PER_READ * INDEX_ENTRY_LEN, &file);
+        let mut read_exact = |buf: &mut [u8]| {
+            std::io::Read::read_exact(&mut reader, buf).map_err(|e| match e.kind() {
+                // Shorter than its length said a moment ago: another program truncated it.
+                std::io::ErrorKind::UnexpectedEof => corrupt(path, "truncated".into()),
+                _ => read_err(e),
+            })
+        };
+        let mut head = vec![0u8; INDEX_HEADER_LEN];
+        read_exact(&mut head)?;
+        let mut check = Check::header(&head, len, path, true)?;
+        let mut chunk = vec![0u8; ENTRIES_PER_READ * INDEX_ENTRY_LEN];
+        let mut left = check.count;
+        while left > 0 {
+            let n = left.min(ENTRIES_PER_READ);
+            read_exact(&mut chunk[..n * INDEX_ENTRY_LEN])?;
+            check.entries(&chunk[..n * INDEX_ENTRY_LEN])?;
+            left -= n;
+        }
+        let mut checksum = [0u8; 32];
+        read_exact(&mut checksum)?;
+        let (fanout, count, keys) = check.finish(&checksum)?;
+        drop(reader);
+        Ok(PackIndex {
+            path: path.to_path_buf(),
+            fanout,
+            count,
+            entries: Entries::File {
+                file,
+                keys: keys.expect("keys kept"),
+            },
+        })
+    }
+
+    /// Validates index bytes and holds them (their entries) in memory.
+    pub fn from_bytes(mut data: Vec<u8>, path: &Path) -> Result<Self> {
+        let mut check = Check::header(&data, data.len() as u64, path, false)?;
+        let end = data.len() - 32;
+        check.entries(&data[INDEX_HEADER_LEN..end])?;
+        let (fanout, count, _) = check.finish(&data[end..])?;
+        data.truncate(end);
+        data.drain(..INDEX_HEADER_LEN);
+        data.shrink_to_fit();
+        Ok(PackIndex {
+            path: path.to_path_buf(),
+            fanout,
+            count,
+            entries: Entries::Held(data),
+        })
+    }
+
+    /// Whether the index's entries stay in its file, read by the lookups that need them
+    /// (a large index loaded with [`PackIndex::load`]), rather than held in memory.
+    pub fn reads_from_file(&self) -> bool {
+        matches!(self.entries, Entries::File { .. })
+    }
+
+    /// The bytes this index holds in memory for its entries (their bytes, or their keys).
+    pub fn held_bytes(&self) -> usize {
+        match &self.entries {
+            Entries::Held(v) => v.capacity(),
+            Entries::File { keys, .. } => keys.capacity() * 4,
+        }
+    }
+
+    /// The range of entries whose id starts with `byte`.
+    fn bucket(&self, byte: u8) -> std::ops::Range<usize> {
+        let b = byte as usize;
+        let lo = if b == 0 {
+            0
+        } else {
+            self.fanout[b - 1] as usize
+        };
+        lo..self.fanout[b] as usize
+    }
+
+    /// Entry `i` of a held index.
+    fn held_entry(data: &[u8], i: usize) -> &[u8] {
+        &data[i * INDEX_ENTRY_LEN..(i + 1) * INDEX_ENTRY_LEN]
     }
 
     /// Number of objects.
@@ -309,32 +380,121 @@ impl PackIndex {
         self.count == 0
     }
 
-    /// Looks `id` up.
+    /// Looks `id` up. An index file that cannot be read any more (removed and truncated by
+    /// another program, a disk error) or that changed since it was validated answers that the
+    /// object is not there: never a wrong entry, since the entry read must name `id`.
     pub fn lookup(&self, id: &ObjectId) -> Option<IndexEntry> {
-        let b = id.0[0] as usize;
-        let mut lo = if b == 0 {
-            0
-        } else {
-            self.fanout(b - 1) as usize
-        };
-        // Validated at load, but a mapped file damaged since may say anything: stay in bounds.
-        let mut hi = (self.fanout(b) as usize).min(self.count);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.id_at(mid).cmp(id) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return self.entry_at(mid).ok(),
+        let bucket = self.bucket(id.0[0]);
+        match &self.entries {
+            Entries::Held(data) => {
+                let (mut lo, mut hi) = (bucket.start, bucket.end);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    let e = Self::held_entry(data, mid);
+                    match e[..32].cmp(&id.0[..]) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Greater => hi = mid,
+                        std::cmp::Ordering::Equal => return decode_entry(e).ok(),
+                    }
+                }
+                None
+            }
+            Entries::File { file, keys } => {
+                let key = key_of(id);
+                let in_bucket = &keys[bucket.clone()];
+                let first = bucket.start + in_bucket.partition_point(|k| *k < key);
+                let mut e = [0u8; INDEX_ENTRY_LEN];
+                let same = keys[first..bucket.end].iter().take_while(|k| **k == key);
+                for (i, _) in (first..).zip(same) {
+                    let at = (INDEX_HEADER_LEN + i * INDEX_ENTRY_LEN) as u64;
+                    file.read_exact_at(&mut e, at).ok()?;
+                    match e[..32].cmp(&id.0[..]) {
+                        std::cmp::Ordering::Less => continue,
+                        std::cmp::Ordering::Equal => return decode_entry(&e).ok(),
+                        std::cmp::Ordering::Greater => break,
+                    }
+                }
+                None
             }
         }
-        None
     }
 
-    /// Every entry, in id order.
-    pub fn entries(&self) -> impl Iterator<Item = IndexEntry> + '_ {
-        (0..self.count).filter_map(move |i| self.entry_at(i).ok())
+    /// Every entry, in id order. From an index file, read a thousand at a time: an entry that
+    /// cannot be read or decoded any more (the file changed since it was validated) is an
+    /// error, after which the iteration ends.
+    pub fn entries(&self) -> EntryIter<'_> {
+        EntryIter {
+            index: self,
+            next: 0,
+            chunk: Vec::new(),
+            chunk_start: 0,
+            failed: false,
+        }
     }
+}
 
+/// The entries of a [`PackIndex`], in id order (see [`PackIndex::entries`]).
+pub struct EntryIter<'a> {
+    index: &'a PackIndex,
+    next: usize,
+    /// Entries read from the file, from entry `chunk_start` on.
+    chunk: Vec<u8>,
+    chunk_start: usize,
+    failed: bool,
+}
+
+impl std::fmt::Debug for EntryIter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryIter")
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+impl Iterator for EntryIter<'_> {
+    type Item = Result<IndexEntry>;
+
+    fn next(&mut self) -> Option<Result<IndexEntry>> {
+        let index = self.index;
+        if self.failed || self.next >= index.count {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        let bytes = match &index.entries {
+            Entries::Held(data) => PackIndex::held_entry(data, i),
+            Entries::File { file, .. } => {
+                let end = self.chunk_start + self.chunk.len() / INDEX_ENTRY_LEN;
+                if i < self.chunk_start || i >= end {
+                    let n = (index.count - i).min(ENTRIES_PER_READ);
+                    self.chunk.resize(n * INDEX_ENTRY_LEN, 0);
+                    self.chunk_start = i;
+                    let at = (INDEX_HEADER_LEN + i * INDEX_ENTRY_LEN) as u64;
+                    if let Err(e) = file.read_exact_at(&mut self.chunk, at) {
+                        self.failed = true;
+                        return Some(Err(match e.kind() {
+                            std::io::ErrorKind::UnexpectedEof => {
+                                corrupt(&index.path, "truncated since it was loaded".into())
+                            }
+                            _ => Error::io("read pack index", &index.path, e),
+                        }));
+                    }
+                }
+                let o = (i - self.chunk_start) * INDEX_ENTRY_LEN;
+                &self.chunk[o..o + INDEX_ENTRY_LEN]
+            }
+        };
+        match decode_entry(bytes) {
+            Ok(e) => Some(Ok(e)),
+            Err(d) => {
+                self.failed = true;
+                Some(Err(corrupt(&index.path, format!("entry {i}: {d}"))))
+            }
+        }
+    }
+}
+
+impl PackIndex {
     /// Encodes entries (sorted here) into index bytes.
     pub fn encode(mut entries: Vec<IndexEntry>) -> Vec<u8> {
         entries.sort_by_key(|e| e.id);

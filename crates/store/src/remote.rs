@@ -772,7 +772,11 @@ pub fn collect(store: &Store, options: &RemoteGcOptions) -> Result<RemoteGcRepor
         for (key, o) in &objects {
             if let Some(id) = id_in(key, "packs/", ".idx") {
                 let live = match packs.get(&id) {
-                    Some(p) => p.index.entries().any(|e| reachable.contains(&e.id)),
+                    // An entry that cannot be read: keep the pack.
+                    Some(p) => p
+                        .index
+                        .entries()
+                        .any(|e| e.map_or(true, |e| reachable.contains(&e.id))),
                     // An index we could not load: keep the pack.
                     None => true,
                 };

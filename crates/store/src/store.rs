@@ -367,17 +367,11 @@ impl Store {
         &self.inner.options
     }
 
-    /// Gives back memory this process holds but does not need now: the pages of the mapped
-    /// pack indexes that lookups faulted in (see
-    /// [`PackIndex::release_pages`](crate::pack::PackIndex::release_pages)) and, with glibc,
-    /// the free pages of the heap (`malloc_trim`: glibc keeps what its per-thread arenas
-    /// freed, and a walk's threads free much in the middle of them). For a
-    /// long-lived process (the `cairn watch` daemon) once it is idle; nothing it gives back
-    /// is lost, only read or faulted in again when needed.
+    /// Gives back memory this process holds but does not need now: with glibc, the free
+    /// pages of the heap (`malloc_trim`: glibc keeps what its per-thread arenas freed, and a
+    /// walk's threads free much in the middle of them). For a long-lived process (the
+    /// `cairn watch` daemon) once it is idle; nothing it gives back is lost.
     pub fn release_memory(&self) {
-        for p in self.inner.packs.read().packs.values() {
-            p.index.release_pages();
-        }
         trim_heap();
     }
 

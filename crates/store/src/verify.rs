@@ -85,6 +85,7 @@ pub fn verify(store: &Store) -> Result<VerifyReport> {
         // With a remote, a pack only the remote holds is downloaded to be checked.
         store.ensure_pack_local(&p)?;
         for e in p.index.entries() {
+            let e = e?;
             report.copies_checked += 1;
             match p.read(&e) {
                 Ok(bytes) => {

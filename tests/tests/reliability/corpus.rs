@@ -122,7 +122,7 @@ fn write_seed_corpora() {
             seed_with_damage("pack_index", &bytes);
             let index = cairn_store::pack::PackIndex::from_bytes(bytes, &path).expect("index");
             let pack = std::fs::read(path.with_extension("pack")).expect("pack");
-            let entries: Vec<_> = index.entries().take(8).collect();
+            let entries: Vec<_> = index.entries().take(8).map(|e| e.expect("entry")).collect();
             let mut input = vec![entries.len() as u8];
             for e in &entries {
                 input.extend_from_slice(&e.offset.to_le_bytes());

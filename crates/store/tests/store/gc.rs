@@ -106,11 +106,12 @@ fn the_plan_is_a_dry_run_that_changes_nothing() {
     assert!(store.contains(&dead[0]));
 }
 
-#[test]
-fn repack_keeps_live_objects_readable_and_drops_dead_ones() {
+/// One pack of a small live blob and its tree and `dead` larger dead blobs, collected
+/// through a handle opened after it was written when `reopen` (which loads the index from
+/// disk, as every other process does); the live objects read back and the dead are gone.
+fn repack_keeps_live_objects(dead: usize, reopen: bool) {
     let dir = temp();
     let store = Store::open(dir.path().join("store"), options(Compression::None)).expect("opens");
-    // One pack: a small live blob and its tree, and ten larger dead blobs.
     let op = store
         .begin_operation(OperationKind::Snapshot, &[])
         .expect("begins");
@@ -118,9 +119,9 @@ fn repack_keeps_live_objects_readable_and_drops_dead_ones() {
     let live = w
         .put(cairn_store::ObjectKind::Blob, b"live\n")
         .expect("stored");
-    let dead: Vec<ObjectId> = (0..10)
+    let dead: Vec<ObjectId> = (0..dead)
         .map(|i| {
-            w.put(cairn_store::ObjectKind::Blob, &noise(i, 1000))
+            w.put(cairn_store::ObjectKind::Blob, &noise(i as u64, 1000))
                 .expect("stored")
                 .id
         })
@@ -135,12 +136,17 @@ fn repack_keeps_live_objects_readable_and_drops_dead_ones() {
     drop(op);
     let old_pack = files_ending(&store.layout().packs, ".pack");
     assert_eq!(old_pack.len(), 1);
+    let store = if reopen {
+        Store::open(store.path(), options(Compression::None)).expect("reopens")
+    } else {
+        store
+    };
 
     let report = store.gc(&no_grace()).expect("collects");
     assert_eq!(report.plan.repack.len(), 1);
     assert_eq!(report.packs_repacked, 1);
-    assert_eq!(report.objects_deleted, 10);
-    assert!(report.bytes_freed >= 10_000);
+    assert_eq!(report.objects_deleted, dead.len() as u64);
+    assert!(report.bytes_freed >= 1000 * dead.len() as u64);
     let new_pack = files_ending(&store.layout().packs, ".pack");
     assert_eq!(new_pack.len(), 1);
     assert_ne!(new_pack, old_pack);
@@ -154,6 +160,17 @@ fn repack_keeps_live_objects_readable_and_drops_dead_ones() {
         assert_eq!(s.read_tree(&root).expect("reads"), tree);
         assert!(s.verify().expect("verifies").is_ok());
     }
+}
+
+#[test]
+fn repack_keeps_live_objects_readable_and_drops_dead_ones() {
+    repack_keeps_live_objects(10, false);
+}
+
+#[test]
+fn repack_of_a_pack_whose_large_index_is_read_from_its_file_keeps_live_objects() {
+    // 2,002 entries: 128 KiB of index, past what a loaded index holds in memory.
+    repack_keeps_live_objects(2000, true);
 }
 
 #[test]

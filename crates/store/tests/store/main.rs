@@ -10,7 +10,7 @@ mod copy;
 mod gc;
 mod hostile;
 mod id;
-mod index_map;
+mod index_read;
 mod lock;
 mod manifest;
 mod merge;

@@ -27,6 +27,7 @@ fn pack_codecs(store: &Store) -> std::collections::HashMap<ObjectId, Codec> {
             PackIndex::load(p)
                 .expect("the index loads")
                 .entries()
+                .map(|e| e.expect("the index reads"))
                 .collect::<Vec<_>>()
         })
         .map(|e| (e.id, e.codec))
