@@ -23,7 +23,8 @@
 //!
 //! The on-disk formats are documented in `docs/FORMAT.md`.
 
-// `deny`, not `forbid`: the one exception is mapping pack indexes (`pack::IndexBytes`).
+// `deny`, not `forbid`: the exceptions are two glibc allocator calls (`malloc_trim`,
+// `mallopt`) for the long-lived `cairn watch` daemon, in `store.rs`.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -323,12 +323,43 @@ impl PackIndex {
         })
     }
 
-    /// Validates index bytes and holds them (their entries) in memory.
-    pub fn from_bytes(mut data: Vec<u8>, path: &Path) -> Result<Self> {
-        let mut check = Check::header(&data, data.len() as u64, path, false)?;
+    /// Validates whole index bytes; with `keep_keys`, returns each entry's lookup key too.
+    fn check_bytes(
+        data: &[u8],
+        path: &Path,
+        keep_keys: bool,
+    ) -> Result<([u32; 256], usize, Option<Vec<u32>>)> {
+        let mut check = Check::header(data, data.len() as u64, path, keep_keys)?;
         let end = data.len() - 32;
         check.entries(&data[INDEX_HEADER_LEN..end])?;
-        let (fanout, count, _) = check.finish(&data[end..])?;
+        check.finish(&data[end..])
+    }
+
+    /// The index a writer has just written and installed at `path`, from the bytes it wrote:
+    /// validated, then held as [`PackIndex::load`] would hold that file (a large one read
+    /// from the file, its bytes dropped: the first snapshot of a large tree writes indexes
+    /// of tens of MiB).
+    pub(crate) fn installed(data: Vec<u8>, path: &Path) -> Result<Self> {
+        if data.len() <= HELD_MAX {
+            return Self::from_bytes(data, path);
+        }
+        let (fanout, count, keys) = Self::check_bytes(&data, path, true)?;
+        let file = File::open(path).map_err(|e| Error::io("read pack index", path, e))?;
+        Ok(PackIndex {
+            path: path.to_path_buf(),
+            fanout,
+            count,
+            entries: Entries::File {
+                file,
+                keys: keys.expect("keys kept"),
+            },
+        })
+    }
+
+    /// Validates index bytes and holds them (their entries) in memory.
+    pub fn from_bytes(mut data: Vec<u8>, path: &Path) -> Result<Self> {
+        let (fanout, count, _) = Self::check_bytes(&data, path, false)?;
+        let end = data.len() - 32;
         data.truncate(end);
         data.drain(..INDEX_HEADER_LEN);
         data.shrink_to_fit();
@@ -779,7 +810,7 @@ impl PackWriter {
             std::fs::rename(&idx_tmp, &idx_path)
                 .map_err(|e| Error::io("rename pack index into place", &idx_path, e))?;
             fsutil::sync_dir(packs_dir)?;
-            let index = PackIndex::from_bytes(index_bytes, &idx_path)?;
+            let index = PackIndex::installed(index_bytes, &idx_path)?;
             Ok((pack_id, pack_path, index))
         })();
         if result.is_err() {

@@ -42,12 +42,12 @@ fn both(path: &Path, entries: Vec<IndexEntry>) -> (PackIndex, PackIndex) {
 fn a_large_pack_index_is_read_from_its_file_and_finds_every_object() {
     let dir = temp();
     let path = dir.path().join("store");
+    let writing = Store::open(&path, StoreOptions::default()).expect("opens");
     let ids: Vec<_> = {
-        let store = Store::open(&path, StoreOptions::default()).expect("opens");
-        let op = store
+        let op = writing
             .begin_operation(OperationKind::Write, &[])
             .expect("begins");
-        let writer = store.writer(&op);
+        let writer = writing.writer(&op);
         let ids = (0..3000)
             .map(|i| writer.put(ObjectKind::Blob, &content(i)).expect("puts").id)
             .collect();
@@ -55,13 +55,17 @@ fn a_large_pack_index_is_read_from_its_file_and_finds_every_object() {
         ids
     };
 
-    // A new handle loads the indexes from disk, and finds every object through them.
+    // The writing handle (which keeps the index it wrote, read from the file it installed)
+    // and a new one (which loads it from disk) find every object.
     let store = Store::open(&path, StoreOptions::default()).expect("reopens");
-    for (i, id) in ids.iter().enumerate() {
-        assert_eq!(
-            store.read_object(id).expect("reads"),
-            (ObjectKind::Blob, content(i))
-        );
+    for s in [&writing, &store] {
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(
+                s.read_object(id).expect("reads"),
+                (ObjectKind::Blob, content(i))
+            );
+        }
+        assert!(!s.contains(&ObjectId::of(b"never stored")));
     }
     assert!(store.broken_indexes().is_empty());
 
