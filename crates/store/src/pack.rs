@@ -310,17 +310,26 @@ impl PackIndex {
         }
         let mut checksum = [0u8; 32];
         read_exact(&mut checksum)?;
-        let (fanout, count, keys) = check.finish(&checksum)?;
+        let checked = check.finish(&checksum)?;
         drop(reader);
-        Ok(PackIndex {
+        Ok(Self::read_from(file, path, checked))
+    }
+
+    /// An index whose entries stay in `file`, checked with their keys kept.
+    fn read_from(
+        file: File,
+        path: &Path,
+        (fanout, count, keys): ([u32; 256], usize, Option<Vec<u32>>),
+    ) -> Self {
+        PackIndex {
             path: path.to_path_buf(),
             fanout,
             count,
             entries: Entries::File {
                 file,
-                keys: keys.expect("keys kept"),
+                keys: keys.expect("checked with its keys kept"),
             },
-        })
+        }
     }
 
     /// Validates whole index bytes; with `keep_keys`, returns each entry's lookup key too.
@@ -343,17 +352,9 @@ impl PackIndex {
         if data.len() <= HELD_MAX {
             return Self::from_bytes(data, path);
         }
-        let (fanout, count, keys) = Self::check_bytes(&data, path, true)?;
+        let checked = Self::check_bytes(&data, path, true)?;
         let file = File::open(path).map_err(|e| Error::io("read pack index", path, e))?;
-        Ok(PackIndex {
-            path: path.to_path_buf(),
-            fanout,
-            count,
-            entries: Entries::File {
-                file,
-                keys: keys.expect("keys kept"),
-            },
-        })
+        Ok(Self::read_from(file, path, checked))
     }
 
     /// Validates index bytes and holds them (their entries) in memory.
