@@ -599,9 +599,7 @@ impl Served<'_> {
         let grown =
             proc_status_kib("VmRSS:").saturating_sub(self.released_kib.load(Ordering::Relaxed));
         if grown >= RELEASE_GROWTH_KIB {
-            self.ws.store().release_memory();
-            self.released_kib
-                .store(proc_status_kib("VmRSS:"), Ordering::Relaxed);
+            self.give_back_memory();
         }
     }
 
@@ -623,6 +621,12 @@ impl Served<'_> {
             return;
         };
         memo.wait();
+        self.give_back_memory();
+    }
+
+    /// Gives the heap's free pages back ([`Store::release_memory`]) and records the resident
+    /// memory after it, from which [`Served::release_when_idle`] measures growth.
+    fn give_back_memory(&self) {
         self.ws.store().release_memory();
         self.released_kib
             .store(proc_status_kib("VmRSS:"), Ordering::Relaxed);

@@ -156,6 +156,21 @@ struct Check<'p> {
     keys: Option<Vec<u32>>,
 }
 
+/// The range of entries whose id starts with `byte`, from a fan-out table.
+fn bucket_of(fanout: &[u32; 256], byte: u8) -> std::ops::Range<usize> {
+    let b = byte as usize;
+    let lo = if b == 0 { 0 } else { fanout[b - 1] as usize };
+    lo..fanout[b] as usize
+}
+
+/// What a whole index's check yields: its fan-out table, its entry count and, when asked
+/// for, each entry's lookup key.
+struct Checked {
+    fanout: [u32; 256],
+    count: usize,
+    keys: Option<Vec<u32>>,
+}
+
 /// The lookup key of an id: its bytes 1 to 4, big-endian (see [`Entries::File`]).
 fn key_of(id: &ObjectId) -> u32 {
     u32::from_be_bytes(id.0[1..5].try_into().expect("4 bytes"))
@@ -229,9 +244,7 @@ impl<'p> Check<'p> {
             let i = self.seen;
             let bad = |d: String| corrupt(self.path, format!("entry {i}: {d}"));
             let entry = decode_entry(e).map_err(|d| bad(d.into()))?;
-            let b = entry.id.0[0] as usize;
-            let lo = if b == 0 { 0 } else { self.fanout[b - 1] };
-            if (i as u32) < lo || (i as u32) >= self.fanout[b] {
+            if !bucket_of(&self.fanout, entry.id.0[0]).contains(&i) {
                 return Err(corrupt(
                     self.path,
                     format!("entry {i} is outside its fan-out bucket"),
@@ -250,12 +263,16 @@ impl<'p> Check<'p> {
     }
 
     /// Checks the checksum that ends the index, once every entry has been given.
-    fn finish(self, checksum: &[u8]) -> Result<([u32; 256], usize, Option<Vec<u32>>)> {
+    fn finish(self, checksum: &[u8]) -> Result<Checked> {
         debug_assert_eq!(self.seen, self.count, "every entry checked");
         if self.hasher.finish().as_bytes()[..] != *checksum {
             return Err(corrupt(self.path, "checksum mismatch".into()));
         }
-        Ok((self.fanout, self.count, self.keys))
+        Ok(Checked {
+            fanout: self.fanout,
+            count: self.count,
+            keys: self.keys,
+        })
     }
 }
 
@@ -316,11 +333,12 @@ impl PackIndex {
     }
 
     /// An index whose entries stay in `file`, checked with their keys kept.
-    fn read_from(
-        file: File,
-        path: &Path,
-        (fanout, count, keys): ([u32; 256], usize, Option<Vec<u32>>),
-    ) -> Self {
+    fn read_from(file: File, path: &Path, checked: Checked) -> Self {
+        let Checked {
+            fanout,
+            count,
+            keys,
+        } = checked;
         PackIndex {
             path: path.to_path_buf(),
             fanout,
@@ -333,11 +351,7 @@ impl PackIndex {
     }
 
     /// Validates whole index bytes; with `keep_keys`, returns each entry's lookup key too.
-    fn check_bytes(
-        data: &[u8],
-        path: &Path,
-        keep_keys: bool,
-    ) -> Result<([u32; 256], usize, Option<Vec<u32>>)> {
+    fn check_bytes(data: &[u8], path: &Path, keep_keys: bool) -> Result<Checked> {
         let mut check = Check::header(data, data.len() as u64, path, keep_keys)?;
         let end = data.len() - 32;
         check.entries(&data[INDEX_HEADER_LEN..end])?;
@@ -359,7 +373,7 @@ impl PackIndex {
 
     /// Validates index bytes and holds them (their entries) in memory.
     pub fn from_bytes(mut data: Vec<u8>, path: &Path) -> Result<Self> {
-        let (fanout, count, _) = Self::check_bytes(&data, path, false)?;
+        let Checked { fanout, count, .. } = Self::check_bytes(&data, path, false)?;
         let end = data.len() - 32;
         data.truncate(end);
         data.drain(..INDEX_HEADER_LEN);
@@ -386,17 +400,6 @@ impl PackIndex {
         }
     }
 
-    /// The range of entries whose id starts with `byte`.
-    fn bucket(&self, byte: u8) -> std::ops::Range<usize> {
-        let b = byte as usize;
-        let lo = if b == 0 {
-            0
-        } else {
-            self.fanout[b - 1] as usize
-        };
-        lo..self.fanout[b] as usize
-    }
-
     /// Entry `i` of a held index.
     fn held_entry(data: &[u8], i: usize) -> &[u8] {
         &data[i * INDEX_ENTRY_LEN..(i + 1) * INDEX_ENTRY_LEN]
@@ -416,7 +419,7 @@ impl PackIndex {
     /// another program, a disk error) or that changed since it was validated answers that the
     /// object is not there: never a wrong entry, since the entry read must name `id`.
     pub fn lookup(&self, id: &ObjectId) -> Option<IndexEntry> {
-        let bucket = self.bucket(id.0[0]);
+        let bucket = bucket_of(&self.fanout, id.0[0]);
         match &self.entries {
             Entries::Held(data) => {
                 let (mut lo, mut hi) = (bucket.start, bucket.end);
