@@ -535,7 +535,11 @@ struct Served<'a> {
     /// When the last snapshot taken for others ended, until the memory it left is given
     /// back (see [`Served::release_when_idle`]).
     last_snapshot: parking_lot::Mutex<Option<std::time::Instant>>,
-    /// The process's resident memory (`VmRSS`, KiB) after it last gave memory back.
+    /// The process's resident memory (`VmRSS`, KiB) after it last gave memory back when idle
+    /// or after a stat cache write ([`Served::give_back_memory`]). The trim before a walk
+    /// ahead leaves it as it was, on purpose: measured from just before that walk, the walk's
+    /// own growth would make the idle release trim after it, and the snapshot asked for next
+    /// would fault those pages in again (DEVELOPMENT.md, the walk ahead and memory).
     released_kib: std::sync::atomic::AtomicU64,
     /// The snapshot walked ahead, not yet asked for (see [`Served::walk_ahead`]).
     ahead: parking_lot::Mutex<Option<cairn_snapshot::Ahead<'a>>>,
@@ -680,6 +684,7 @@ impl Served<'_> {
         // of 71; with both, 39-40 MiB resident and a peak of 55 (DEVELOPMENT.md). Off every
         // caller's path: the walk ahead runs while the workspace is quiet.
         ws.site.memo.wait();
+        // Not `give_back_memory`: see `released_kib`.
         ws.store().release_memory();
         let walked = cairn_snapshot::walk_ahead(
             ws.store(),
