@@ -98,6 +98,46 @@ fn small_blobs_and_a_tree_round_trip_through_one_pack() {
 }
 
 #[test]
+fn a_small_blob_another_process_stored_as_large_is_stored_again_in_a_pack_and_both_copies_serve() {
+    // A process whose inline_max_bytes is 4 KiB stores a 10 KiB blob as a large file; one
+    // with the default (1 MiB) puts the same bytes: its writer looks for them in the packs
+    // only (no stat of objects/large/ per new object), so it writes a second copy, in a
+    // pack. Reads, a collection and a verification all take the two copies in their stride.
+    let dir = temp();
+    let bytes = noise(7, 10 * 1024);
+    let small_inline = Store::open(dir.path().join("store"), with_inline_max(4096)).expect("opens");
+    let first = snapshot(&small_inline, &[("a", &bytes)], Some("large copy"), 1);
+    assert_eq!(
+        files_ending(&small_inline.layout().large, ""),
+        [small_inline.layout().large_path(&first.blobs[0])]
+    );
+    let store = Store::open(dir.path().join("store"), StoreOptions::default()).expect("opens");
+    let op = store
+        .begin_operation(OperationKind::Write, &[])
+        .expect("begins");
+    let w = store.writer(&op);
+    let put = w
+        .put_blob_from(&mut &bytes[..], bytes.len() as u64)
+        .expect("stored");
+    assert_eq!(put.id, first.blobs[0]);
+    assert!(put.written, "written again, into a pack");
+    w.commit().expect("commits");
+    drop(op);
+    assert!(pack_codecs(&store).contains_key(&put.id));
+    assert!(store.contains(&put.id));
+    assert_eq!(store.read_object(&put.id).expect("reads").1, bytes);
+    store
+        .gc(&crate::util::no_grace())
+        .expect("a collection runs");
+    assert_eq!(store.read_object(&put.id).expect("reads").1, bytes);
+    let report = store.verify().expect("verifies");
+    assert!(
+        report.bad_copies.is_empty() && report.corrupt.is_empty(),
+        "{report:?}"
+    );
+}
+
+#[test]
 fn a_blob_larger_than_inline_max_bytes_is_streamed_into_objects_large() {
     let dir = temp();
     let store = Store::open(dir.path().join("store"), with_inline_max(4096)).expect("opens");
