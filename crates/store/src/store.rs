@@ -627,29 +627,29 @@ impl Store {
     /// Whether a writer may name `id` without storing it again: present and not quarantined,
     /// and with a remote, held by the remote and not marked for deletion by its collector.
     pub(crate) fn reusable(&self, id: &ObjectId) -> bool {
+        self.reusable_looking(id, true)
+    }
+
+    /// [`Store::reusable`], where a local store looks for a copy in `objects/large/` only
+    /// when `large` says so (a remote's sets are looked at either way). A writer leaves it
+    /// out for an object it would put in a pack: such a copy exists only when a process
+    /// whose `inline_max_bytes` is smaller stored the same bytes, and missing it costs a
+    /// second copy, in a pack, which nothing minds; looking for it costs a `stat` of a path
+    /// that is not there for every new object, 9% of the processor time of a first snapshot
+    /// of 500,000 files (DEVELOPMENT.md).
+    pub(crate) fn reusable_looking(&self, id: &ObjectId, large: bool) -> bool {
         if self.is_quarantined(id) {
             return false;
         }
         match &self.inner.mirror {
             Some(m) => m.reusable(self, id),
-            None => self.contains(id),
+            None => self.in_packs(id) || (large && self.has_large_file(id)),
         }
     }
 
-    /// [`Store::reusable`] for an object a writer would put in a pack: a local store looks
-    /// only at its loaded packs' indexes, not for a copy in `objects/large/`. Such a copy
-    /// exists only when a process whose `inline_max_bytes` is smaller stored the same bytes;
-    /// missing it costs a second copy, in a pack, which nothing minds. Looking for it costs a
-    /// `stat` of a path that is not there for every new object: 9% of the processor time of
-    /// a first snapshot of 500,000 files (DEVELOPMENT.md).
-    pub(crate) fn reusable_packed(&self, id: &ObjectId) -> bool {
-        if self.is_quarantined(id) {
-            return false;
-        }
-        match &self.inner.mirror {
-            Some(m) => m.reusable(self, id),
-            None => self.in_packs(id),
-        }
+    /// Whether `objects/large/` holds a file for `id`.
+    fn has_large_file(&self, id: &ObjectId) -> bool {
+        std::fs::symlink_metadata(self.inner.layout.large_path(id)).is_ok_and(|m| m.is_file())
     }
 
     /// Whether a pack this handle has loaded holds `id` (the first call loading them).
@@ -710,12 +710,7 @@ impl Store {
         if self.inner.mirror.as_ref().is_some_and(|m| m.has_large(id)) {
             return true;
         }
-        if self.in_packs(id) {
-            return true;
-        }
-        std::fs::symlink_metadata(self.inner.layout.large_path(id))
-            .map(|m| m.is_file())
-            .unwrap_or(false)
+        self.in_packs(id) || self.has_large_file(id)
     }
 
     /// The raw length of object `id` as recorded when it was stored, if present.
@@ -1342,20 +1337,13 @@ impl ObjectWriter<'_> {
     }
 
     /// Claims `id` for writing; false when it is already present or being written. An
-    /// object bound for a pack (`packed`) is looked for in the packs only (see
-    /// [`Store::reusable_packed`]).
+    /// object bound for a pack (`packed`) is not looked for in `objects/large/` (see
+    /// [`Store::reusable_looking`]).
     fn claim(&self, id: &ObjectId, packed: bool) -> bool {
         if let Some(r) = &self.remembered {
             r.lock().push(*id);
         }
-        let present = |id| {
-            if packed {
-                self.store.reusable_packed(id)
-            } else {
-                self.store.reusable(id)
-            }
-        };
-        if self.reuse && present(id) {
+        if self.reuse && self.store.reusable_looking(id, !packed) {
             return false;
         }
         self.written.lock().insert(*id)
