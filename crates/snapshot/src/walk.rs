@@ -343,6 +343,31 @@ fn list(fd: &OwnedFd) -> std::io::Result<Listing> {
 /// The ignore files a directory may hold, in the order their rules apply.
 const IGNORE_FILES: [&CStr; 2] = [c".cairnignore", c".gitignore"];
 
+/// `records` sorted by name, when those before `base` already are (the record's entries a
+/// partial walk kept) and those from it are few, in any order (the ones it looked at): each
+/// of these goes where a search puts it, and the entries are moved rather than sorted again.
+fn merge_sorted(mut records: Vec<CachedEntry>, base: usize) -> Vec<CachedEntry> {
+    let mut tail = records.split_off(base);
+    if tail.is_empty() {
+        return records;
+    }
+    tail.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    let at: Vec<usize> = tail
+        .iter()
+        .map(|t| records.partition_point(|e| e.name < t.name))
+        .collect();
+    let mut out = Vec::with_capacity(records.len() + tail.len());
+    let mut head = records.into_iter();
+    let mut moved = 0;
+    for (t, at) in tail.into_iter().zip(at) {
+        out.extend(head.by_ref().take(at - moved));
+        moved = at;
+        out.push(t);
+    }
+    out.extend(head);
+    out
+}
+
 /// Whether one of `entries` is a regular file with more than one link.
 fn has_linked_file(entries: &[(&CStr, rustix::fs::Stat)]) -> bool {
     entries.iter().any(|(_, st)| {
@@ -574,7 +599,7 @@ impl Walker<'_> {
         };
         self.look_all(&look, &entries, &mut records)?;
         records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let out = self.tree_of(&records, cached, cached_tree)?;
+        let out = self.tree_of(&records, cached, cached_tree, false)?;
         // A listing is vouched for only when every name in it has a record: a file skipped
         // (too large, hard-linked, unreadable, changing) or gone has none, and a listing taken
         // from the records would leave it out of every later snapshot, however the rules
@@ -748,19 +773,22 @@ impl Walker<'_> {
     }
 
     /// The tree of a directory's `records` (sorted by name): the cached one when its included
-    /// entries are the cache's, else built and stored.
+    /// entries are the cache's (`same_entries`: the caller knows they are, and they are not
+    /// compared again), else built and stored.
     fn tree_of(
         &self,
         records: &[CachedEntry],
         cached: Option<&DirRecord>,
         cached_tree: Option<(TreeId, u64)>,
+        same_entries: bool,
     ) -> Result<DirOut> {
         let included = |e: &&CachedEntry| !matches!(e.kind, CachedKind::Excluded(_));
         let same_tree = cached.is_some_and(|c| {
-            records
-                .iter()
-                .filter(included)
-                .eq(c.entries.iter().filter(included))
+            same_entries
+                || records
+                    .iter()
+                    .filter(included)
+                    .eq(c.entries.iter().filter(included))
         });
         match cached_tree {
             Some((id, size)) if same_tree && self.present(&id.object()) => Ok(DirOut { id, size }),
@@ -880,20 +908,27 @@ impl Walker<'_> {
                 Err(e) => return Err(Error::io("lstat", self.abs(&join(rel, n)), e.into())),
             }
         }
-        let is_named = |n: &[u8]| names.binary_search_by(|x| x.as_slice().cmp(n)).is_ok();
-        let mut records: Vec<CachedEntry> = record
-            .entries
-            .iter()
-            .filter(|e| !is_named(&e.name))
-            .cloned()
-            .collect();
+        // The record's entries but the named ones (both sorted by name): the slices between
+        // them, found by a search per name rather than a comparison per entry.
+        let mut records: Vec<CachedEntry> = Vec::with_capacity(record.entries.len() + 1);
+        let mut from = 0;
+        for n in names {
+            let rest = &record.entries[from..];
+            if let Ok(at) = rest.binary_search_by(|e| e.name.as_slice().cmp(n)) {
+                records.extend_from_slice(&rest[..at]);
+                from += at + 1;
+            }
+        }
+        records.extend_from_slice(&record.entries[from..]);
         let mut changed = !names.is_empty();
+        // A subdirectory's record replaced or removed below: the entries differ from the
+        // record's whatever the named ones turn out to be.
+        let mut subdir_changed = false;
         let (mut files, mut bytes, mut symlinks) = (0u64, 0u64, 0u64);
         let mut kept = Vec::new();
         let mut i = 0;
         while i < records.len() {
             let e = &records[i];
-            let path = join(rel, &e.name);
             match e.kind {
                 CachedKind::File => {
                     files += 1;
@@ -901,18 +936,22 @@ impl Walker<'_> {
                 }
                 CachedKind::Symlink => symlinks += 1,
                 CachedKind::Excluded(reason) => kept.push(Kept {
-                    path,
+                    path: join(rel, &e.name),
                     reason,
                     is_dir: e.stat.mode & S_IFMT == S_IFDIR,
                 }),
-                // A subdirectory off the way to every change is taken whole from the cache
-                // (counted by `reuse`), unless the cache cannot vouch for all of it.
-                CachedKind::Dir
-                    if scope.dirs.contains(&path)
+                CachedKind::Dir => {
+                    let path = join(rel, &e.name);
+                    // A subdirectory off the way to every change is taken whole from the
+                    // cache (counted by `reuse`), unless the cache cannot vouch for all of it.
+                    if !(scope.dirs.contains(&path)
                         || scope.ancestors.contains(&path)
                         || scope.in_subtree(&path)
-                        || !self.reuse(&path) =>
-                {
+                        || !self.reuse(&path))
+                    {
+                        i += 1;
+                        continue;
+                    }
                     let Ok(name) = std::ffi::CString::new(e.name.clone()) else {
                         return Ok(None);
                     };
@@ -935,16 +974,17 @@ impl Walker<'_> {
                             if new != records[i] {
                                 records[i] = new;
                                 changed = true;
+                                subdir_changed = true;
                             }
                         }
                         None => {
                             records.remove(i);
                             changed = true;
+                            subdir_changed = true;
                             continue;
                         }
                     }
                 }
-                CachedKind::Dir => {}
             }
             i += 1;
         }
@@ -969,14 +1009,25 @@ impl Walker<'_> {
             chain: &chain,
             partial: true,
         };
+        let base = records.len();
         let recorded = self.look_all(&look, &present, &mut records)?;
-        records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let out = self.tree_of(&records, Some(record), Some(tree))?;
+        let records = merge_sorted(records, base);
+        // The same entries as the record's when no subdirectory's changed and each named one
+        // is as the record has it (or absent from both): every other entry is the record's.
+        let same_entries = !subdir_changed
+            && names.iter().all(|n| {
+                let now = records
+                    .binary_search_by(|e| e.name.as_slice().cmp(n))
+                    .ok()
+                    .map(|i| &records[i]);
+                now == record.get(n)
+            });
+        let out = self.tree_of(&records, Some(record), Some(tree), same_entries)?;
         // As for a listing (see `walk_dir`): vouched for only when every entry present has a
         // record and none is a file with several links.
         let vouched = recorded == present.len() && !has_linked_file(&present) && !unreadable;
         let stat = record.stat.filter(|_| vouched);
-        let new = if record.entries == records && record.stat == stat {
+        let new = if same_entries && record.stat == stat {
             Update::Same(rel.to_vec())
         } else {
             let gone = Some(record.subdirs_gone(&records));
