@@ -265,7 +265,7 @@ pub unsafe extern "C" fn cairn_workspace_snapshot(
         let ctx = Context {
             cancel: arg!(maybe cancel).map(|c| c.token.clone()),
             progress: progress.map(|_| &mut cb as cairn_snapshot::ProgressFn<'_>),
-            threads: None,
+            ..Context::default()
         };
         let outcome = w.snapshot(&opts, ctx)?;
         let s = &outcome.snapshot;

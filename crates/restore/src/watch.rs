@@ -810,11 +810,16 @@ impl Served<'_> {
             ..opts.clone()
         });
         *self.covered.lock() = self.watcher.last_event();
+        // Asked for before a walk ahead (right after a change): its trees are stored
+        // uncompressed, and compressed by the merge this daemon makes once idle (a store that
+        // caches a remote never merges, so it compresses them now).
+        let ctx = cairn_snapshot::Context {
+            defer_tree_compression: ws.options().store_options.remote.is_none(),
+            ..Default::default()
+        };
         let taken = match self.answer_ahead(&opts) {
             Some(snapshot) => Ok(snapshot),
-            None => ws
-                .snapshot(&opts, cairn_snapshot::Context::default())
-                .map(|out| out.snapshot),
+            None => ws.snapshot(&opts, ctx).map(|out| out.snapshot),
         };
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         match taken {

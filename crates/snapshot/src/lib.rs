@@ -126,6 +126,12 @@ pub struct Context<'a> {
     pub progress: Option<ProgressFn<'a>>,
     /// Worker threads; `None` uses rayon's global pool (one per core).
     pub threads: Option<usize>,
+    /// Store the trees this snapshot writes uncompressed, for a snapshot that must answer
+    /// soon (the `cairn watch` daemon's, asked for right after a change): compressing the
+    /// trees of a few large directories and of every directory above them is a third of
+    /// such a snapshot's work. A merge of small packs compresses them later
+    /// ([`cairn_store::Store::merge_small_packs`]); blobs are compressed as always.
+    pub defer_tree_compression: bool,
 }
 
 impl std::fmt::Debug for Context<'_> {
@@ -134,6 +140,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
             .field("threads", &self.threads)
+            .field("defer_tree_compression", &self.defer_tree_compression)
             .finish()
     }
 }
@@ -953,6 +960,9 @@ fn take<'s>(
     let mut writer = store.writer(&guard);
     if finish == Finish::Ahead {
         writer.remember_ids();
+    }
+    if ctx.defer_tree_compression {
+        writer.defer_tree_compression();
     }
     // Asked after the operation began and before the walk: every change the walk may miss
     // is after the token (see `watch`).

@@ -916,6 +916,28 @@ impl Store {
         lock::live_markers(&self.inner.layout.locks)
     }
 
+    /// How an object of `kind` with `bytes` is stored under this store's compression
+    /// setting: zstd (at most [`TREE_LEVEL`] for a tree) when that saves an eighth or more,
+    /// else as it is (`None`: the bytes themselves).
+    pub(crate) fn compressed(&self, kind: ObjectKind, bytes: &[u8]) -> (Codec, Option<Vec<u8>>) {
+        match self.inner.options.compression {
+            Compression::None => (Codec::Raw, None),
+            Compression::Zstd { level } => {
+                let level = match kind {
+                    ObjectKind::Tree => level.min(TREE_LEVEL),
+                    _ => level,
+                };
+                if bytes.len() < 64 {
+                    return (Codec::Raw, None);
+                }
+                match compress_reusing_context(bytes, level) {
+                    Some(c) if c.len() < bytes.len() - bytes.len() / 8 => (Codec::Zstd, Some(c)),
+                    _ => (Codec::Raw, None),
+                }
+            }
+        }
+    }
+
     /// Starts writing objects. The writer is shared by reference between threads.
     pub fn writer<'a>(&'a self, guard: &'a OperationGuard) -> ObjectWriter<'a> {
         // Another process may have written packs since we opened: see them, to share objects.
@@ -929,6 +951,7 @@ impl Store {
             current: Mutex::new(None),
             written: Mutex::new(HashSet::new()),
             remembered: None,
+            raw_trees: false,
             stats: AtomicStats::default(),
         }
     }
@@ -1296,6 +1319,8 @@ pub struct ObjectWriter<'a> {
     written: Mutex<HashSet<ObjectId>>,
     /// With [`ObjectWriter::remember_ids`]: every object id it was given, stored or not.
     remembered: Option<Mutex<Vec<ObjectId>>>,
+    /// With [`ObjectWriter::defer_tree_compression`]: trees are stored uncompressed.
+    raw_trees: bool,
     stats: AtomicStats,
 }
 
@@ -1317,6 +1342,13 @@ impl ObjectWriter<'_> {
     /// and not quarantined.
     pub fn contains(&self, id: &ObjectId) -> bool {
         self.written.lock().contains(id) || (self.reuse && self.store.reusable(id))
+    }
+
+    /// From now on, stores the trees it is given uncompressed, for a snapshot that must
+    /// answer soon: a merge of small packs ([`Store::merge_small_packs`]) compresses them
+    /// later, as the store's compression setting says. Readers take either form.
+    pub fn defer_tree_compression(&mut self) {
+        self.raw_trees = true;
     }
 
     /// From now on, remembers the id of every object it is given, whether it stores it or
@@ -1350,22 +1382,10 @@ impl ObjectWriter<'_> {
     }
 
     fn compress(&self, kind: ObjectKind, bytes: &[u8]) -> (Codec, Option<Vec<u8>>) {
-        match self.store.inner.options.compression {
-            Compression::None => (Codec::Raw, None),
-            Compression::Zstd { level } => {
-                let level = match kind {
-                    ObjectKind::Tree => level.min(TREE_LEVEL),
-                    _ => level,
-                };
-                if bytes.len() < 64 {
-                    return (Codec::Raw, None);
-                }
-                match compress_reusing_context(bytes, level) {
-                    Some(c) if c.len() < bytes.len() - bytes.len() / 8 => (Codec::Zstd, Some(c)),
-                    _ => (Codec::Raw, None),
-                }
-            }
+        if self.raw_trees && kind == ObjectKind::Tree {
+            return (Codec::Raw, None);
         }
+        self.store.compressed(kind, bytes)
     }
 
     /// Stores `bytes` as one object of `kind` (in a pack), unless it is there already.

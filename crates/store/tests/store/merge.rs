@@ -1,8 +1,11 @@
 //! Merging small packs: one pack instead of many, every object still read by every handle.
 
-use crate::util::{files_ending, noise, open, snapshot, temp, write_unreachable};
+use crate::util::{
+    file_entry, files_ending, noise, open, pack_codecs, snapshot, temp, write_unreachable,
+};
 use cairn_store::merge::{MergeOptions, MergeReport};
-use cairn_store::ObjectId;
+use cairn_store::pack::Codec;
+use cairn_store::{ObjectId, ObjectKind, OperationKind, Tree};
 
 fn limit(max_small_packs: usize) -> MergeOptions {
     MergeOptions {
@@ -67,6 +70,71 @@ fn more_small_packs_than_the_limit_are_merged_into_one_and_every_object_still_re
     assert_eq!(
         store.merge_small_packs(&limit(4)).expect("merge"),
         MergeReport::default()
+    );
+}
+
+#[test]
+fn trees_a_snapshot_stored_uncompressed_to_answer_sooner_are_compressed_by_the_merge() {
+    let dir = temp();
+    let store = open(dir.path());
+    let text = b"a line of text that zstd shrinks well\n".repeat(40);
+    let mut trees = Vec::new();
+    let mut blobs = Vec::new();
+    for i in 0..3u64 {
+        let op = store
+            .begin_operation(OperationKind::Write, &[])
+            .expect("an operation begins");
+        let mut w = store.writer(&op);
+        w.defer_tree_compression();
+        let blob = w
+            .put(
+                ObjectKind::Blob,
+                &[text.as_slice(), &i.to_le_bytes()].concat(),
+            )
+            .expect("a blob is stored")
+            .id;
+        // A directory of 200 entries, as a snapshot rebuilds one after a change in it.
+        let entries = (0..200u64)
+            .map(|n| file_entry(format!("test-{i}-{n:04}.js").as_bytes(), blob, n))
+            .collect();
+        let tree = Tree::new(entries).expect("a tree");
+        let id = w.put_tree(&tree).expect("the tree is stored");
+        w.commit().expect("committed");
+        trees.push((id, tree.encode()));
+        blobs.push(blob);
+    }
+    let codecs = pack_codecs(&store);
+    for (id, _) in &trees {
+        assert_eq!(
+            codecs[&id.0],
+            Codec::Raw,
+            "a deferred tree is stored as it is"
+        );
+    }
+    for b in &blobs {
+        assert_eq!(codecs[b], Codec::Zstd, "blobs are compressed as always");
+    }
+
+    let report = store.merge_small_packs(&limit(1)).expect("merge");
+    assert_eq!(report.packs_merged, 3);
+    let codecs = pack_codecs(&store);
+    let fresh = open(dir.path());
+    for (id, bytes) in &trees {
+        assert_eq!(codecs[&id.0], Codec::Zstd, "the merge compressed the tree");
+        let (kind, read) = fresh.read_object(&id.0).expect("the tree reads");
+        assert_eq!((kind, &read), (ObjectKind::Tree, bytes), "the same bytes");
+    }
+    for b in &blobs {
+        assert_eq!(codecs[b], Codec::Zstd);
+        assert!(fresh.read_object(b).is_ok());
+    }
+    let packs = dir.path().join("store/objects/packs");
+    let pack = &files_ending(&packs, ".pack")[0];
+    let size = std::fs::metadata(pack).expect("the pack").len();
+    let raw: usize = trees.iter().map(|(_, b)| b.len()).sum();
+    assert!(
+        (size as usize) < raw,
+        "the merged pack ({size} bytes) is smaller than its trees were ({raw})"
     );
 }
 

@@ -2,10 +2,10 @@
 //! manifests, and owner-only permissions whatever the umask.
 
 use crate::util::{
-    file_entry, files_ending, helper, helper_dir, kind, manifest, noise, open, options, snapshot,
-    temp, walk, write_unreachable,
+    file_entry, files_ending, helper, helper_dir, kind, manifest, noise, open, options,
+    pack_codecs, snapshot, temp, walk, write_unreachable,
 };
-use cairn_store::pack::{Codec, PackIndex};
+use cairn_store::pack::Codec;
 use cairn_store::{
     Compression, ErrorKind, Manifest, ObjectId, ObjectKind, OperationKind, Store, StoreOptions,
     Tree, TreeId,
@@ -17,21 +17,6 @@ fn with_inline_max(n: u64) -> StoreOptions {
     let mut o = StoreOptions::default();
     o.inline_max_bytes = n;
     o
-}
-
-/// The codec of every object in the store's packs.
-fn pack_codecs(store: &Store) -> std::collections::HashMap<ObjectId, Codec> {
-    files_ending(&store.layout().packs, ".idx")
-        .iter()
-        .flat_map(|p| {
-            PackIndex::load(p)
-                .expect("the index loads")
-                .entries()
-                .map(|e| e.expect("the index reads"))
-                .collect::<Vec<_>>()
-        })
-        .map(|e| (e.id, e.codec))
-        .collect()
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! call, deterministic noise, directory walks that never follow links, and child processes.
 
 use cairn_store::gc::GcOptions;
+use cairn_store::pack::{Codec, PackIndex};
 use cairn_store::retain::{PruneReport, Retention};
 use cairn_store::{
     CaptureSettings, Classify, Compression, EntryKind, ErrorKind, Manifest, ObjectId, ObjectKind,
@@ -151,6 +152,21 @@ pub fn write_unreachable(store: &Store, blobs: &[&[u8]]) -> Vec<ObjectId> {
         .collect();
     w.commit().expect("the objects are committed");
     ids
+}
+
+/// The codec of every object in the store's packs.
+pub fn pack_codecs(store: &Store) -> std::collections::HashMap<ObjectId, Codec> {
+    files_ending(&store.layout().packs, ".idx")
+        .iter()
+        .flat_map(|p| {
+            PackIndex::load(p)
+                .expect("the index loads")
+                .entries()
+                .map(|e| e.expect("the index reads"))
+                .collect::<Vec<_>>()
+        })
+        .map(|e| (e.id, e.codec))
+        .collect()
 }
 
 /// The paths in `dir` (not below it) whose names end with `suffix`, sorted.
