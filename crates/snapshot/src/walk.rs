@@ -926,9 +926,11 @@ impl Walker<'_> {
         let mut subdir_changed = false;
         let (mut files, mut bytes, mut symlinks) = (0u64, 0u64, 0u64);
         let mut kept = Vec::new();
-        let mut i = 0;
-        while i < records.len() {
-            let e = &records[i];
+        // The subdirectories on the way to a change (or that the cache cannot vouch for),
+        // each `lstat`ed first: one gone or replaced since leaves the directory to be walked
+        // before anything beneath it was.
+        let mut descend: Vec<(usize, std::ffi::CString, rustix::fs::Stat)> = Vec::new();
+        for (i, e) in records.iter().enumerate() {
             match e.kind {
                 CachedKind::File => {
                     files += 1;
@@ -949,44 +951,54 @@ impl Walker<'_> {
                         || scope.in_subtree(&path)
                         || !self.reuse(&path))
                     {
-                        i += 1;
                         continue;
                     }
                     let Ok(name) = std::ffi::CString::new(e.name.clone()) else {
                         return Ok(None);
                     };
-                    let st = match dir.stat(&name) {
+                    match dir.stat(&name) {
                         Ok(st)
                             if rustix::fs::FileType::from_raw_mode(st.st_mode)
                                 == rustix::fs::FileType::Directory =>
                         {
-                            st
+                            descend.push((i, name, st));
                         }
                         _ => return Ok(None),
-                    };
-                    let work = Work {
-                        name: &name,
-                        st,
-                        cached: Some(e),
-                    };
-                    match self.entry(dir, rel, &work, &chain, true, true)? {
-                        Some(new) => {
-                            if new != records[i] {
-                                records[i] = new;
-                                changed = true;
-                                subdir_changed = true;
-                            }
-                        }
-                        None => {
-                            records.remove(i);
-                            changed = true;
-                            subdir_changed = true;
-                            continue;
-                        }
                     }
                 }
             }
-            i += 1;
+        }
+        // Walked in rayon's pool when there are several (changes in several subtrees), as a
+        // listing's entries are (`look_all`).
+        let one = |(i, name, st): &(usize, std::ffi::CString, rustix::fs::Stat)| {
+            let work = Work {
+                name,
+                st: *st,
+                cached: Some(&records[*i]),
+            };
+            self.entry(dir, rel, &work, &chain, true, true)
+        };
+        let walked: Vec<Result<Option<CachedEntry>>> = if descend.len() > 1 {
+            descend.par_iter().map(one).collect()
+        } else {
+            descend.iter().map(one).collect()
+        };
+        // From the last, so that a removal leaves the places still to come where they were.
+        for ((i, _, _), now) in descend.iter().zip(walked).rev() {
+            match now? {
+                Some(new) => {
+                    if new != records[*i] {
+                        records[*i] = new;
+                        changed = true;
+                        subdir_changed = true;
+                    }
+                }
+                None => {
+                    records.remove(*i);
+                    changed = true;
+                    subdir_changed = true;
+                }
+            }
         }
         self.taken(files, bytes, symlinks, 1, kept);
         if !changed {
