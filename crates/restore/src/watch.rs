@@ -768,12 +768,33 @@ impl Served<'_> {
                 Err(e) => Response::Refused(e),
             },
             Request::Status => Response::Status(Box::new(self.status())),
-            Request::Snapshot(req) => self.snapshot(&req),
+            Request::Snapshot(req) => match self.snapshot(&req, &mut stream) {
+                Some(answer) => answer,
+                None => return,
+            },
         };
         let _ = send(&mut stream, &answer);
     }
 
-    fn snapshot(&self, req: &SnapshotRequest) -> Response {
+    /// Counts the snapshot `s` taken, and the answer that carries it.
+    fn taken(&self, s: &Snapshot) -> Response {
+        *self.last_snapshot.lock() = Some(std::time::Instant::now());
+        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        Response::Snapshot(Box::new(WireSnapshot {
+            id: s.id,
+            root: s.root,
+            stats: s.stats,
+            skipped: s.skipped.clone(),
+            kept: s.kept.clone(),
+            manifest: s.manifest.clone(),
+            walk: s.walk.clone(),
+        }))
+    }
+
+    /// Takes the snapshot `req` asks for and returns the answer, or `None` when it was sent
+    /// on `stream` already: as soon as the snapshot was durable, before the stat cache was
+    /// brought up to date for the next one (see [`cairn_snapshot::Context::taken`]).
+    fn snapshot(&self, req: &SnapshotRequest, stream: &mut UnixStream) -> Option<Response> {
         let ws = self.ws;
         let _one_at_a_time = self.taking.lock();
         if req.store != ws.store().path()
@@ -781,15 +802,17 @@ impl Served<'_> {
             || req.root != ws.root()
             || req.remote != ws.options().store_options.remote.is_some()
         {
-            return Response::Refused(format!(
+            return Some(Response::Refused(format!(
                 "this watcher serves workspace {} at {} in store {}",
                 ws.id(),
                 ws.root().display(),
                 ws.store().path().display()
-            ));
+            )));
         }
         let Ok(metadata) = serde_json::from_str(&req.metadata) else {
-            return Response::Refused("metadata that is not a JSON object".into());
+            return Some(Response::Refused(
+                "metadata that is not a JSON object".into(),
+            ));
         };
         for f in &req.own_files {
             ws.keep_out(f);
@@ -810,34 +833,32 @@ impl Served<'_> {
             ..opts.clone()
         });
         *self.covered.lock() = self.watcher.last_event();
+        if let Some(snapshot) = self.answer_ahead(&opts) {
+            return Some(self.taken(&snapshot));
+        }
+        let mut answered = false;
+        let mut answer = |s: &Snapshot| {
+            let _ = send(stream, &self.taken(s));
+            answered = true;
+        };
         // Asked for before a walk ahead (right after a change): its trees are stored
         // uncompressed, and compressed by the merge this daemon makes once idle (a store that
         // caches a remote never merges, so it compresses them now).
         let ctx = cairn_snapshot::Context {
             defer_tree_compression: ws.options().store_options.remote.is_none(),
+            taken: Some(&mut answer),
             ..Default::default()
         };
-        let taken = match self.answer_ahead(&opts) {
-            Some(snapshot) => Ok(snapshot),
-            None => ws.snapshot(&opts, ctx).map(|out| out.snapshot),
-        };
+        let taken = ws.snapshot(&opts, ctx);
+        if answered {
+            return None;
+        }
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
-        match taken {
-            Ok(s) => {
-                self.snapshots.fetch_add(1, Ordering::Relaxed);
-                Response::Snapshot(Box::new(WireSnapshot {
-                    id: s.id,
-                    root: s.root,
-                    stats: s.stats,
-                    skipped: s.skipped,
-                    kept: s.kept,
-                    manifest: s.manifest,
-                    walk: s.walk,
-                }))
-            }
+        Some(match taken {
+            Ok(out) => self.taken(&out.snapshot),
             // The caller takes it itself, and meets the error itself.
             Err(e) => Response::Refused(e.to_string()),
-        }
+        })
     }
 }
 

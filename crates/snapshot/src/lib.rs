@@ -68,6 +68,9 @@ pub struct Progress {
 /// stops the walk with `ABORTED_BY_CALLBACK`.
 pub type ProgressFn<'a> = &'a mut dyn FnMut(&Progress) -> bool;
 
+/// A callback given the snapshot as soon as it is durable (see [`Context::taken`]).
+pub type TakenFn<'a> = &'a mut dyn FnMut(&Snapshot);
+
 /// How to take a snapshot: what it captures and what it records. `Default` is the safest
 /// choice. What one call is watched and steered with (cancel, progress, threads) is its
 /// [`Context`], apart.
@@ -132,6 +135,13 @@ pub struct Context<'a> {
     /// such a snapshot's work. A merge of small packs compresses them later
     /// ([`cairn_store::Store::merge_small_packs`]); blobs are compressed as always.
     pub defer_tree_compression: bool,
+    /// Called once, on the calling thread, with the snapshot [`snapshot`] took, as soon as
+    /// its manifest is durable and before the stat cache is brought up to date for the next
+    /// one (the changed directories' records taken in, their subtrees counted again, the
+    /// write to the file scheduled): a caller that hands the snapshot on (the `cairn watch`
+    /// daemon, to the process that asked) does so that much sooner. [`snapshot`] still
+    /// returns the snapshot afterwards.
+    pub taken: Option<TakenFn<'a>>,
 }
 
 impl std::fmt::Debug for Context<'_> {
@@ -141,6 +151,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("progress", &self.progress.is_some())
             .field("threads", &self.threads)
             .field("defer_tree_compression", &self.defer_tree_compression)
+            .field("taken", &self.taken.is_some())
             .finish()
     }
 }
@@ -663,11 +674,12 @@ pub fn snapshot(
     root: &Path,
     workspace_id: &str,
     options: &Options,
-    ctx: Context<'_>,
+    mut ctx: Context<'_>,
 ) -> Result<Snapshot> {
+    let taken = ctx.taken.take();
     let (prepared, committed) = take(store, root, workspace_id, options, ctx, Finish::Manifest)?;
     let (id, manifest) = committed.expect("a manifest was asked for");
-    prepared.finish(id, manifest)
+    prepared.finish(id, manifest, taken)
 }
 
 /// A snapshot whose walk is done and whose objects are durable in the store, without its
@@ -741,12 +753,29 @@ impl Prepared<'_> {
             .as_ref()
             .expect("a prepared snapshot keeps its operation until it is set aside, and an Ahead commits under a new one");
         let id = self.store.write_manifest(guard, &manifest)?;
-        self.finish(id, manifest)
+        self.finish(id, manifest, None)
     }
 
     /// Saves the stat cache of snapshot `id`, whose `manifest` is written, and returns the
-    /// snapshot.
-    fn finish(mut self, id: SnapshotId, manifest: Manifest) -> Result<Snapshot> {
+    /// snapshot, given first to `taken` (if any).
+    fn finish(
+        mut self,
+        id: SnapshotId,
+        manifest: Manifest,
+        taken: Option<TakenFn<'_>>,
+    ) -> Result<Snapshot> {
+        let snapshot = Snapshot {
+            id,
+            root: self.out.root,
+            stats: manifest.stats,
+            skipped: std::mem::take(&mut self.out.skipped),
+            kept: std::mem::take(&mut self.out.kept),
+            manifest,
+            walk: self.out.walk.clone(),
+        };
+        if let Some(taken) = taken {
+            taken(&snapshot);
+        }
         let store = self.store;
         let options = &self.options;
         // The cache is saved after the manifest: a crash in between only costs re-reading.
@@ -765,15 +794,7 @@ impl Prepared<'_> {
                 );
             }
         }
-        Ok(Snapshot {
-            id,
-            root: self.out.root,
-            stats: manifest.stats,
-            skipped: std::mem::take(&mut self.out.skipped),
-            kept: std::mem::take(&mut self.out.kept),
-            manifest,
-            walk: self.out.walk.clone(),
-        })
+        Ok(snapshot)
     }
 }
 

@@ -889,3 +889,36 @@ fn a_version_6_cache_is_read_and_then_written_whole_in_version_7_never_appended_
         whole.body.dirs
     );
 }
+
+#[test]
+fn a_snapshot_is_handed_to_its_taken_callback_once_durable_and_before_its_stat_cache_is_saved() {
+    let ws = Ws::new();
+    populate(&ws, 40);
+    let cache = StatCache::path(&ws.store, "ws").expect("the cache's path");
+    let mut seen = Vec::new();
+    let mut taken = |s: &cairn_snapshot::Snapshot| {
+        // The manifest is on disk, the stat cache not yet written.
+        let manifest = ws
+            .store
+            .read_manifest(&s.id)
+            .expect("the manifest is written");
+        seen.push((s.id, manifest.root, cache.exists()));
+    };
+    let snap = cairn_snapshot::snapshot(
+        &ws.store,
+        &ws.root(),
+        "ws",
+        &Options::default(),
+        cairn_snapshot::Context {
+            taken: Some(&mut taken),
+            ..Default::default()
+        },
+    )
+    .expect("snapshot");
+    assert_eq!(
+        seen,
+        vec![(snap.id, snap.root, false)],
+        "called once, first"
+    );
+    assert!(cache.exists(), "the cache is saved before the call returns");
+}
