@@ -849,15 +849,17 @@ impl Served<'_> {
             taken: Some(&mut answer),
             ..Default::default()
         };
-        let taken = ws.snapshot(&opts, ctx);
+        let outcome = ws.snapshot(&opts, ctx);
         if answered {
             return None;
         }
-        *self.last_snapshot.lock() = Some(std::time::Instant::now());
-        Some(match taken {
+        Some(match outcome {
             Ok(out) => self.taken(&out.snapshot),
             // The caller takes it itself, and meets the error itself.
-            Err(e) => Response::Refused(e.to_string()),
+            Err(e) => {
+                *self.last_snapshot.lock() = Some(std::time::Instant::now());
+                Response::Refused(e.to_string())
+            }
         })
     }
 }

@@ -599,7 +599,7 @@ impl Walker<'_> {
         };
         self.look_all(&look, &entries, &mut records)?;
         records.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let out = self.tree_of(&records, cached, cached_tree, false)?;
+        let out = self.tree_of(&records, cached, cached_tree, None)?;
         // A listing is vouched for only when every name in it has a record: a file skipped
         // (too large, hard-linked, unreadable, changing) or gone has none, and a listing taken
         // from the records would leave it out of every later snapshot, however the rules
@@ -773,22 +773,23 @@ impl Walker<'_> {
     }
 
     /// The tree of a directory's `records` (sorted by name): the cached one when its included
-    /// entries are the cache's (`same_entries`: the caller knows they are, and they are not
-    /// compared again), else built and stored.
+    /// entries are the cache's (`known`: whether they are, when the caller knows, so that
+    /// they are not compared), else built and stored.
     fn tree_of(
         &self,
         records: &[CachedEntry],
         cached: Option<&DirRecord>,
         cached_tree: Option<(TreeId, u64)>,
-        same_entries: bool,
+        known: Option<bool>,
     ) -> Result<DirOut> {
         let included = |e: &&CachedEntry| !matches!(e.kind, CachedKind::Excluded(_));
-        let same_tree = cached.is_some_and(|c| {
-            same_entries
-                || records
+        let same_tree = known.unwrap_or_else(|| {
+            cached.is_some_and(|c| {
+                records
                     .iter()
                     .filter(included)
                     .eq(c.entries.iter().filter(included))
+            })
         });
         match cached_tree {
             Some((id, size)) if same_tree && self.present(&id.object()) => Ok(DirOut { id, size }),
@@ -1026,15 +1027,22 @@ impl Walker<'_> {
         let records = merge_sorted(records, base);
         // The same entries as the record's when no subdirectory's changed and each named one
         // is as the record has it (or absent from both): every other entry is the record's.
-        let same_entries = !subdir_changed
-            && names.iter().all(|n| {
-                let now = records
-                    .binary_search_by(|e| e.name.as_slice().cmp(n))
-                    .ok()
-                    .map(|i| &records[i]);
-                now == record.get(n)
-            });
-        let out = self.tree_of(&records, Some(record), Some(tree), same_entries)?;
+        // The same tree when that holds of the entries it includes (not the excluded ones).
+        let now = |n: &[u8]| {
+            records
+                .binary_search_by(|e| e.name.as_slice().cmp(n))
+                .ok()
+                .map(|i| &records[i])
+        };
+        fn included(e: Option<&CachedEntry>) -> Option<&CachedEntry> {
+            e.filter(|e| !matches!(e.kind, CachedKind::Excluded(_)))
+        }
+        let same_entries = !subdir_changed && names.iter().all(|n| now(n) == record.get(n));
+        let same_tree = !subdir_changed
+            && names
+                .iter()
+                .all(|n| included(now(n)) == included(record.get(n)));
+        let out = self.tree_of(&records, Some(record), Some(tree), Some(same_tree))?;
         // As for a listing (see `walk_dir`): vouched for only when every entry present has a
         // record and none is a file with several links.
         let vouched = recorded == present.len() && !has_linked_file(&present) && !unreadable;

@@ -122,12 +122,13 @@ impl Store {
                 }
                 // A tree a snapshot stored uncompressed to answer sooner
                 // (`ObjectWriter::defer_tree_compression`) is compressed here, off its path.
-                match (e.kind, e.codec) {
-                    (ObjectKind::Tree, Codec::Raw) => match self.compressed(e.kind, &stored) {
-                        (codec, Some(c)) => writer.append(e.id, e.kind, codec, e.raw_len, &c)?,
-                        (_, None) => writer.append(e.id, e.kind, e.codec, e.raw_len, &stored)?,
-                    },
-                    _ => writer.append(e.id, e.kind, e.codec, e.raw_len, &stored)?,
+                let compressed = match (e.kind, e.codec) {
+                    (ObjectKind::Tree, Codec::Raw) => self.compressed(e.kind, &stored),
+                    _ => (e.codec, None),
+                };
+                match compressed {
+                    (codec, Some(c)) => writer.append(e.id, e.kind, codec, e.raw_len, &c)?,
+                    (_, None) => writer.append(e.id, e.kind, e.codec, e.raw_len, &stored)?,
                 }
             }
             merged.push(p);
