@@ -841,11 +841,11 @@ impl Served<'_> {
             let _ = send(stream, &self.taken(s));
             answered = true;
         };
-        // Asked for before a walk ahead (right after a change): its trees are stored
+        // Asked for before a walk ahead (right after a change): what it packs is stored
         // uncompressed, and compressed by the merge this daemon makes once idle (a store that
         // caches a remote never merges, so it compresses them now).
         let ctx = cairn_snapshot::Context {
-            defer_tree_compression: ws.options().store_options.remote.is_none(),
+            defer_compression: ws.options().store_options.remote.is_none(),
             taken: Some(&mut answer),
             ..Default::default()
         };

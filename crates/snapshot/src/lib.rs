@@ -129,12 +129,13 @@ pub struct Context<'a> {
     pub progress: Option<ProgressFn<'a>>,
     /// Worker threads; `None` uses rayon's global pool (one per core).
     pub threads: Option<usize>,
-    /// Store the trees this snapshot writes uncompressed, for a snapshot that must answer
+    /// Store the objects this snapshot packs uncompressed, for a snapshot that must answer
     /// soon (the `cairn watch` daemon's, asked for right after a change): compressing the
-    /// trees of a few large directories and of every directory above them is a third of
-    /// such a snapshot's work. A merge of small packs compresses them later
-    /// ([`cairn_store::Store::merge_small_packs`]); blobs are compressed as always.
-    pub defer_tree_compression: bool,
+    /// trees of a few large directories and of every directory above them was a third of
+    /// such a snapshot's work, and the changed files half of what each of them cost. A
+    /// merge of small packs compresses them later ([`cairn_store::Store::merge_small_packs`]);
+    /// a file large enough for a file of its own is compressed as always.
+    pub defer_compression: bool,
     /// Called once, on the calling thread, with the snapshot [`snapshot`] took, as soon as
     /// its manifest is durable and before the stat cache is brought up to date for the next
     /// one (the changed directories' records taken in, their subtrees counted again, the
@@ -150,7 +151,7 @@ impl std::fmt::Debug for Context<'_> {
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
             .field("threads", &self.threads)
-            .field("defer_tree_compression", &self.defer_tree_compression)
+            .field("defer_compression", &self.defer_compression)
             .field("taken", &self.taken.is_some())
             .finish()
     }
@@ -982,8 +983,8 @@ fn take<'s>(
     if finish == Finish::Ahead {
         writer.remember_ids();
     }
-    if ctx.defer_tree_compression {
-        writer.defer_tree_compression();
+    if ctx.defer_compression {
+        writer.defer_compression();
     }
     // Asked after the operation began and before the walk: every change the walk may miss
     // is after the token (see `watch`).

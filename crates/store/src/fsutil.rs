@@ -63,27 +63,29 @@ pub fn sync_dir(path: &Path) -> Result<()> {
         .map_err(|e| Error::io("sync directory", path, e))
 }
 
-/// A file to sync, its path and what an error calls the step (see [`sync_together`]).
+/// A file to sync, its path and what an error calls the step (see [`sync_while`]).
 pub type ToSync<'a> = (&'a File, &'a Path, &'static str);
 
-/// Syncs several files at once: each but the first on a thread of its own, so that all their
-/// writes are in flight together (on this machine's disk two syncs one after the other cost
-/// about twice one). The first error wins.
-pub fn sync_together(files: &[ToSync<'_>]) -> Result<()> {
+/// Syncs several files at once, each on a thread of its own so that all their writes are in
+/// flight together (on this machine's disk two syncs one after the other cost about twice
+/// one), while this thread does `work`: what needs no sync waits for none. The first error
+/// wins, a sync's before the work's.
+pub fn sync_while<T>(files: &[ToSync<'_>], work: impl FnOnce() -> Result<T>) -> Result<T> {
     let sync = |&(f, path, what): &ToSync<'_>| f.sync_all().map_err(|e| Error::io(what, path, e));
-    let Some((first, rest)) = files.split_first() else {
-        return Ok(());
-    };
     std::thread::scope(|s| {
-        let others: Vec<_> = rest.iter().map(|t| (t, s.spawn(move || sync(t)))).collect();
-        let mut result = sync(first);
-        for ((_, path, what), other) in others {
-            let done = other
+        let syncing: Vec<_> = files
+            .iter()
+            .map(|t| (t, s.spawn(move || sync(t))))
+            .collect();
+        let done = work();
+        let mut synced = Ok(());
+        for ((_, path, what), other) in syncing {
+            let one = other
                 .join()
                 .unwrap_or_else(|_| Err(Error::io(what, path, std::io::Error::other("panicked"))));
-            result = result.and(done);
+            synced = synced.and(one);
         }
-        result
+        synced.and(done)
     })
 }
 
@@ -139,7 +141,7 @@ pub fn write_atomic(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> Result<()> {
 
 /// A temporary file written whole and not yet in place: [`Staged::place`] renames it over its
 /// destination (after [`Staged::sync`], or after its file was synced with others, see
-/// [`sync_together`]). Dropped before that, it is removed.
+/// [`sync_while`]). Dropped before that, it is removed.
 #[derive(Debug)]
 pub struct Staged {
     file: File,
@@ -172,7 +174,9 @@ impl Staged {
 
     /// Makes its content durable.
     pub fn sync(&self) -> Result<()> {
-        sync_together(&[self.to_sync()])
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("sync", &self.tmp, e))
     }
 
     /// Renames it over `dest` and syncs `dest`'s directory. Its content must be durable first.

@@ -7,10 +7,10 @@
 //! and in faulting their index pages in. A collection (`gc`) consolidates packs too, but it
 //! marks every object reachable from every snapshot first, which costs as much as the store
 //! is large; a merge copies the records of the small packs as they are into one new pack and
-//! removes them, reading nothing else. The one record it changes is a tree stored
-//! uncompressed by a snapshot that had to answer soon
-//! ([`crate::ObjectWriter::defer_tree_compression`]): it is compressed as the store's
-//! setting says (the same id, the same bytes once read). The `cairn watch` daemon merges once idle, past 32
+//! removes them, reading nothing else. The one record it changes is one stored uncompressed,
+//! as a snapshot that had to answer soon stores every object it packs
+//! ([`crate::ObjectWriter::defer_compression`]): it is compressed as the store's setting says
+//! (the same id, the same bytes once read; one that does not compress well enough stays raw). The `cairn watch` daemon merges once idle, past 32
 //! small packs; a snapshot taken without a daemon merges right after itself, past 64 packs
 //! (`MERGE_AFTER_SNAPSHOT_PACKS` in `cairn-restore`).
 //!
@@ -26,7 +26,7 @@ use crate::error::Result;
 use crate::fsutil;
 use crate::id::ObjectId;
 use crate::lock::OperationKind;
-use crate::pack::{self, Codec, ObjectKind, PackWriter};
+use crate::pack::{self, Codec, PackWriter};
 use crate::Store;
 use std::collections::HashSet;
 
@@ -120,10 +120,10 @@ impl Store {
                 if !copied.insert(e.id) {
                     continue;
                 }
-                // A tree a snapshot stored uncompressed to answer sooner
-                // (`ObjectWriter::defer_tree_compression`) is compressed here, off its path.
-                let compressed = match (e.kind, e.codec) {
-                    (ObjectKind::Tree, Codec::Raw) => self.compressed(e.kind, &stored),
+                // What a snapshot stored uncompressed to answer sooner
+                // (`ObjectWriter::defer_compression`) is compressed here, off its path.
+                let compressed = match e.codec {
+                    Codec::Raw => self.compressed(e.kind, &stored),
                     _ => (e.codec, None),
                 };
                 match compressed {

@@ -951,7 +951,7 @@ impl Store {
             current: Mutex::new(None),
             written: Mutex::new(HashSet::new()),
             remembered: None,
-            raw_trees: false,
+            raw: false,
             stats: AtomicStats::default(),
         }
     }
@@ -1319,8 +1319,8 @@ pub struct ObjectWriter<'a> {
     written: Mutex<HashSet<ObjectId>>,
     /// With [`ObjectWriter::remember_ids`]: every object id it was given, stored or not.
     remembered: Option<Mutex<Vec<ObjectId>>>,
-    /// With [`ObjectWriter::defer_tree_compression`]: trees are stored uncompressed.
-    raw_trees: bool,
+    /// With [`ObjectWriter::defer_compression`]: packed objects are stored uncompressed.
+    raw: bool,
     stats: AtomicStats,
 }
 
@@ -1344,11 +1344,13 @@ impl ObjectWriter<'_> {
         self.written.lock().contains(id) || (self.reuse && self.store.reusable(id))
     }
 
-    /// From now on, stores the trees it is given uncompressed, for a snapshot that must
-    /// answer soon: a merge of small packs ([`Store::merge_small_packs`]) compresses them
-    /// later, as the store's compression setting says. Readers take either form.
-    pub fn defer_tree_compression(&mut self) {
-        self.raw_trees = true;
+    /// From now on, stores the objects it packs uncompressed (trees, and blobs up to
+    /// `inline_max_bytes`), for a snapshot that must answer soon: a merge of small packs
+    /// ([`Store::merge_small_packs`]) compresses them later, as the store's compression
+    /// setting says. A blob large enough for a file of its own is compressed as always.
+    /// Readers take either form.
+    pub fn defer_compression(&mut self) {
+        self.raw = true;
     }
 
     /// From now on, remembers the id of every object it is given, whether it stores it or
@@ -1382,7 +1384,7 @@ impl ObjectWriter<'_> {
     }
 
     fn compress(&self, kind: ObjectKind, bytes: &[u8]) -> (Codec, Option<Vec<u8>>) {
-        if self.raw_trees && kind == ObjectKind::Tree {
+        if self.raw {
             return (Codec::Raw, None);
         }
         self.store.compressed(kind, bytes)
@@ -1512,7 +1514,8 @@ impl ObjectWriter<'_> {
                     source: e,
                 })?;
         }
-        let codec = match self.compress(ObjectKind::Blob, &first) {
+        // Never deferred (`defer_compression`): no merge comes back to a file of its own.
+        let codec = match self.store.compressed(ObjectKind::Blob, &first) {
             (Codec::Zstd, _) => Codec::Zstd,
             _ => Codec::Raw,
         };

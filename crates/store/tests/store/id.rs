@@ -46,6 +46,33 @@ fn a_blob_id_equals_what_sha256sum_prints_for_the_file() {
     );
 }
 
+#[test]
+fn a_pack_is_named_by_what_sha256sum_prints_for_it() {
+    let dir = temp();
+    let mut o = StoreOptions::default();
+    o.inline_max_bytes = 64 * 1024;
+    let store = Store::open(dir.path().join("store"), o).expect("opens");
+    let op = store
+        .begin_operation(OperationKind::Write, &[])
+        .expect("begins");
+    let w = store.writer(&op);
+    // Several read-back chunks of 64 KiB and a piece of one: the name is hashed from the
+    // file once written, while the syncs run.
+    for seed in 0..5u64 {
+        let bytes = noise(seed + 10, 60 * 1024 + seed as usize);
+        w.put_blob_from(&mut &bytes[..], bytes.len() as u64)
+            .expect("stored");
+    }
+    w.commit().expect("commits");
+    let packs = crate::util::files_ending(&store.layout().packs, ".pack");
+    assert_eq!(packs.len(), 1, "{packs:?}");
+    for p in packs {
+        let name = p.file_stem().and_then(|s| s.to_str()).expect("a hex name");
+        assert_eq!(name, sha256sum(&p), "{}", p.display());
+        assert!(std::fs::metadata(&p).expect("the pack").len() > 5 * 60 * 1024);
+    }
+}
+
 /// Two manifests of `root` whose ids share their first four hex characters: found by
 /// encoding manifests that differ only in `created_ms` (a few hundred tries, deterministic).
 fn colliding_manifests(root: cairn_store::TreeId) -> (Manifest, Manifest) {

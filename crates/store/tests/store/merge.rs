@@ -74,18 +74,19 @@ fn more_small_packs_than_the_limit_are_merged_into_one_and_every_object_still_re
 }
 
 #[test]
-fn trees_a_snapshot_stored_uncompressed_to_answer_sooner_are_compressed_by_the_merge() {
+fn objects_a_snapshot_stored_uncompressed_to_answer_sooner_are_compressed_by_the_merge() {
     let dir = temp();
     let store = open(dir.path());
     let text = b"a line of text that zstd shrinks well\n".repeat(40);
     let mut trees = Vec::new();
     let mut blobs = Vec::new();
+    let mut noisy = Vec::new();
     for i in 0..3u64 {
         let op = store
             .begin_operation(OperationKind::Write, &[])
             .expect("an operation begins");
         let mut w = store.writer(&op);
-        w.defer_tree_compression();
+        w.defer_compression();
         let blob = w
             .put(
                 ObjectKind::Blob,
@@ -93,6 +94,12 @@ fn trees_a_snapshot_stored_uncompressed_to_answer_sooner_are_compressed_by_the_m
             )
             .expect("a blob is stored")
             .id;
+        // What zstd cannot shrink by an eighth stays raw, merged or not.
+        let noise = w
+            .put(ObjectKind::Blob, &crate::util::noise(i + 1, 4096))
+            .expect("a blob is stored")
+            .id;
+        noisy.push(noise);
         // A directory of 200 entries, as a snapshot rebuilds one after a change in it.
         let entries = (0..200u64)
             .map(|n| file_entry(format!("test-{i}-{n:04}.js").as_bytes(), blob, n))
@@ -111,8 +118,8 @@ fn trees_a_snapshot_stored_uncompressed_to_answer_sooner_are_compressed_by_the_m
             "a deferred tree is stored as it is"
         );
     }
-    for b in &blobs {
-        assert_eq!(codecs[b], Codec::Zstd, "blobs are compressed as always");
+    for b in blobs.iter().chain(&noisy) {
+        assert_eq!(codecs[b], Codec::Raw, "a deferred blob is stored as it is");
     }
 
     let report = store.merge_small_packs(&limit(1)).expect("merge");
@@ -125,7 +132,11 @@ fn trees_a_snapshot_stored_uncompressed_to_answer_sooner_are_compressed_by_the_m
         assert_eq!((kind, &read), (ObjectKind::Tree, bytes), "the same bytes");
     }
     for b in &blobs {
-        assert_eq!(codecs[b], Codec::Zstd);
+        assert_eq!(codecs[b], Codec::Zstd, "the merge compressed the blob");
+        assert!(fresh.read_object(b).is_ok());
+    }
+    for b in &noisy {
+        assert_eq!(codecs[b], Codec::Raw, "what does not shrink stays raw");
         assert!(fresh.read_object(b).is_ok());
     }
     let packs = dir.path().join("store/objects/packs");
@@ -242,4 +253,32 @@ fn merges_running_at_once_in_several_handles_beside_a_writer_lose_no_object() {
         let verified = fresh.verify().expect("verify");
         assert!(verified.is_ok(), "round {round}: {verified:?}");
     }
+}
+
+#[test]
+fn a_blob_large_enough_for_a_file_of_its_own_is_compressed_even_when_packing_is_deferred() {
+    let dir = temp();
+    let store = open(dir.path());
+    // Above the default inline_max_bytes (1 MiB): streamed into objects/large, which no merge
+    // comes back to.
+    let text = b"a line of text that zstd shrinks well\n".repeat(40_000);
+    let op = store
+        .begin_operation(OperationKind::Write, &[])
+        .expect("an operation begins");
+    let mut w = store.writer(&op);
+    w.defer_compression();
+    let put = w
+        .put_blob_from(&mut &text[..], text.len() as u64)
+        .expect("the blob is stored");
+    w.commit().expect("committed");
+    let large = files_ending(&dir.path().join("store/objects/large"), "");
+    assert_eq!(large.len(), 1, "{large:?}");
+    let size = std::fs::metadata(&large[0]).expect("the file").len();
+    assert!(
+        size < text.len() as u64 / 4,
+        "stored in {size} bytes for {} of text",
+        text.len()
+    );
+    let (_, read) = open(dir.path()).read_object(&put.id).expect("reads");
+    assert_eq!(read, text);
 }
