@@ -65,6 +65,9 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
 const RELEASE_AFTER: Duration =
     Duration::from_secs(cairn_snapshot::statcache::WRITE_DELAY.as_secs() + 1);
 
+/// How many merges of small packs in a row a snapshot may stop (see `Served::merge`).
+const MERGES_STOPPED_AT_MOST: u32 = 3;
+
 /// How much the daemon's resident memory must have grown since it last gave memory back
 /// before it does again (see `Served::release_when_idle`), KiB.
 const RELEASE_GROWTH_KIB: u64 = 16 * 1024;
@@ -427,6 +430,9 @@ pub fn serve(
         snapshots: std::sync::atomic::AtomicU64::new(0),
         packs_merged: std::sync::atomic::AtomicU64::new(0),
         merge_error: parking_lot::Mutex::new(None),
+        merging: AtomicBool::new(false),
+        merge_stop: Arc::new(AtomicBool::new(false)),
+        merges_stopped: std::sync::atomic::AtomicU32::new(0),
         taking: parking_lot::Mutex::new(()),
         last_snapshot: parking_lot::Mutex::new(None),
         released_kib: std::sync::atomic::AtomicU64::new(0),
@@ -443,11 +449,19 @@ pub fn serve(
     let end = std::thread::scope(|scope| {
         let mut last_check = std::time::Instant::now();
         let mut last_request = std::time::Instant::now();
-        loop {
+        let end = loop {
             if stop.load(Ordering::SeqCst) {
                 break ServeEnd::Stopped;
             }
-            served.release_when_idle();
+            if served.release_when_idle() {
+                let served = &served;
+                let spawned = std::thread::Builder::new()
+                    .name("cairn-watch-merge".into())
+                    .spawn_scoped(scope, move || served.merge());
+                if spawned.is_err() {
+                    served.merging.store(false, Ordering::SeqCst);
+                }
+            }
             served.settle_written();
             if last_check.elapsed() > Duration::from_secs(1) {
                 last_check = std::time::Instant::now();
@@ -504,7 +518,10 @@ pub fn serve(
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
-        }
+        };
+        // A merge under way stops, rather than hold the daemon's end.
+        served.merge_stop.store(true, Ordering::SeqCst);
+        end
     });
     // Only our own socket: another daemon may have taken the name since (it checked ours).
     if bound.is_some() && file_id(&socket) == bound {
@@ -530,6 +547,13 @@ struct Served<'a> {
     /// Small packs merged while idle, and why the last merge failed (if it did).
     packs_merged: std::sync::atomic::AtomicU64,
     merge_error: parking_lot::Mutex<Option<String>>,
+    /// A merge runs (on a thread of its own: see [`Served::merge`]).
+    merging: AtomicBool,
+    /// Set by a snapshot (asked for or walked ahead) as it begins: the merge under way
+    /// stops ([`cairn_store::merge::MergeOptions::stop`]).
+    merge_stop: Arc<AtomicBool>,
+    /// Merges stopped one after the other (see [`Served::merge`]).
+    merges_stopped: std::sync::atomic::AtomicU32,
     /// Held while one is taken, so they are taken one at a time.
     taking: parking_lot::Mutex<()>,
     /// When the last snapshot taken for others ended, until the memory it left is given
@@ -560,51 +584,76 @@ struct Served<'a> {
 impl Served<'_> {
     /// Once no snapshot has been taken for [`RELEASE_AFTER`] and the stat cache the last one
     /// left is written (the daemon then holds its index, not its records: see
-    /// [`cairn_snapshot::CacheMemo`]), merges the store's small packs if there are many
-    /// ([`cairn_store::Store::merge_small_packs`]) and gives back the memory the snapshots
-    /// since the last time used and no longer need, if the process grew by
-    /// [`RELEASE_GROWTH_KIB`] since:
+    /// [`cairn_snapshot::CacheMemo`]), says that a merge of the store's small packs is due
+    /// (`true`: the loop runs [`Served::merge`] on a thread of its own) and gives back the
+    /// memory the snapshots since the last time used and no longer need, if the process grew
+    /// by [`RELEASE_GROWTH_KIB`] since:
     /// the heap's free pages and the pack index pages lookups faulted in
     /// ([`Store::release_memory`]). A walk of a large tree (the first one, or one after a
     /// queue overflow) frees far more than it keeps, and the allocator would otherwise hold
     /// it for the daemon's whole life. Small snapshots leave it be: the pages given back are
     /// faulted in again by the next snapshot, which cost a 10-file snapshot of a 500,000-file
     /// tree about 4 ms when done after each one.
-    fn release_when_idle(&self) {
+    fn release_when_idle(&self) -> bool {
         let mut last = self.last_snapshot.lock();
-        let Some(at) = *last else { return };
+        let Some(at) = *last else { return false };
         let memo = &self.ws.site.memo;
         if at.elapsed() < RELEASE_AFTER || memo.writing() {
-            return;
+            return false;
         }
         // A snapshot under way: the next turn of the loop after it looks again.
         let Some(_none_taken) = self.taking.try_lock() else {
-            return;
+            return false;
         };
         *last = None;
         drop(last);
         // The write is done: its records, if the writer could not put the file's in their
         // place itself, are put there now.
         memo.wait();
-        // Each snapshot that wrote an object added a pack, and every lookup probes every
-        // pack: merged here, off any snapshot's path, once there are many small ones.
-        let merged = self
-            .ws
-            .store()
-            .merge_small_packs(&cairn_store::merge::MergeOptions::default());
-        match merged {
-            Ok(report) => {
-                self.packs_merged
-                    .fetch_add(report.packs_merged, Ordering::Relaxed);
-                *self.merge_error.lock() = None;
-            }
-            Err(e) => *self.merge_error.lock() = Some(e.to_string()),
-        }
         let grown =
             proc_status_kib("VmRSS:").saturating_sub(self.released_kib.load(Ordering::Relaxed));
         if grown >= RELEASE_GROWTH_KIB {
             self.give_back_memory();
         }
+        // Set free while no snapshot is under way: one that begins after this stops it.
+        if self.merging.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.merge_stop.store(false, Ordering::SeqCst);
+        true
+    }
+
+    /// Merges the store's small packs once there are many: each snapshot that wrote an
+    /// object added a pack, and every lookup probes every pack. Off any snapshot's path: on
+    /// a thread of its own, so that the loop goes on accepting requests, and stopped as soon
+    /// as a snapshot begins (`merge_stop`), which would otherwise share the two cores with
+    /// it (a merge of 32 packs of test262 snapshots compresses and hashes several megabytes)
+    /// or, as before, wait for it; the next idle moment merges again. After
+    /// [`MERGES_STOPPED_AT_MOST`] merges stopped in a row (snapshots that always come just
+    /// as the daemon begins to merge), the next one is not stopped: packs would pile up.
+    fn merge(&self) {
+        let stoppable = self.merges_stopped.load(Ordering::Relaxed) < MERGES_STOPPED_AT_MOST;
+        let merged = self
+            .ws
+            .store()
+            .merge_small_packs(&cairn_store::merge::MergeOptions {
+                stop: stoppable.then(|| self.merge_stop.clone()),
+                ..Default::default()
+            });
+        match merged {
+            Ok(report) => {
+                self.packs_merged
+                    .fetch_add(report.packs_merged, Ordering::Relaxed);
+                if report.stopped {
+                    self.merges_stopped.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.merges_stopped.store(0, Ordering::Relaxed);
+                }
+                *self.merge_error.lock() = None;
+            }
+            Err(e) => *self.merge_error.lock() = Some(e.to_string()),
+        }
+        self.merging.store(false, Ordering::SeqCst);
     }
 
     /// Once the stat cache write a snapshot left is done, and no snapshot is under way: puts
@@ -665,6 +714,7 @@ impl Served<'_> {
         let Some(_one_at_a_time) = self.taking.try_lock() else {
             return;
         };
+        self.merge_stop.store(true, Ordering::SeqCst);
         let Some(opts) = self.asked.lock().clone() else {
             return;
         };
@@ -797,6 +847,7 @@ impl Served<'_> {
     fn snapshot(&self, req: &SnapshotRequest, stream: &mut UnixStream) -> Option<Response> {
         let ws = self.ws;
         let _one_at_a_time = self.taking.lock();
+        self.merge_stop.store(true, Ordering::SeqCst);
         if req.store != ws.store().path()
             || req.workspace_id != ws.id()
             || req.root != ws.root()

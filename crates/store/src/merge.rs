@@ -38,6 +38,13 @@ pub struct MergeOptions {
     /// A pack of at most this many bytes is small (default 8 MiB). The merged pack is small
     /// too until it grows past this, and is merged again with the next ones.
     pub small_pack_bytes: u64,
+    /// Looked at before each pack is copied and before the new one is made durable: once it
+    /// is set, the merge stops, removes what it wrote, changes nothing and says so
+    /// ([`MergeReport::stopped`]). The `cairn watch` daemon merges while idle and sets it
+    /// when a snapshot is asked for, so that the snapshot does not share the machine with a
+    /// merge (a merge of 32 packs of test262 snapshots compresses and hashes several
+    /// megabytes).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for MergeOptions {
@@ -45,6 +52,7 @@ impl Default for MergeOptions {
         MergeOptions {
             max_small_packs: 32,
             small_pack_bytes: 8 << 20,
+            stop: None,
         }
     }
 }
@@ -60,6 +68,8 @@ pub struct MergeReport {
     pub new_pack: Option<ObjectId>,
     /// Small packs left as they were: a record did not read back well, or is quarantined.
     pub kept: Vec<ObjectId>,
+    /// Stopped by [`MergeOptions::stop`] before it was done: nothing was changed.
+    pub stopped: bool,
 }
 
 impl Store {
@@ -89,7 +99,18 @@ impl Store {
         let mut writer = PackWriter::create(&layout.tmp)?;
         let mut copied: HashSet<ObjectId> = HashSet::new();
         let mut merged = Vec::new();
+        let stopped = || {
+            options
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+        };
         for p in small {
+            if stopped() {
+                // The writer, dropped, removes its file.
+                report.stopped = true;
+                return Ok(report);
+            }
             // Gone since the refresh (another merge or a collection took it): nothing to do.
             let Ok(file) = p.file() else { continue };
             let mut records = Vec::new();
@@ -135,6 +156,10 @@ impl Store {
         }
         if merged.len() < 2 {
             // One pack merged alone would only be copied.
+            return Ok(report);
+        }
+        if stopped() {
+            report.stopped = true;
             return Ok(report);
         }
         let (id, _, _) = writer.finish(&layout.tmp, &layout.packs, None)?;

@@ -167,6 +167,7 @@ fn no_more_small_packs_than_the_limit_are_left_as_they_are() {
     let big = MergeOptions {
         max_small_packs: 1,
         small_pack_bytes: 10,
+        ..MergeOptions::default()
     };
     assert_eq!(
         store.merge_small_packs(&big).expect("merge"),
@@ -281,4 +282,39 @@ fn a_blob_large_enough_for_a_file_of_its_own_is_compressed_even_when_packing_is_
     );
     let (_, read) = open(dir.path()).read_object(&put.id).expect("reads");
     assert_eq!(read, text);
+}
+
+#[test]
+fn a_merge_told_to_stop_changes_nothing_and_says_so() {
+    let dir = temp();
+    let store = open(dir.path());
+    let mut ids: Vec<ObjectId> = Vec::new();
+    for i in 0..6u64 {
+        ids.extend(write_unreachable(&store, &[&noise(i, 300)]));
+    }
+    let packs = dir.path().join("store/objects/packs");
+    let before = files_ending(&packs, ".pack");
+    assert_eq!(before.len(), 6);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let options = MergeOptions {
+        stop: Some(stop.clone()),
+        ..limit(4)
+    };
+    let report = store.merge_small_packs(&options).expect("merge");
+    assert!(report.stopped, "{report:?}");
+    assert_eq!((report.packs_merged, report.new_pack), (0, None));
+    assert_eq!(files_ending(&packs, ".pack"), before);
+    assert_eq!(
+        files_ending(&dir.path().join("store/tmp"), "").len(),
+        0,
+        "nothing left behind in tmp/"
+    );
+    for id in &ids {
+        assert!(store.read_object(id).is_ok());
+    }
+    // Let go, the same merge is done.
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    let report = store.merge_small_packs(&options).expect("merge");
+    assert!(!report.stopped);
+    assert_eq!(report.packs_merged, 6);
 }
