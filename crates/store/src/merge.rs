@@ -10,9 +10,11 @@
 //! removes them, reading nothing else. The one record it changes is one stored uncompressed,
 //! as a snapshot that had to answer soon stores every object it packs
 //! ([`crate::ObjectWriter::defer_compression`]): it is compressed as the store's setting says
-//! (the same id, the same bytes once read; one that does not compress well enough stays raw). The `cairn watch` daemon merges once idle, past 32
-//! small packs; a snapshot taken without a daemon merges right after itself, past 64 packs
-//! (`MERGE_AFTER_SNAPSHOT_PACKS` in `cairn-restore`).
+//! (the same id, the same bytes once read; one that does not compress well enough stays
+//! raw). The `cairn watch` daemon merges once idle, past 32 small packs, on a thread of its
+//! own that a snapshot beginning stops ([`MergeOptions::stop`]); a snapshot taken without a
+//! daemon merges right after itself, past 64 packs (`MERGE_AFTER_SNAPSHOT_PACKS` in
+//! `cairn-restore`).
 //!
 //! A merge never drops an object: every record of a pack it removes is in the new pack, which
 //! is durable (synced, renamed into place, its directory synced) before any pack is removed,

@@ -29,7 +29,7 @@ const CHUNK: usize = 256 * 1024;
 pub enum Compression {
     /// Store bytes as they are.
     None,
-    /// zstd at this level (1..=19) for blobs, and at most [`TREE_LEVEL`] for trees. Objects
+    /// zstd at this level (1..=19) for blobs, and at most `TREE_LEVEL` (level 1) for trees. Objects
     /// that do not shrink by at least 1/8 are stored raw.
     Zstd {
         /// The zstd level.
