@@ -755,7 +755,12 @@ impl Served<'_> {
     /// the same capture settings, stat-cache use and own files, and the watcher reports
     /// nothing changed since its token. A restore a crash left unfinished is finished first,
     /// as for any snapshot. `None` (and nothing written): the caller takes the snapshot.
-    fn answer_ahead(&self, opts: &SnapshotOptions) -> Option<Snapshot> {
+    fn answer_ahead(
+        &self,
+        opts: &SnapshotOptions,
+        stream: &mut UnixStream,
+        answered: &mut bool,
+    ) -> Option<Snapshot> {
         let ahead = self.ahead.lock().take()?;
         crate::journal::finish_before_snapshot(&self.ws.site).ok()?;
         let walked = ahead.options();
@@ -778,11 +783,22 @@ impl Served<'_> {
             }) if dirs.is_empty() && subtrees.is_empty() => {}
             _ => return None,
         }
+        // Answered as soon as the manifest is durable, before the stat cache takes the walk's
+        // records in (as a snapshot asked for at once is: see `snapshot`), counted first.
+        let mut answer = |s: &Snapshot| {
+            self.answered_ahead.fetch_add(1, Ordering::Relaxed);
+            let _ = send(stream, &self.taken(s));
+            *answered = true;
+        };
         let snapshot = ahead
-            .commit(opts.label.clone(), opts.metadata.clone(), opts.protect)
+            .commit(
+                opts.label.clone(),
+                opts.metadata.clone(),
+                opts.protect,
+                Some(&mut answer),
+            )
             .ok()??;
         let _ = crate::journal::confirm_applied(&self.ws.site);
-        self.answered_ahead.fetch_add(1, Ordering::Relaxed);
         Some(snapshot)
     }
 
@@ -884,10 +900,10 @@ impl Served<'_> {
             ..opts.clone()
         });
         *self.covered.lock() = self.watcher.last_event();
-        if let Some(snapshot) = self.answer_ahead(&opts) {
-            return Some(self.taken(&snapshot));
-        }
         let mut answered = false;
+        if let Some(snapshot) = self.answer_ahead(&opts, stream, &mut answered) {
+            return (!answered).then(|| self.taken(&snapshot));
+        }
         let mut answer = |s: &Snapshot| {
             let _ = send(stream, &self.taken(s));
             answered = true;

@@ -742,6 +742,12 @@ impl Prepared<'_> {
 
     /// Writes the manifest, then the stat cache, and returns the snapshot.
     pub fn commit(self) -> Result<Snapshot> {
+        self.commit_handing(None)
+    }
+
+    /// [`Prepared::commit`], handing the snapshot to `taken` once its manifest is durable
+    /// and before the stat cache is saved (see [`Context::taken`]).
+    fn commit_handing(self, taken: Option<TakenFn<'_>>) -> Result<Snapshot> {
         let manifest = manifest_of(
             &self.root,
             &self.workspace_id,
@@ -754,7 +760,7 @@ impl Prepared<'_> {
             .as_ref()
             .expect("a prepared snapshot keeps its operation until it is set aside, and an Ahead commits under a new one");
         let id = self.store.write_manifest(guard, &manifest)?;
-        self.finish(id, manifest, None)
+        self.finish(id, manifest, taken)
     }
 
     /// Saves the stat cache of snapshot `id`, whose `manifest` is written, and returns the
@@ -919,14 +925,17 @@ impl Ahead<'_> {
     /// object its walk stored or found present is still in the store, and that the snapshot
     /// its stat cache was recorded with (and every one a restore primed it with) still
     /// exists, so every object its tree names is there; then writes the manifest and the stat
-    /// cache, as [`Prepared::commit`] does. `Ok(None)` when a check fails: a collection or a
-    /// deletion came in between, nothing was written, and the caller takes a snapshot anew.
-    /// The caller must know that nothing changed in the workspace since [`Ahead::token`].
+    /// cache, as [`Prepared::commit`] does, handing the snapshot to `taken` (if any) once
+    /// its manifest is durable and before the stat cache is saved (see [`Context::taken`]).
+    /// `Ok(None)` when a check fails: a collection or a deletion came in between, nothing
+    /// was written, and the caller takes a snapshot anew. The caller must know that nothing
+    /// changed in the workspace since [`Ahead::token`].
     pub fn commit(
         mut self,
         label: Option<String>,
         metadata: serde_json::Map<String, serde_json::Value>,
         protect: bool,
+        taken: Option<TakenFn<'_>>,
     ) -> Result<Option<Snapshot>> {
         let store = self.prepared.store;
         let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
@@ -948,7 +957,7 @@ impl Ahead<'_> {
         p.options.protect = protect;
         p.created_ms = snapshot_clock();
         p.out.walk.ahead_ms = Some(self.walked_at.elapsed().as_millis() as u64);
-        self.prepared.commit().map(Some)
+        self.prepared.commit_handing(taken).map(Some)
     }
 }
 

@@ -922,3 +922,42 @@ fn a_snapshot_is_handed_to_its_taken_callback_once_durable_and_before_its_stat_c
     );
     assert!(cache.exists(), "the cache is saved before the call returns");
 }
+
+#[test]
+fn a_snapshot_walked_ahead_is_handed_to_its_taken_callback_before_its_stat_cache_is_saved() {
+    let ws = Ws::new();
+    populate(&ws, 40);
+    let cache = StatCache::path(&ws.store, "ws").expect("the cache's path");
+    let ahead = cairn_snapshot::walk_ahead(
+        &ws.store,
+        &ws.root(),
+        "ws",
+        &Options::default(),
+        cairn_snapshot::Context::default(),
+    )
+    .expect("walked ahead");
+    assert!(!cache.exists(), "a walk ahead saves no stat cache");
+    let mut seen = Vec::new();
+    let mut taken = |s: &cairn_snapshot::Snapshot| {
+        let manifest = ws
+            .store
+            .read_manifest(&s.id)
+            .expect("the manifest is written");
+        seen.push((s.id, manifest.root, manifest.label, cache.exists()));
+    };
+    let snap = ahead
+        .commit(
+            Some("ahead".into()),
+            Default::default(),
+            false,
+            Some(&mut taken),
+        )
+        .expect("committed")
+        .expect("every object it walked is still there");
+    assert_eq!(
+        seen,
+        vec![(snap.id, snap.root, Some("ahead".to_string()), false)],
+        "called once, first"
+    );
+    assert!(cache.exists(), "the cache is saved before commit returns");
+}
