@@ -754,13 +754,14 @@ impl Served<'_> {
     /// [`Workspace::snapshot`] takes it with), when it can stand in for it: it was walked with
     /// the same capture settings, stat-cache use and own files, and the watcher reports
     /// nothing changed since its token. A restore a crash left unfinished is finished first,
-    /// as for any snapshot. `None` (and nothing written): the caller takes the snapshot.
+    /// as for any snapshot. The snapshot is counted and handed to `answer` as soon as its
+    /// manifest is durable, before the stat cache takes the walk's records in (as a snapshot
+    /// asked for at once is). `None` (and nothing written): the caller takes the snapshot.
     fn answer_ahead(
         &self,
         opts: &SnapshotOptions,
-        stream: &mut UnixStream,
-        answered: &mut bool,
-    ) -> Option<Snapshot> {
+        answer: cairn_snapshot::TakenFn<'_>,
+    ) -> Option<()> {
         let ahead = self.ahead.lock().take()?;
         crate::journal::finish_before_snapshot(&self.ws.site).ok()?;
         let walked = ahead.options();
@@ -783,23 +784,20 @@ impl Served<'_> {
             }) if dirs.is_empty() && subtrees.is_empty() => {}
             _ => return None,
         }
-        // Answered as soon as the manifest is durable, before the stat cache takes the walk's
-        // records in (as a snapshot asked for at once is: see `snapshot`), counted first.
-        let mut answer = |s: &Snapshot| {
+        let mut counted = |s: &Snapshot| {
             self.answered_ahead.fetch_add(1, Ordering::Relaxed);
-            let _ = send(stream, &self.taken(s));
-            *answered = true;
+            answer(s);
         };
-        let snapshot = ahead
+        ahead
             .commit(
                 opts.label.clone(),
                 opts.metadata.clone(),
                 opts.protect,
-                Some(&mut answer),
+                Some(&mut counted),
             )
             .ok()??;
         let _ = crate::journal::confirm_applied(&self.ws.site);
-        Some(snapshot)
+        Some(())
     }
 
     fn status(&self) -> DaemonStatus {
@@ -901,13 +899,13 @@ impl Served<'_> {
         });
         *self.covered.lock() = self.watcher.last_event();
         let mut answered = false;
-        if let Some(snapshot) = self.answer_ahead(&opts, stream, &mut answered) {
-            return (!answered).then(|| self.taken(&snapshot));
-        }
         let mut answer = |s: &Snapshot| {
             let _ = send(stream, &self.taken(s));
             answered = true;
         };
+        if self.answer_ahead(&opts, &mut answer).is_some() {
+            return None;
+        }
         // Asked for before a walk ahead (right after a change): what it packs is stored
         // uncompressed, and compressed by the merge this daemon makes once idle (a store that
         // caches a remote never merges, so it compresses them now).

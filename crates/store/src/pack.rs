@@ -706,20 +706,20 @@ impl Drop for PackWriter {
     }
 }
 
-/// The SHA-256 of the first `len` bytes of `file`, a pack just written (read back by position:
-/// the page cache holds them), a chunk at a time.
+/// The SHA-256 of the first `len` bytes of `file`, a pack just written, read back from the
+/// start (the page cache holds them) with [`Hasher::update_from`].
 fn hash_written(file: &File, len: u64, path: &Path) -> Result<ObjectId> {
-    use std::os::unix::fs::FileExt;
-    // 64 KiB: below malloc's mmap threshold (as `Hasher::update_from`).
-    let mut buf = vec![0u8; 64 * 1024];
+    use std::io::{Read, Seek, SeekFrom};
+    let read_back = |e| Error::io("read back pack", path, e);
+    let mut file = file;
+    file.seek(SeekFrom::Start(0)).map_err(read_back)?;
     let mut hasher = Hasher::new();
-    let mut at = 0u64;
-    while at < len {
-        let n = (len - at).min(buf.len() as u64) as usize;
-        file.read_exact_at(&mut buf[..n], at)
-            .map_err(|e| Error::io("read back pack", path, e))?;
-        hasher.update(&buf[..n]);
-        at += n as u64;
+    let read = hasher.update_from(&mut file.take(len)).map_err(read_back)?;
+    if read != len {
+        return Err(read_back(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{read} bytes of {len}"),
+        )));
     }
     Ok(hasher.finish())
 }
