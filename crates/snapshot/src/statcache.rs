@@ -175,12 +175,83 @@ pub enum CachedKind {
     Excluded(ExcludeReason),
 }
 
+/// A directory entry's name, raw bytes, shared between the records that hold it: a record
+/// rebuilt around a changed entry (a watched snapshot rebuilds every directory on the way to
+/// a change) shares each other entry's name with the record it came from rather than
+/// allocating and copying it. Stored as the bytes alone, as a `Vec<u8>` with `serde_bytes` was.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Name(std::sync::Arc<[u8]>);
+
+impl Name {
+    /// The name's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<&[u8]> for Name {
+    fn from(bytes: &[u8]) -> Name {
+        Name(bytes.into())
+    }
+}
+
+impl From<Vec<u8>> for Name {
+    fn from(bytes: Vec<u8>) -> Name {
+        Name(bytes.into())
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Name;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a name's bytes")
+            }
+
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Name, E> {
+                Ok(Name::from(v))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Name, A::Error> {
+                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(b) = seq.next_element()? {
+                    v.push(b);
+                }
+                Ok(Name::from(v))
+            }
+        }
+        d.deserialize_bytes(Bytes)
+    }
+}
+
 /// One entry of a directory as the last snapshot saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CachedEntry {
     /// The entry's name, raw bytes.
-    #[serde(with = "serde_bytes")]
-    pub name: Vec<u8>,
+    pub name: Name,
     /// What it was.
     pub kind: CachedKind,
     /// Its `lstat` fields and its object.
@@ -206,21 +277,21 @@ impl DirRecord {
     /// as a walk found them, sorted by name) no longer names as directories.
     pub fn subdirs_gone(&self, now: &[CachedEntry]) -> Vec<Vec<u8>> {
         let still = |name: &[u8]| {
-            now.binary_search_by(|n| n.name.as_slice().cmp(name))
+            now.binary_search_by(|n| n.name.as_bytes().cmp(name))
                 .ok()
                 .is_some_and(|i| now[i].kind == CachedKind::Dir)
         };
         self.entries
             .iter()
             .filter(|e| e.kind == CachedKind::Dir && !still(&e.name))
-            .map(|e| e.name.clone())
+            .map(|e| e.name.to_vec())
             .collect()
     }
 
     /// The entry named `name`.
     pub fn get(&self, name: &[u8]) -> Option<&CachedEntry> {
         self.entries
-            .binary_search_by(|e| e.name.as_slice().cmp(name))
+            .binary_search_by(|e| e.name.as_bytes().cmp(name))
             .ok()
             .map(|i| &self.entries[i])
     }
@@ -396,7 +467,7 @@ impl StatCacheFile {
                 None => (Vec::new(), path),
             };
             dirs.entry(dir).or_default().push(CachedEntry {
-                name,
+                name: name.into(),
                 kind: CachedKind::File,
                 stat,
             });

@@ -7,12 +7,12 @@
 
 use crate::error::{Error, Result};
 use crate::exclude::{ExcludeReason, Excludes, IgnoreChain};
-use crate::statcache::{CachedEntry, CachedKind, DirRecord, StatCache, StatRecord, Update};
+use crate::statcache::{CachedEntry, CachedKind, DirRecord, Name, StatCache, StatRecord, Update};
 use crate::watch::Partial;
 use cairn_store::relpath::join;
 use cairn_store::{
-    CancelToken, EntryKind, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason, Skipped, Tree,
-    TreeEntry, TreeId,
+    CancelToken, EntryKind, EntryRef, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason,
+    Skipped, Tree, TreeId,
 };
 use parking_lot::Mutex;
 use rayon::prelude::*;
@@ -129,7 +129,7 @@ pub(crate) struct DirOut {
 /// record.
 fn excluded_record(name: &[u8], mode: u32, reason: ExcludeReason) -> CachedEntry {
     CachedEntry {
-        name: name.to_vec(),
+        name: Name::from(name),
         kind: CachedKind::Excluded(reason),
         stat: StatRecord {
             dev: 0,
@@ -147,7 +147,7 @@ fn excluded_record(name: &[u8], mode: u32, reason: ExcludeReason) -> CachedEntry
 /// made and removed inside, which the tree already says).
 fn dir_record(name: &[u8], mode: u32, tree: TreeId, size: u64) -> CachedEntry {
     CachedEntry {
-        name: name.to_vec(),
+        name: Name::from(name),
         kind: CachedKind::Dir,
         stat: StatRecord {
             dev: 0,
@@ -352,6 +352,15 @@ fn merge_sorted(mut records: Vec<CachedEntry>, base: usize) -> Vec<CachedEntry> 
         return records;
     }
     tail.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    // A few (a watched snapshot's changed files in one directory): each put in its place,
+    // moving what follows it, rather than every entry moved into a new vector.
+    if tail.len() <= MERGE_IN_PLACE {
+        for t in tail {
+            let at = records.partition_point(|e| e.name < t.name);
+            records.insert(at, t);
+        }
+        return records;
+    }
     let at: Vec<usize> = tail
         .iter()
         .map(|t| records.partition_point(|e| e.name < t.name))
@@ -367,6 +376,9 @@ fn merge_sorted(mut records: Vec<CachedEntry>, base: usize) -> Vec<CachedEntry> 
     out.extend(head);
     out
 }
+
+/// Up to how many entries [`merge_sorted`] inserts one by one.
+const MERGE_IN_PLACE: usize = 8;
 
 /// Whether one of `entries` is a regular file with more than one link.
 fn has_linked_file(entries: &[(&CStr, rustix::fs::Stat)]) -> bool {
@@ -432,17 +444,6 @@ impl Walker<'_> {
             reason,
             is_dir,
         });
-    }
-
-    pub(crate) fn put_tree_inner(&self, tree: Tree) -> Result<TreeId> {
-        match &self.sink {
-            Sink::Store(w) => Ok(w.put_tree(&tree)?),
-            Sink::Hash(trees) => {
-                let id = tree.id();
-                trees.lock().insert(id, tree);
-                Ok(id)
-            }
-        }
     }
 
     fn put_small(&self, bytes: &[u8]) -> Result<ObjectId> {
@@ -700,7 +701,7 @@ impl Walker<'_> {
                 tally.bytes += p.size;
                 tally.reused += 1;
                 records.push(CachedEntry {
-                    name: name_b.to_vec(),
+                    name: Name::from(name_b),
                     kind: CachedKind::File,
                     stat: *p,
                 });
@@ -794,28 +795,32 @@ impl Walker<'_> {
         match cached_tree {
             Some((id, size)) if same_tree && self.present(&id.object()) => Ok(DirOut { id, size }),
             _ => {
-                let tree = Tree::new(
-                    records
-                        .iter()
-                        .filter(included)
-                        .map(|e| TreeEntry {
-                            name: e.name.clone(),
-                            kind: match e.kind {
-                                CachedKind::Dir => EntryKind::Dir,
-                                CachedKind::Symlink => EntryKind::Symlink,
-                                _ => EntryKind::File,
-                            },
-                            mode: e.stat.mode,
-                            size: e.stat.size,
-                            id: e.stat.blob,
-                        })
-                        .collect(),
-                )?;
-                let size = tree.total_size();
-                Ok(DirOut {
-                    id: self.put_tree_inner(tree)?,
-                    size,
-                })
+                let entries = records.iter().filter(included).map(|e| EntryRef {
+                    name: &e.name,
+                    kind: match e.kind {
+                        CachedKind::Dir => EntryKind::Dir,
+                        CachedKind::Symlink => EntryKind::Symlink,
+                        _ => EntryKind::File,
+                    },
+                    mode: e.stat.mode,
+                    size: e.stat.size,
+                    id: e.stat.blob,
+                });
+                match &self.sink {
+                    // Encoded from the records, whose names are not copied.
+                    Sink::Store(w) => {
+                        let (bytes, size) = cairn_store::encode_sorted(entries)?;
+                        let id = TreeId::from(w.put(ObjectKind::Tree, &bytes)?.id);
+                        Ok(DirOut { id, size })
+                    }
+                    Sink::Hash(trees) => {
+                        let tree = Tree::new(entries.map(|e| e.to_entry()).collect())?;
+                        let size = tree.total_size();
+                        let id = tree.id();
+                        trees.lock().insert(id, tree);
+                        Ok(DirOut { id, size })
+                    }
+                }
             }
         }
     }
@@ -915,7 +920,7 @@ impl Walker<'_> {
         let mut from = 0;
         for n in names {
             let rest = &record.entries[from..];
-            if let Ok(at) = rest.binary_search_by(|e| e.name.as_slice().cmp(n)) {
+            if let Ok(at) = rest.binary_search_by(|e| e.name.as_bytes().cmp(n)) {
                 records.extend_from_slice(&rest[..at]);
                 from += at + 1;
             }
@@ -954,7 +959,7 @@ impl Walker<'_> {
                     {
                         continue;
                     }
-                    let Ok(name) = std::ffi::CString::new(e.name.clone()) else {
+                    let Ok(name) = std::ffi::CString::new(e.name.to_vec()) else {
                         return Ok(None);
                     };
                     match dir.stat(&name) {
@@ -1030,7 +1035,7 @@ impl Walker<'_> {
         // The same tree when that holds of the entries it includes (not the excluded ones).
         let now = |n: &[u8]| {
             records
-                .binary_search_by(|e| e.name.as_slice().cmp(n))
+                .binary_search_by(|e| e.name.as_bytes().cmp(n))
                 .ok()
                 .map(|i| &records[i])
         };
@@ -1229,7 +1234,7 @@ impl Walker<'_> {
                 let id = self.put_small(&target)?;
                 self.counters.symlinks.fetch_add(1, Ordering::Relaxed);
                 Ok(Some(CachedEntry {
-                    name: name_b.to_vec(),
+                    name: Name::from(name_b),
                     kind: CachedKind::Symlink,
                     stat: StatRecord {
                         size: target.len() as u64,
@@ -1270,7 +1275,7 @@ impl Walker<'_> {
             .bytes
             .fetch_add(record.size, Ordering::Relaxed);
         Ok(Some(CachedEntry {
-            name: name.to_bytes().to_vec(),
+            name: Name::from(name.to_bytes()),
             kind: CachedKind::File,
             stat: StatRecord { blob, ..record },
         }))
@@ -1353,4 +1358,33 @@ pub(crate) fn open_root(root: &Path) -> Result<(OwnedFd, rustix::fs::Stat)> {
     })?;
     let st = rustix::fs::fstat(&fd).map_err(|e| Error::io("stat", root, e.into()))?;
     Ok((fd, st))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(names: &[String]) -> Vec<CachedEntry> {
+        let tree = TreeId::from(ObjectId([0; 32]));
+        names
+            .iter()
+            .map(|n| dir_record(n.as_bytes(), 0o040755, tree, 0))
+            .collect()
+    }
+
+    #[test]
+    fn merging_a_few_or_many_entries_into_sorted_ones_gives_them_all_sorted() {
+        let head: Vec<String> = (0..60).map(|i| format!("e{:03}", i * 2)).collect();
+        // Around, between and beyond the sorted ones, each count given in reverse order.
+        for k in [0, 1, 2, 7, 8, 9, 31] {
+            let tail: Vec<String> = (0..k).rev().map(|i| format!("e{:03}", i * 4 + 1)).collect();
+            let mut all = head.clone();
+            all.extend(tail.iter().cloned());
+            let merged = merge_sorted(entries(&all), head.len());
+            all.sort();
+            let names: Vec<&[u8]> = merged.iter().map(|e| e.name.as_bytes()).collect();
+            let want: Vec<&[u8]> = all.iter().map(|n| n.as_bytes()).collect();
+            assert_eq!(names, want, "{k} entries merged");
+        }
+    }
 }

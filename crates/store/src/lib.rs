@@ -62,7 +62,7 @@ pub use store::{
     BrokenIndex, Compression, IdleLock, Layout, ObjectWriter, PutOutcome, SnapshotEntry,
     SnapshotList, Store, StoreOptions, WriteStats, GITIGNORE,
 };
-pub use tree::{EntryKind, Tree, TreeEntry};
+pub use tree::{encode_sorted, EntryKind, EntryRef, Tree, TreeEntry};
 
 /// Read-only access to objects, the interface the restore layer reads through.
 pub trait ObjectSource: Send + Sync {

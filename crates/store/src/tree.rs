@@ -106,6 +106,120 @@ impl TreeEntry {
     pub fn permissions(&self) -> u32 {
         self.mode & 0o7777
     }
+
+    /// The entry with its name borrowed.
+    pub fn as_ref(&self) -> EntryRef<'_> {
+        EntryRef {
+            name: &self.name,
+            kind: self.kind,
+            mode: self.mode,
+            size: self.size,
+            id: self.id,
+        }
+    }
+}
+
+/// A tree entry whose name is borrowed, for [`encode_sorted`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    /// The entry's name (see [`TreeEntry::name`]).
+    pub name: &'a [u8],
+    /// What it is.
+    pub kind: EntryKind,
+    /// The full `st_mode`, type bits included.
+    pub mode: u32,
+    /// File length, symlink target length, or the bytes of all files below a directory.
+    pub size: u64,
+    /// The blob (file, symlink) or tree (directory) it names.
+    pub id: ObjectId,
+}
+
+impl EntryRef<'_> {
+    /// The entry, its name copied.
+    pub fn to_entry(&self) -> TreeEntry {
+        TreeEntry {
+            name: self.name.to_vec(),
+            kind: self.kind,
+            mode: self.mode,
+            size: self.size,
+            id: self.id,
+        }
+    }
+}
+
+/// Encodes a tree straight from `entries` already sorted by name, without building a [`Tree`]
+/// and so without owning their names (a snapshot rebuilds each directory on the way to a
+/// change from its stat cache record, hundreds of entries whose names it would copy only to
+/// encode them): the bytes `Tree::new(entries)?.encode()` gives and the checks `Tree::new`
+/// makes, and entries out of order fail too (`INVALID_ARGUMENT`). Returns the encoding and
+/// the tree's total size (see [`Tree::total_size`]).
+pub fn encode_sorted<'a>(entries: impl Iterator<Item = EntryRef<'a>>) -> Result<(Vec<u8>, u64)> {
+    let mut out = encoding_for(entries.size_hint().0);
+    let (mut count, mut size) = (0usize, 0u64);
+    let mut prev: Option<&[u8]> = None;
+    for e in entries {
+        if prev.is_some_and(|p| p > e.name) {
+            return Err(Error::InvalidArgument(format!(
+                "a tree's entries must be sorted by name: {:?} comes after {:?}",
+                String::from_utf8_lossy(e.name),
+                String::from_utf8_lossy(prev.unwrap_or_default())
+            )));
+        }
+        check_entry(prev, e.name, e.kind, e.mode)?;
+        encode_entry(&mut out, e);
+        if e.kind != EntryKind::Symlink {
+            size = size.saturating_add(e.size);
+        }
+        count += 1;
+        prev = Some(e.name);
+    }
+    set_count(&mut out, count);
+    Ok((out, size))
+}
+
+/// An encoding's header, with room for about `entries` entries (the count is set last).
+fn encoding_for(entries: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + entries * 64);
+    out.extend_from_slice(TREE_MAGIC);
+    out.push(TREE_VERSION);
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out
+}
+
+/// Sets the entry count of an encoding begun by [`encoding_for`].
+fn set_count(out: &mut [u8], count: usize) {
+    out[5..9].copy_from_slice(&(count as u32).to_le_bytes());
+}
+
+fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
+    out.push(e.kind.code());
+    out.extend_from_slice(&e.mode.to_le_bytes());
+    out.extend_from_slice(&e.size.to_le_bytes());
+    out.extend_from_slice(e.id.as_bytes());
+    out.extend_from_slice(&(e.name.len() as u16).to_le_bytes());
+    out.extend_from_slice(e.name);
+}
+
+/// The checks [`Tree::new`] makes of one entry, `prev` the name before it in name order.
+fn check_entry(prev: Option<&[u8]>, name: &[u8], kind: EntryKind, mode: u32) -> Result<()> {
+    check_name(name).map_err(|why| {
+        Error::InvalidArgument(format!(
+            "a tree cannot hold {why}: {:?}",
+            String::from_utf8_lossy(name)
+        ))
+    })?;
+    if prev == Some(name) {
+        return Err(Error::InvalidArgument(format!(
+            "a tree cannot hold two entries named {:?}",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    if mode & S_IFMT != kind.type_bits() || mode & !(S_IFMT | 0o7777) != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "mode {mode:o} does not fit a {kind:?} entry"
+        )));
+    }
+    Ok(())
 }
 
 /// A directory listing: entries sorted by name bytes.
@@ -141,24 +255,8 @@ impl Tree {
     pub fn new(mut entries: Vec<TreeEntry>) -> Result<Self> {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         for (i, e) in entries.iter().enumerate() {
-            check_name(&e.name).map_err(|why| {
-                Error::InvalidArgument(format!(
-                    "a tree cannot hold {why}: {:?}",
-                    String::from_utf8_lossy(&e.name)
-                ))
-            })?;
-            if i > 0 && entries[i - 1].name == e.name {
-                return Err(Error::InvalidArgument(format!(
-                    "a tree cannot hold two entries named {:?}",
-                    String::from_utf8_lossy(&e.name)
-                )));
-            }
-            if e.mode & S_IFMT != e.kind.type_bits() || e.mode & !(S_IFMT | 0o7777) != 0 {
-                return Err(Error::InvalidArgument(format!(
-                    "mode {:o} does not fit a {:?} entry",
-                    e.mode, e.kind
-                )));
-            }
+            let prev = i.checked_sub(1).map(|p| entries[p].name.as_slice());
+            check_entry(prev, &e.name, e.kind, e.mode)?;
         }
         Ok(Tree { entries })
     }
@@ -186,29 +284,22 @@ impl Tree {
         self.entries.is_empty()
     }
 
-    /// The total size recorded for the entries (the `size` a parent records for this directory).
+    /// The total size recorded for the entries (the `size` a parent records for this
+    /// directory); at most `u64::MAX`, whatever sizes a hostile tree records.
     pub fn total_size(&self) -> u64 {
         self.entries
             .iter()
             .filter(|e| e.kind != EntryKind::Symlink)
-            .map(|e| e.size)
-            .sum()
+            .fold(0u64, |total, e| total.saturating_add(e.size))
     }
 
     /// The canonical encoding.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(9 + self.entries.len() * 64);
-        out.extend_from_slice(TREE_MAGIC);
-        out.push(TREE_VERSION);
-        out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        let mut out = encoding_for(self.entries.len());
         for e in &self.entries {
-            out.push(e.kind.code());
-            out.extend_from_slice(&e.mode.to_le_bytes());
-            out.extend_from_slice(&e.size.to_le_bytes());
-            out.extend_from_slice(e.id.as_bytes());
-            out.extend_from_slice(&(e.name.len() as u16).to_le_bytes());
-            out.extend_from_slice(&e.name);
+            encode_entry(&mut out, e.as_ref());
         }
+        set_count(&mut out, self.entries.len());
         out
     }
 

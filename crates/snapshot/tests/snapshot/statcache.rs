@@ -961,3 +961,22 @@ fn a_snapshot_walked_ahead_is_handed_to_its_taken_callback_before_its_stat_cache
     );
     assert!(cache.exists(), "the cache is saved before commit returns");
 }
+
+#[test]
+fn an_entry_name_is_stored_as_the_bytes_alone_as_it_was_before_names_were_shared() {
+    use cairn_snapshot::statcache::Name;
+    let bytes: &[u8] = b"caf\xe9 \xff.txt";
+    let name = Name::from(bytes);
+    // What a `Vec<u8>` with `serde_bytes` wrote: cache files written before read the same.
+    let stored = postcard::to_allocvec(&name).expect("encodes");
+    assert_eq!(
+        stored,
+        postcard::to_allocvec(serde_bytes::Bytes::new(bytes)).expect("encodes")
+    );
+    let back: Name = postcard::from_bytes(&stored).expect("decodes");
+    assert_eq!(back.as_bytes(), bytes);
+    // A text format's list of numbers decodes too.
+    let json = serde_json::to_string(&name).expect("encodes");
+    let back: Name = serde_json::from_str(&json).expect("decodes");
+    assert_eq!(back, name);
+}

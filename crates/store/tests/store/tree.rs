@@ -3,8 +3,8 @@
 
 use crate::util::{kind, temp};
 use cairn_store::{
-    Classify, EntryKind, ErrorKind, ObjectId, ObjectKind, OperationKind, Store, StoreOptions, Tree,
-    TreeEntry, TreeId,
+    encode_sorted, Classify, EntryKind, ErrorKind, ObjectId, ObjectKind, OperationKind, Store,
+    StoreOptions, Tree, TreeEntry, TreeId,
 };
 use proptest::prelude::*;
 use std::path::Path;
@@ -317,6 +317,47 @@ fn tree_new_refuses_bad_names_duplicates_and_mismatched_modes_as_invalid_argumen
     assert_eq!(kind(bad_mode), ErrorKind::InvalidArgument);
 }
 
+/// What `encode_sorted` gives for `tree`'s entries, borrowed.
+fn encoded_sorted(entries: &[TreeEntry]) -> cairn_store::Result<(Vec<u8>, u64)> {
+    encode_sorted(entries.iter().map(TreeEntry::as_ref))
+}
+
+#[test]
+fn encoding_sorted_entries_gives_the_test_vectors_and_the_total_size() {
+    for (tree, hex) in [
+        (Tree::new(Vec::new()).expect("valid"), EMPTY_HEX),
+        (one_file_tree(), ONE_FILE_HEX),
+        (three_entry_tree(), THREE_HEX),
+    ] {
+        let (bytes, size) = encoded_sorted(tree.entries()).expect("valid entries");
+        assert_eq!(hex::encode(&bytes), hex);
+        assert_eq!(size, tree.total_size());
+    }
+}
+
+#[test]
+fn encoding_sorted_entries_refuses_what_tree_new_refuses_and_entries_out_of_order() {
+    let id = ObjectId::of(b"");
+    for name in [&b""[..], b".", b"..", b"a/b", b"a\0"] {
+        let r = encoded_sorted(&[entry(name, EntryKind::File, 0o100644, 0, id)]);
+        assert_eq!(kind(r), ErrorKind::InvalidArgument, "{name:?}");
+    }
+    let dup = encoded_sorted(&[
+        entry(b"a", EntryKind::File, 0o100644, 0, id),
+        entry(b"a", EntryKind::Dir, 0o040755, 0, id),
+    ]);
+    assert_eq!(kind(dup), ErrorKind::InvalidArgument);
+    let bad_mode = encoded_sorted(&[entry(b"a", EntryKind::Symlink, 0o100644, 0, id)]);
+    assert_eq!(kind(bad_mode), ErrorKind::InvalidArgument);
+    let unsorted = encoded_sorted(&[
+        entry(b"b", EntryKind::File, 0o100644, 0, id),
+        entry(b"a", EntryKind::File, 0o100644, 0, id),
+    ]);
+    let err = unsorted.expect_err("entries out of order");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("sorted"), "{err}");
+}
+
 #[test]
 fn a_hostile_tree_written_into_a_store_is_refused_by_read_tree() {
     let dir = temp();
@@ -419,6 +460,13 @@ proptest! {
         if let Ok(t) = Tree::decode(&bytes, None, origin()) {
             prop_assert_eq!(t.encode(), bytes);
         }
+    }
+
+    #[test]
+    fn encoding_a_random_trees_sorted_entries_gives_its_encoding(tree in arb_tree()) {
+        let (bytes, size) = encoded_sorted(tree.entries()).expect("a valid tree's entries");
+        prop_assert_eq!(bytes, tree.encode());
+        prop_assert_eq!(size, tree.total_size());
     }
 
     #[test]
