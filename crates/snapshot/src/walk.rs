@@ -930,12 +930,21 @@ impl Walker<'_> {
         // A subdirectory's record replaced or removed below: the entries differ from the
         // record's whatever the named ones turn out to be.
         let mut subdir_changed = false;
-        let (mut files, mut bytes, mut symlinks) = (0u64, 0u64, 0u64);
+        // What is taken from the record without looking: its files and links, and each
+        // subdirectory off the way to every change, whole (added up here and counted once,
+        // after every subdirectory that could send the directory to be walked was looked at).
+        let (mut files, mut bytes, mut symlinks, mut dirs) = (0u64, 0u64, 0u64, 1u64);
         let mut kept = Vec::new();
         // The subdirectories on the way to a change (or that the cache cannot vouch for),
         // each `lstat`ed first: one gone or replaced since leaves the directory to be walked
         // before anything beneath it was.
         let mut descend: Vec<(usize, std::ffi::CString, rustix::fs::Stat)> = Vec::new();
+        // Each subdirectory's path, written over the directory's own.
+        let mut path = rel.to_vec();
+        if !rel.is_empty() {
+            path.push(b'/');
+        }
+        let prefix = path.len();
         for (i, e) in records.iter().enumerate() {
             match e.kind {
                 CachedKind::File => {
@@ -949,14 +958,22 @@ impl Walker<'_> {
                     is_dir: e.stat.mode & S_IFMT == S_IFDIR,
                 }),
                 CachedKind::Dir => {
-                    let path = join(rel, &e.name);
+                    path.truncate(prefix);
+                    path.extend_from_slice(&e.name);
                     // A subdirectory off the way to every change is taken whole from the
-                    // cache (counted by `reuse`), unless the cache cannot vouch for all of it.
-                    if !(scope.dirs.contains(&path)
+                    // cache (as `reuse` takes it), unless the cache cannot vouch for all of it.
+                    let off_the_way = !(scope.dirs.contains(&path)
                         || scope.ancestors.contains(&path)
-                        || scope.in_subtree(&path)
-                        || !self.reuse(&path))
+                        || scope.in_subtree(&path));
+                    if let Some(t) = off_the_way
+                        .then(|| self.cache.count_subtree(&path))
+                        .flatten()
                     {
+                        files += t.files;
+                        bytes += t.bytes;
+                        symlinks += t.symlinks;
+                        dirs += t.dirs;
+                        kept.extend(t.kept.iter().cloned());
                         continue;
                     }
                     let Ok(name) = std::ffi::CString::new(e.name.to_vec()) else {
@@ -1006,7 +1023,7 @@ impl Walker<'_> {
                 }
             }
         }
-        self.taken(files, bytes, symlinks, 1, kept);
+        self.taken(files, bytes, symlinks, dirs, kept);
         if !changed {
             return Ok(Some(DirOut {
                 id: tree.0,

@@ -705,3 +705,91 @@ fn a_watcher_knows_when_its_root_is_gone() {
     fs::rename(&b.root, &moved).expect("move the root");
     assert!(b.watch.is_gone());
 }
+
+/// A change source that says what the test tells it: the first snapshot walks the whole tree,
+/// every later one only `next`.
+#[derive(Debug)]
+struct Told {
+    next: parking_lot::Mutex<cairn_snapshot::Scope>,
+    seq: std::sync::atomic::AtomicU64,
+}
+
+impl cairn_snapshot::ChangeSource for Told {
+    fn changes_since(
+        &self,
+        since: Option<cairn_snapshot::Token>,
+    ) -> Result<cairn_snapshot::Changes, String> {
+        let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scope = match since {
+            None => cairn_snapshot::Scope::Full("the first snapshot".into()),
+            Some(_) => self.next.lock().clone(),
+        };
+        Ok(cairn_snapshot::Changes {
+            token: cairn_snapshot::Token {
+                instance: [7; 16],
+                seq,
+            },
+            scope,
+        })
+    }
+}
+
+#[test]
+fn a_directory_on_the_way_to_a_change_found_replaced_is_walked_and_its_other_subdirectories_counted_once(
+) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let root = dir.path().join("ws");
+    for (path, body) in [
+        ("a/b/c/f.txt", "f"),
+        // Before `b` by name, so the walk takes them from the cache before it finds `b`.
+        ("a/a1/x1.txt", "x1"),
+        ("a/a1/x2.txt", "x2"),
+        ("a/a1/deeper/x3.txt", "x3"),
+        ("a/a2/y1.txt", "y1"),
+        ("a/top.txt", "top"),
+        ("other/z.txt", "z"),
+    ] {
+        let p = root.join(path);
+        fs::create_dir_all(p.parent().expect("a parent")).expect("its directory");
+        fs::write(&p, body).expect("a file");
+    }
+    let store = Store::open(dir.path().join("store"), StoreOptions::default()).expect("store");
+    let told = Arc::new(Told {
+        next: parking_lot::Mutex::new(cairn_snapshot::Scope::Full("unset".into())),
+        seq: Default::default(),
+    });
+    let options = Options {
+        watch: Some(told.clone()),
+        memo: Some(cairn_snapshot::CacheMemo::default()),
+        ..Options::default()
+    };
+    let first = snapshot(&store, &root, "told", &options, Context::default()).expect("first");
+    assert_eq!(first.walk.walked, Walked::Full);
+    // `a/b` becomes a file, and the source (late, as a watcher whose events for `a` are not
+    // read yet) names only a directory beneath it: the snapshot finds `a/b` replaced on its
+    // way down and walks `a` instead.
+    fs::remove_dir_all(root.join("a/b")).expect("remove a/b");
+    fs::write(root.join("a/b"), "now a file").expect("a/b as a file");
+    *told.next.lock() = cairn_snapshot::Scope::Partial {
+        dirs: vec![b"a/b/c".to_vec()],
+        names: Vec::new(),
+        subtrees: Vec::new(),
+        note: None,
+    };
+    let snap = snapshot(&store, &root, "told", &options, Context::default()).expect("second");
+    let truth = scan(
+        &store,
+        &root,
+        "truth",
+        &Options {
+            use_stat_cache: false,
+            ..Options::default()
+        },
+        Context::default(),
+    )
+    .expect("a walk");
+    assert_eq!(snap.root, truth.root);
+    assert_eq!(snap.stats.files, truth.stats.files, "files");
+    assert_eq!(snap.stats.bytes, truth.stats.bytes, "bytes");
+    assert_eq!(snap.stats.dirs, truth.stats.dirs, "directories");
+}
