@@ -217,33 +217,16 @@ impl std::fmt::Debug for Name {
 
 impl Serialize for Name {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.0)
+        serde_bytes::serialize(&*self.0, s)
     }
 }
 
 impl<'de> Deserialize<'de> for Name {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
-        struct Bytes;
-        impl<'de> serde::de::Visitor<'de> for Bytes {
-            type Value = Name;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a name's bytes")
-            }
-
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Name, E> {
-                Ok(Name::from(v))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Name, A::Error> {
-                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-                while let Some(b) = seq.next_element()? {
-                    v.push(b);
-                }
-                Ok(Name::from(v))
-            }
-        }
-        d.deserialize_bytes(Bytes)
+        // Borrowed from the record's bytes when the format allows it: one allocation, the
+        // name's own.
+        let bytes: std::borrow::Cow<'de, [u8]> = serde_bytes::deserialize(d)?;
+        Ok(Name::from(&*bytes))
     }
 }
 

@@ -154,7 +154,9 @@ impl EntryRef<'_> {
 /// makes, and entries out of order fail too (`INVALID_ARGUMENT`). Returns the encoding and
 /// the tree's total size (see [`Tree::total_size`]).
 pub fn encode_sorted<'a>(entries: impl Iterator<Item = EntryRef<'a>>) -> Result<(Vec<u8>, u64)> {
-    let mut out = encoding_for(entries.size_hint().0);
+    // A filtered iterator's lower bound is 0: room for as many as it may give instead.
+    let (least, most) = entries.size_hint();
+    let mut out = encoding_for(most.unwrap_or(least));
     let (mut count, mut size) = (0usize, 0u64);
     let mut prev: Option<&[u8]> = None;
     for e in entries {

@@ -896,14 +896,7 @@ fn a_snapshot_is_handed_to_its_taken_callback_once_durable_and_before_its_stat_c
     populate(&ws, 40);
     let cache = StatCache::path(&ws.store, "ws").expect("the cache's path");
     let mut seen = Vec::new();
-    let mut taken = |s: &cairn_snapshot::Snapshot| {
-        // The manifest is on disk, the stat cache not yet written.
-        let manifest = ws
-            .store
-            .read_manifest(&s.id)
-            .expect("the manifest is written");
-        seen.push((s.id, manifest.root, cache.exists()));
-    };
+    let mut taken = |s: &cairn_snapshot::Snapshot| seen.push(when_taken(&ws, &cache, s));
     let snap = cairn_snapshot::snapshot(
         &ws.store,
         &ws.root(),
@@ -917,10 +910,29 @@ fn a_snapshot_is_handed_to_its_taken_callback_once_durable_and_before_its_stat_c
     .expect("snapshot");
     assert_eq!(
         seen,
-        vec![(snap.id, snap.root, false)],
+        vec![(snap.id, snap.root, None, false)],
         "called once, first"
     );
     assert!(cache.exists(), "the cache is saved before the call returns");
+}
+
+/// What a taken callback sees of snapshot `s`: its id, and the root and label of its
+/// manifest, which must be on disk already, and whether the stat cache at `cache` is yet.
+fn when_taken(
+    ws: &Ws,
+    cache: &std::path::Path,
+    s: &cairn_snapshot::Snapshot,
+) -> (
+    cairn_store::SnapshotId,
+    cairn_store::TreeId,
+    Option<String>,
+    bool,
+) {
+    let manifest = ws
+        .store
+        .read_manifest(&s.id)
+        .expect("the manifest is written");
+    (s.id, manifest.root, manifest.label, cache.exists())
 }
 
 #[test]
@@ -938,13 +950,7 @@ fn a_snapshot_walked_ahead_is_handed_to_its_taken_callback_before_its_stat_cache
     .expect("walked ahead");
     assert!(!cache.exists(), "a walk ahead saves no stat cache");
     let mut seen = Vec::new();
-    let mut taken = |s: &cairn_snapshot::Snapshot| {
-        let manifest = ws
-            .store
-            .read_manifest(&s.id)
-            .expect("the manifest is written");
-        seen.push((s.id, manifest.root, manifest.label, cache.exists()));
-    };
+    let mut taken = |s: &cairn_snapshot::Snapshot| seen.push(when_taken(&ws, &cache, s));
     let snap = ahead
         .commit(
             Some("ahead".into()),
