@@ -422,6 +422,11 @@ struct TreeResult {
     /// What the walk and the watched snapshot read, per scenario and run: files hashed (and
     /// directories listed, when the CLI says), as `walk | watched`.
     hashed: [Vec<String>; 3],
+    /// Milliseconds, `[scenario][contender]`, split by the contender's place in the run: `[0]`
+    /// first (right after the edits), `[1]` after another contender (some tens of
+    /// milliseconds later: a watcher stores the changes' objects 20 ms after them, while the
+    /// contender then running shares the two cores with it).
+    by_place: [[[Vec<f64>; 2]; 3]; 3],
     watcher: Option<WatcherFigures>,
 }
 
@@ -565,6 +570,7 @@ fn measure(
     let mut times: [[Vec<f64>; 3]; 3] = Default::default();
     let mut walked: [Tally; 3] = Default::default();
     let mut hashed: [Vec<String>; 3] = Default::default();
+    let mut by_place: [[[Vec<f64>; 2]; 3]; 3] = Default::default();
     for run in 0..runs {
         eprintln!("run {}/{runs}", run + 1);
         for scenario in RUN_ORDER {
@@ -574,7 +580,7 @@ fn measure(
                 _ => {}
             }
             let mut ids: [Option<SnapshotOut>; 3] = Default::default();
-            for who in order(run, watch) {
+            for (place, who) in order(run, watch).into_iter().enumerate() {
                 let ms = if who == GIT {
                     status()?
                 } else {
@@ -583,6 +589,7 @@ fn measure(
                     ms
                 };
                 times[scenario][who].push(ms);
+                by_place[scenario][who][usize::from(place > 0)].push(ms);
             }
             let walk = ids[WALK].as_ref().ok_or("no walking snapshot")?;
             let Some(watched) = &ids[WATCHED] else {
@@ -670,6 +677,7 @@ fn measure(
         times,
         walked,
         hashed,
+        by_place,
         watcher,
     })
 }
@@ -735,6 +743,7 @@ fn run(args: Args) -> Result<(), String> {
 /// Prints each tree's details, then the tables.
 fn report(results: &[TreeResult]) {
     let m = |v: &[f64]| cli::median(v);
+    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     let first_watched: [Option<f64>; 3] =
         std::array::from_fn(|s| results.first().and_then(|r| m(&r.times[s][WATCHED])));
     for r in results {
@@ -762,9 +771,21 @@ fn report(results: &[TreeResult]) {
                 },
                 r.hashed[s].join(", ")
             );
+            let place = |who: usize, p: usize| {
+                let v = &r.by_place[s][who][p];
+                format!("{} ms (n={})", ms(m(v)), v.len())
+            };
+            for (who, name) in CONTENDERS.iter().enumerate() {
+                if r.by_place[s][who].iter().any(|v| !v.is_empty()) {
+                    println!(
+                        "  {label}: {name} median first {}, after another contender {}",
+                        place(who, 0),
+                        place(who, 1)
+                    );
+                }
+            }
         }
     }
-    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
     let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.3}x", a / b),
         _ => "-".to_string(),

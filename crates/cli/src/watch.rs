@@ -217,6 +217,13 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
                 st.walked_ahead, st.answered_ahead
             ));
         }
+        if st.stored_ahead > 0 {
+            out.push_str(&format!(
+                "  {} changes stored ahead a moment after them (the snapshot asked for next \
+                 found their objects stored)\n",
+                st.stored_ahead
+            ));
+        }
         if st.packs_merged > 0 {
             out.push_str(&format!(
                 "  {} small packs merged while idle\n",

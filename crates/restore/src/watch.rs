@@ -46,8 +46,9 @@ const MAX_MESSAGE: u32 = 256 << 20;
 /// each other's messages as their own, which postcard could do without an error and with
 /// another meaning (version 2 added the changed entries' names to `Scope::Partial`, version 3
 /// the merged packs to `DaemonStatus`, version 4 `WalkInfo::ahead_ms` and the snapshots walked
-/// ahead to `DaemonStatus`): the message is refused, and the client walks.
-const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x04";
+/// ahead to `DaemonStatus`, version 5 the changes stored ahead to `DaemonStatus`): the message
+/// is refused, and the client walks.
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x05";
 
 /// How long a daemon waits for a request, and a client for an answer to `Changes` or
 /// `Status` (each served on a thread of its own, never behind a snapshot).
@@ -76,6 +77,11 @@ const RELEASE_GROWTH_KIB: u64 = 16 * 1024;
 /// the daemon walks ahead (see `Served::walk_ahead`): the walk's token must come later than the
 /// window, or the next question would name the changed directories again.
 const AHEAD_MARGIN: Duration = Duration::from_millis(20);
+
+/// How long the workspace must have been quiet after a change before the daemon stores that
+/// change's objects (see `Served::walk_ahead`), well within the racy window: Watchman's
+/// default settle time.
+const STORE_AFTER: Duration = Duration::from_millis(20);
 
 /// The socket of the watcher of workspace `id` in `store`.
 pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
@@ -177,6 +183,10 @@ pub struct DaemonStatus {
     /// Snapshots it answered with one walked ahead, nothing having changed since (each
     /// then costs its manifest only).
     pub answered_ahead: u64,
+    /// Changes whose objects it stored ahead, once the workspace had been quiet for a moment
+    /// (20 ms) after them: the snapshot asked for within the racy window walks them again
+    /// but finds its objects stored (see `Served::walk_ahead`).
+    pub stored_ahead: u64,
 }
 
 /// The socket of the daemon of `ws` when one may be used (`CAIRN_WATCH` is not `off`) and the
@@ -442,10 +452,16 @@ pub fn serve(
         walking_ahead: AtomicBool::new(false),
         walked_ahead: std::sync::atomic::AtomicU64::new(0),
         answered_ahead: std::sync::atomic::AtomicU64::new(0),
+        store_allowed: AtomicBool::new(false),
+        storing: parking_lot::Mutex::new(None),
+        asking: std::sync::atomic::AtomicU64::new(0),
+        overflows_asked: std::sync::atomic::AtomicU64::new(0),
+        stored_ahead: std::sync::atomic::AtomicU64::new(0),
         cache_writing: AtomicBool::new(false),
     };
     ready(&served.status());
     let store_dir = ws.store().path().to_path_buf();
+    let read_events = served.watcher.events_fd();
     let end = std::thread::scope(|scope| {
         let mut last_check = std::time::Instant::now();
         let mut last_request = std::time::Instant::now();
@@ -478,18 +494,20 @@ pub fn serve(
                 }
             }
             let ahead_due = served.ahead_due();
-            if ahead_due.is_some_and(|due| due <= std::time::Instant::now())
-                && !served.walking_ahead.swap(true, Ordering::SeqCst)
+            if let Some((_, store_only)) =
+                ahead_due.filter(|&(due, _)| due <= std::time::Instant::now())
             {
-                let served = &served;
-                let spawned = std::thread::Builder::new()
-                    .name("cairn-watch-ahead".into())
-                    .spawn_scoped(scope, move || {
-                        served.walk_ahead();
+                if !served.walking_ahead.swap(true, Ordering::SeqCst) {
+                    let served = &served;
+                    let spawned = std::thread::Builder::new()
+                        .name("cairn-watch-ahead".into())
+                        .spawn_scoped(scope, move || {
+                            served.walk_ahead(store_only);
+                            served.walking_ahead.store(false, Ordering::SeqCst);
+                        });
+                    if spawned.is_err() {
                         served.walking_ahead.store(false, Ordering::SeqCst);
-                    });
-                if spawned.is_err() {
-                    served.walking_ahead.store(false, Ordering::SeqCst);
+                    }
                 }
             }
             match listener.accept() {
@@ -504,10 +522,15 @@ pub fn serve(
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     use rustix::event::{poll, PollFd, PollFlags};
-                    let mut fds = [PollFd::new(&listener, PollFlags::IN)];
+                    // Woken by a request, or by changes the watcher read: a store ahead is
+                    // due a moment after them.
+                    let mut fds = vec![PollFd::new(&listener, PollFlags::IN)];
+                    if let Some(fd) = &read_events {
+                        fds.push(PollFd::new(&**fd, PollFlags::IN));
+                    }
                     // Woken in time for a walk ahead that falls due before the next look.
                     let wait = ahead_due
-                        .map(|due| due.saturating_duration_since(std::time::Instant::now()))
+                        .map(|(due, _)| due.saturating_duration_since(std::time::Instant::now()))
                         .unwrap_or(Duration::MAX)
                         .clamp(Duration::from_millis(1), Duration::from_millis(250));
                     let timeout = rustix::event::Timespec {
@@ -515,6 +538,12 @@ pub fn serve(
                         tv_nsec: wait.as_nanos() as i64,
                     };
                     let _ = poll(&mut fds, Some(&timeout));
+                    if fds
+                        .get(1)
+                        .is_some_and(|f| f.revents().contains(PollFlags::IN))
+                    {
+                        served.watcher.clear_events_fd();
+                    }
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
@@ -577,6 +606,18 @@ struct Served<'a> {
     walking_ahead: AtomicBool,
     walked_ahead: std::sync::atomic::AtomicU64,
     answered_ahead: std::sync::atomic::AtomicU64,
+    /// A change may be stored ahead: set by each snapshot asked for, cleared as a store
+    /// ahead begins, so that there is at most one per snapshot asked for (a file written
+    /// every few tens of milliseconds would otherwise be read again at each pause).
+    store_allowed: AtomicBool,
+    /// Cancels the store ahead under way: a snapshot asked for does not wait for it.
+    storing: parking_lot::Mutex<Option<cairn_store::cancel::CancelToken>>,
+    /// Snapshots asked for that wait to begin: a store ahead does not begin then.
+    asking: std::sync::atomic::AtomicU64,
+    /// The watcher's queue overflows when the last snapshot was asked for: a store ahead
+    /// after another would walk the whole tree, and the snapshot asked for next again.
+    overflows_asked: std::sync::atomic::AtomicU64,
+    stored_ahead: std::sync::atomic::AtomicU64,
     /// A stat cache write was pending at the last look (see [`Served::settle_written`]).
     cache_writing: AtomicBool,
 }
@@ -685,12 +726,14 @@ impl Served<'_> {
             .store(proc_status_kib("VmRSS:"), Ordering::Relaxed);
     }
 
-    /// When the next walk ahead is due: once a snapshot was asked for (its options are the
-    /// ones walked with; never with a remote, whose cache the remote's collector owns), the
-    /// workspace changed since the last snapshot began, and it has been quiet since for the
-    /// watcher's racy window (plus [`AHEAD_MARGIN`]): only a walk whose token comes later than
-    /// that stands in for a snapshot asked for afterwards. `None`: none is due.
-    fn ahead_due(&self) -> Option<std::time::Instant> {
+    /// When the next walk ahead is due, and whether it only stores: once a snapshot was asked
+    /// for (its options are the ones walked with; never with a remote, whose cache the
+    /// remote's collector owns) and the workspace changed since the last snapshot began,
+    /// [`STORE_AFTER`] of quiet after the last change to store its objects (once per snapshot
+    /// asked for, when that comes before the walk ahead), and the watcher's racy window (plus
+    /// [`AHEAD_MARGIN`]) to walk ahead: only a walk whose token comes later than that stands
+    /// in for a snapshot asked for afterwards. `None`: none is due.
+    fn ahead_due(&self) -> Option<(std::time::Instant, bool)> {
         if self.ws.options().store_options.remote.is_some()
             || self.asked.lock().is_none()
             || self.walking_ahead.load(Ordering::SeqCst)
@@ -701,7 +744,12 @@ impl Served<'_> {
         if self.covered.lock().is_some_and(|c| c >= last) {
             return None;
         }
-        Some(last + self.watcher.racy_window() + AHEAD_MARGIN)
+        let walk = last + self.watcher.racy_window() + AHEAD_MARGIN;
+        let store = last + STORE_AFTER;
+        if store < walk && self.store_allowed.load(Ordering::SeqCst) {
+            return Some((store, true));
+        }
+        Some((walk, false))
     }
 
     /// Walks ahead: takes a snapshot's walk and objects (see [`cairn_snapshot::walk_ahead`])
@@ -710,7 +758,17 @@ impl Served<'_> {
     /// manifest ([`Served::answer_ahead`]). Not while a snapshot is taken (it covers the
     /// changes itself) nor while a restore of the workspace is unfinished. A walk ahead that
     /// fails is left: the snapshot asked for next walks as it would have.
-    fn walk_ahead(&self) {
+    ///
+    /// With `store_only` (a moment after a change, within the racy window), the walk is
+    /// dropped once its objects are durable: the watcher will report the directories it
+    /// read again (their files were recorded in their racy window), so it cannot stand in
+    /// for a snapshot, but the snapshot asked for next walks them and finds every object it
+    /// needs stored, and writes its manifest alone, not a pack of its trees and files with
+    /// it. Its objects are named by no manifest until then (a collection past its grace
+    /// period removes them, and the snapshot stores them again). The stat cache goes back
+    /// to the memo as it was, its write still pending, and the heap is not trimmed first:
+    /// the snapshot asked for next would fault its pages in again.
+    fn walk_ahead(&self, store_only: bool) {
         let Some(_one_at_a_time) = self.taking.try_lock() else {
             return;
         };
@@ -718,35 +776,75 @@ impl Served<'_> {
         let Some(opts) = self.asked.lock().clone() else {
             return;
         };
-        *self.covered.lock() = self.watcher.last_event();
+        let cancel = store_only.then(cairn_store::cancel::CancelToken::new);
+        if store_only {
+            self.store_allowed.store(false, Ordering::SeqCst);
+            self.storing.lock().clone_from(&cancel);
+            if self.asking.load(Ordering::SeqCst) > 0 {
+                self.storing.lock().take();
+                return;
+            }
+        } else {
+            *self.covered.lock() = self.watcher.last_event();
+        }
         // The one walked before is stale: its stat cache goes back to the memo first.
         drop(self.ahead.lock().take());
         if crate::journal::any_unfinished(&self.ws.site).unwrap_or(true) {
             return;
         }
         let ws = self.ws;
-        // The stat cache the last snapshot left is written first (now, rather than when its
-        // delay is over), and the walk takes the cache read back from the file, whose records
-        // stay there until looked at: taken while its write was under way, it was copied (the
-        // writer still held it). Then the heap's free pages are given back, which the walk
-        // faults in again as it needs them, so the snapshot asked for next finds them: the
-        // 500k daemon's heap grew by 12-15 MiB a walk ahead, to 65 MiB resident and a peak
-        // of 71; with both, 39-40 MiB resident and a peak of 55 (DEVELOPMENT.md). Off every
-        // caller's path: the walk ahead runs while the workspace is quiet.
-        ws.site.memo.wait();
-        // Not `give_back_memory`: see `released_kib`.
-        ws.store().release_memory();
+        // Only worth it when it costs little: not while the stat cache's write is under way
+        // (the cache would be copied and written again), nor when it would walk more than
+        // the changes (after an overflow, the whole tree; subtrees without a watch, which
+        // every snapshot walks).
+        if store_only
+            && (ws.site.memo.write_under_way()
+                || self.watcher.overflows() != self.overflows_asked.load(Ordering::SeqCst)
+                || !self.watcher.status().unwatched.is_empty())
+        {
+            return;
+        }
+        if !store_only {
+            // The stat cache the last snapshot left is written first (now, rather than when
+            // its delay is over), and the walk takes the cache read back from the file, whose
+            // records stay there until looked at: taken while its write was under way, it
+            // was copied (the writer still held it). Then the heap's free pages are given
+            // back, which the walk faults in again as it needs them, so the snapshot asked
+            // for next finds them: the 500k daemon's heap grew by 12-15 MiB a walk ahead, to
+            // 65 MiB resident and a peak of 71; with both, 39-40 MiB resident and a peak of
+            // 55 (DEVELOPMENT.md). Off every caller's path: the walk ahead runs while the
+            // workspace is quiet.
+            ws.site.memo.wait();
+            // Not `give_back_memory`: see `released_kib`.
+            ws.store().release_memory();
+        }
         let walked = cairn_snapshot::walk_ahead(
             ws.store(),
             ws.root(),
             ws.id(),
             &opts,
-            cairn_snapshot::Context::default(),
+            cairn_snapshot::Context {
+                // Stored raw, as a snapshot asked for at once stores them, and compressed by
+                // the merge once idle: the snapshot asked for next may be waiting for it.
+                defer_compression: store_only,
+                cancel,
+                ..Default::default()
+            },
         );
+        self.storing.lock().take();
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
-        if let Ok(ahead) = walked {
-            self.walked_ahead.fetch_add(1, Ordering::Relaxed);
-            *self.ahead.lock() = Some(ahead);
+        match walked {
+            Ok(ahead) if store_only => {
+                self.stored_ahead.fetch_add(1, Ordering::Relaxed);
+                // Dropped before the next snapshot can begin: its stat cache is back in the
+                // memo for it.
+                drop(ahead);
+            }
+            Ok(ahead) => {
+                self.walked_ahead.fetch_add(1, Ordering::Relaxed);
+                *self.ahead.lock() = Some(ahead);
+            }
+            Err(_) => {}
         }
     }
 
@@ -816,6 +914,7 @@ impl Served<'_> {
             merge_error: self.merge_error.lock().clone(),
             walked_ahead: self.walked_ahead.load(Ordering::Relaxed),
             answered_ahead: self.answered_ahead.load(Ordering::Relaxed),
+            stored_ahead: self.stored_ahead.load(Ordering::Relaxed),
         }
     }
 
@@ -860,7 +959,14 @@ impl Served<'_> {
     /// brought up to date for the next one (see [`cairn_snapshot::Context::taken`]).
     fn snapshot(&self, req: &SnapshotRequest, stream: &mut UnixStream) -> Option<Response> {
         let ws = self.ws;
+        // A store ahead under way stops (what it stored is found by this snapshot's walk),
+        // and none begins until this one has.
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        if let Some(storing) = self.storing.lock().take() {
+            storing.cancel();
+        }
         let _one_at_a_time = self.taking.lock();
+        self.asking.fetch_sub(1, Ordering::SeqCst);
         self.merge_stop.store(true, Ordering::SeqCst);
         if req.store != ws.store().path()
             || req.workspace_id != ws.id()
@@ -898,6 +1004,9 @@ impl Served<'_> {
             ..opts.clone()
         });
         *self.covered.lock() = self.watcher.last_event();
+        self.overflows_asked
+            .store(self.watcher.overflows(), Ordering::SeqCst);
+        self.store_allowed.store(true, Ordering::SeqCst);
         let mut answered = false;
         let mut answer = |s: &Snapshot| {
             let _ = send(stream, &self.taken(s));

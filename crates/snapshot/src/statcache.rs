@@ -2117,6 +2117,19 @@ impl CacheMemo {
             .is_some_and(|w| !w.thread.is_finished())
     }
 
+    /// Whether the cache the last snapshot left is being written now (its delay is over): a
+    /// snapshot that takes the cache meanwhile copies its records (the writer holds them) and
+    /// has them written again.
+    pub fn write_under_way(&self) -> bool {
+        self.0
+            .lock()
+            .as_ref()
+            .and_then(|h| h.writing.as_ref())
+            .is_some_and(|w| {
+                w.begun.load(std::sync::atomic::Ordering::Acquire) && !w.thread.is_finished()
+            })
+    }
+
     /// Waits until the cache the last snapshot left is written to its file.
     pub fn wait(&self) {
         let writing = self.0.lock().as_mut().and_then(|h| h.writing.take());

@@ -231,6 +231,8 @@ const UNWATCHABLE_FS: &[(i64, &str)] = &[
 
 struct State {
     fd: OwnedFd,
+    /// Written each time events are read (see [`Watcher::events_fd`]).
+    read_events: Option<Arc<OwnedFd>>,
     root: PathBuf,
     /// (device, inode) of the root: a root replaced is a root gone.
     root_id: (u64, u64),
@@ -352,17 +354,13 @@ impl Watcher {
             gone: false,
             queries: 0,
             last_event: None,
+            read_events: new_eventfd(),
         };
         state.watch_tree(b"", Some(root_fd));
         let state = Arc::new(Mutex::new(state));
         let stop = Arc::new(AtomicBool::new(false));
         // Without an eventfd the thread still sees `stop` within its poll's timeout.
-        let wake = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )
-        .ok()
-        .map(Arc::new);
+        let wake = new_eventfd();
         let thread = if options.background {
             let (state, stop, woken) = (state.clone(), stop.clone(), wake.clone());
             Some(
@@ -405,6 +403,14 @@ impl Watcher {
         s.last_event
     }
 
+    /// Times the kernel's queue overflowed since the watcher started (each refused the tokens
+    /// before it). Reads what is pending first.
+    pub fn overflows(&self) -> u64 {
+        let mut s = self.state.lock();
+        s.drain();
+        s.overflows + u64::from(s.overflowed)
+    }
+
     /// How long before a token a directory's change is reported again to the query after it
     /// ([`WatchOptions::racy_window`]): a snapshot walked ahead stands in for one asked for
     /// later only when its walk began longer than this after the last change.
@@ -416,6 +422,32 @@ impl Watcher {
     pub fn instance(&self) -> [u8; 16] {
         self.instance
     }
+
+    /// A descriptor that becomes readable whenever the watcher has read events (an eventfd),
+    /// for a loop that acts a moment after changes to poll beside its own;
+    /// [`Watcher::clear_events_fd`] makes it unreadable again. `None` when no eventfd could
+    /// be made.
+    pub fn events_fd(&self) -> Option<Arc<OwnedFd>> {
+        self.state.lock().read_events.clone()
+    }
+
+    /// Makes [`Watcher::events_fd`] unreadable until the next events are read.
+    pub fn clear_events_fd(&self) {
+        if let Some(fd) = self.events_fd() {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(fd.as_fd(), &mut count);
+        }
+    }
+}
+
+/// A non-blocking eventfd, or `None` where none can be made.
+fn new_eventfd() -> Option<Arc<OwnedFd>> {
+    rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+    )
+    .ok()
+    .map(Arc::new)
 }
 
 impl ChangeSource for Watcher {
@@ -695,6 +727,11 @@ impl State {
                 }
             }
         });
+        if !events.is_empty() {
+            if let Some(fd) = &self.read_events {
+                let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
+            }
+        }
         for (wd, mask, name) in events {
             self.event(wd, mask, name);
         }

@@ -342,3 +342,50 @@ fn a_walk_ahead_is_used_once_nothing_changed_and_costs_the_next_snapshot_only_it
         );
     });
 }
+
+/// Waits until the daemon has stored changes ahead more than `before` times.
+fn stored_ahead_past(fx: &Fx, before: u64) {
+    wait_for(
+        || daemon(fx).is_some_and(|s| s.stored_ahead > before),
+        "a store ahead",
+    );
+}
+
+#[test]
+fn a_change_is_stored_a_moment_after_it_so_the_snapshot_asked_within_its_racy_window_writes_no_object(
+) {
+    let fx = Fx::new();
+    seed_tree(&fx);
+    // A racy window long enough that no walk ahead comes before the snapshots asked for.
+    with_daemon(&fx, Duration::from_secs(3), || {
+        let first = fx.snap();
+        assert_eq!(first.root, walked_root(&fx));
+        assert_eq!(daemon(&fx).expect("the daemon runs").stored_ahead, 0);
+        fx.write("src/main.rs", b"fn main() { stored_ahead() }\n");
+        fx.write("docs/deep/new.md", b"# new\n");
+        stored_ahead_past(&fx, 0);
+        let snap = fx.snap();
+        // Walked (the store ahead cannot stand in for it), every object found stored.
+        assert!(snap.walk.ahead_ms.is_none(), "{:?}", snap.walk);
+        assert_eq!(snap.stats.stored_objects, 0, "{:?}", snap.stats);
+        assert_eq!(snap.root, walked_root(&fx));
+        // A change after the store ahead, asked for at once: seen, and stored then.
+        fx.write("src/main.rs", b"fn main() { after_it() }\n");
+        let after = fx.snap();
+        assert!(after.stats.stored_objects > 0, "{:?}", after.stats);
+        assert_eq!(after.root, walked_root(&fx));
+        let st = daemon(&fx).expect("the daemon runs");
+        assert_eq!((st.stored_ahead, st.walked_ahead), (1, 0), "{st:?}");
+        // At most one store ahead per snapshot asked for: the changes after it wait for the
+        // walk ahead (once the racy window is over), with no store ahead before it.
+        fx.write("README", b"changed\n");
+        stored_ahead_past(&fx, 1);
+        fx.write("README", b"changed after the store ahead\n");
+        walked_ahead_past(&fx, 0);
+        assert_eq!(daemon(&fx).expect("the daemon runs").stored_ahead, 2);
+        let ahead = fx.snap();
+        assert!(ahead.walk.ahead_ms.is_some(), "{:?}", ahead.walk);
+        assert_eq!(ahead.root, walked_root(&fx));
+    });
+    assert!(fx.ws.store().verify().expect("verify").is_ok());
+}
