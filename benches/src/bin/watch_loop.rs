@@ -39,8 +39,11 @@
 //! use over 10 s in which nothing changes, then its VmRSS and RssAnon again, idle (it gives
 //! back what its snapshots left once idle for 3 s); then it is stopped with SIGTERM.
 //!
-//! It prints medians (ms), the ratios of medians to `git status`, each tree's watched median
-//! against the first tree's, and markdown tables ready for docs/PERFORMANCE.md.
+//! It prints medians (ms), each contender's median by its place in the run (first, right after
+//! the edits, or after another contender: a watcher stores 10 changed files' objects 20 ms
+//! after the edits, so a snapshot asked for after `git status` or the walk finds them stored),
+//! the ratios of medians to `git status`, each tree's watched median against the first
+//! tree's, and markdown tables ready for docs/PERFORMANCE.md.
 //! `--watcher off` leaves the watcher out (a CLI without `cairn watch`): git and the walk only.
 
 use cairn_benches::cli::{self, Args};
