@@ -776,14 +776,8 @@ impl Served<'_> {
         let Some(opts) = self.asked.lock().clone() else {
             return;
         };
-        let cancel = store_only.then(cairn_store::cancel::CancelToken::new);
         if store_only {
             self.store_allowed.store(false, Ordering::SeqCst);
-            self.storing.lock().clone_from(&cancel);
-            if self.asking.load(Ordering::SeqCst) > 0 {
-                self.storing.lock().take();
-                return;
-            }
         } else {
             *self.covered.lock() = self.watcher.last_event();
         }
@@ -817,6 +811,17 @@ impl Served<'_> {
             ws.site.memo.wait();
             // Not `give_back_memory`: see `released_kib`.
             ws.store().release_memory();
+        }
+        // A snapshot asked for from here on cancels a store ahead; one already waiting to
+        // begin (it may have looked for a token to cancel before this one was set) keeps it
+        // from beginning.
+        let cancel = store_only.then(cairn_store::cancel::CancelToken::new);
+        if store_only {
+            self.storing.lock().clone_from(&cancel);
+            if self.asking.load(Ordering::SeqCst) > 0 {
+                self.storing.lock().take();
+                return;
+            }
         }
         let walked = cairn_snapshot::walk_ahead(
             ws.store(),
