@@ -787,16 +787,19 @@ impl Served<'_> {
             return;
         }
         let ws = self.ws;
-        // Only worth it when it costs little: not while the stat cache's write is under way
-        // (the cache would be copied and written again), nor when it would walk more than
-        // the changes (after an overflow, the whole tree; subtrees without a watch, which
-        // every snapshot walks).
+        // Only worth it when it walks no more than the changes: not after an overflow (the
+        // whole tree), nor with subtrees without a watch (every snapshot walks them).
         if store_only
-            && (ws.site.memo.write_under_way()
-                || self.watcher.overflows() != self.overflows_asked.load(Ordering::SeqCst)
+            && (self.watcher.overflows() != self.overflows_asked.load(Ordering::SeqCst)
                 || !self.watcher.status().unwatched.is_empty())
         {
             return;
+        }
+        // A stat cache write under way is waited for (taken meanwhile, the cache would be
+        // copied and written again); one still waiting for its delay is called off by the
+        // walk and set again when the walk is dropped.
+        if store_only && ws.site.memo.write_under_way() {
+            ws.site.memo.wait();
         }
         if !store_only {
             // The stat cache the last snapshot left is written first (now, rather than when
