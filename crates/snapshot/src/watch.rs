@@ -272,6 +272,8 @@ pub struct Watcher {
     stop: Arc<AtomicBool>,
     /// Written to wake the thread when the watcher is dropped, so it ends at once.
     wake: Option<Arc<OwnedFd>>,
+    /// The state's [`State::read_events`], handed out without taking the state's lock.
+    read_events: Option<Arc<OwnedFd>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -332,6 +334,7 @@ impl Watcher {
             .collect();
         let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)
             .map_err(|e| crate::Error::io("start inotify", &root, e.into()))?;
+        let events_read = new_eventfd();
         let mut state = State {
             fd,
             root: root.clone(),
@@ -354,7 +357,7 @@ impl Watcher {
             gone: false,
             queries: 0,
             last_event: None,
-            read_events: new_eventfd(),
+            read_events: events_read.clone(),
         };
         state.watch_tree(b"", Some(root_fd));
         let state = Arc::new(Mutex::new(state));
@@ -377,6 +380,7 @@ impl Watcher {
             instance: new_instance(),
             stop,
             wake,
+            read_events: events_read,
             thread,
         })
     }
@@ -428,12 +432,12 @@ impl Watcher {
     /// [`Watcher::clear_events_fd`] makes it unreadable again. `None` when no eventfd could
     /// be made.
     pub fn events_fd(&self) -> Option<Arc<OwnedFd>> {
-        self.state.lock().read_events.clone()
+        self.read_events.clone()
     }
 
     /// Makes [`Watcher::events_fd`] unreadable until the next events are read.
     pub fn clear_events_fd(&self) {
-        if let Some(fd) = self.events_fd() {
+        if let Some(fd) = &self.read_events {
             let mut count = [0u8; 8];
             let _ = rustix::io::read(fd.as_fd(), &mut count);
         }

@@ -90,10 +90,17 @@ fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
 
 /// Waits until the daemon has walked ahead more than `before` times.
 fn walked_ahead_past(fx: &Fx, before: u64) {
-    wait_for(
-        || daemon(fx).is_some_and(|s| s.walked_ahead > before),
-        "a walk ahead",
-    );
+    count_past(fx, |s| s.walked_ahead, before, "a walk ahead");
+}
+
+/// Waits until the daemon has stored changes ahead more than `before` times.
+fn stored_ahead_past(fx: &Fx, before: u64) {
+    count_past(fx, |s| s.stored_ahead, before, "a store ahead");
+}
+
+/// Waits until the daemon's count `count` (of its status) is more than `before`.
+fn count_past(fx: &Fx, count: fn(&DaemonStatus) -> u64, before: u64, what: &str) {
+    wait_for(|| daemon(fx).is_some_and(|s| count(&s) > before), what);
 }
 
 /// The root tree of a walk that reads every file, with the workspace's capture settings.
@@ -341,14 +348,6 @@ fn a_walk_ahead_is_used_once_nothing_changed_and_costs_the_next_snapshot_only_it
             walked + 1
         );
     });
-}
-
-/// Waits until the daemon has stored changes ahead more than `before` times.
-fn stored_ahead_past(fx: &Fx, before: u64) {
-    wait_for(
-        || daemon(fx).is_some_and(|s| s.stored_ahead > before),
-        "a store ahead",
-    );
 }
 
 #[test]
