@@ -538,16 +538,9 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
 
 /// Drops from the quarantine the ids whose every remaining copy now reads back well.
 fn refresh_quarantine(store: &Store) -> Result<()> {
-    let path = store.layout().quarantine();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io("read", &path, e)),
-    };
-    let ids: Vec<ObjectId> = text
-        .lines()
-        .filter_map(|l| ObjectId::from_hex(l.trim()).ok())
-        .collect();
+    // Read as the handle reads it: a line that is not an id, even one that is not UTF-8, is
+    // ignored (issue 53: one bad byte failed every collection with `IO`).
+    let ids = store.read_quarantine()?;
     if ids.is_empty() {
         return Ok(());
     }

@@ -513,9 +513,20 @@ impl Store {
     }
 
     fn load_quarantine(&self) -> Result<()> {
+        let ids = self.read_quarantine()?;
+        let mut q = self.inner.quarantine.write();
+        q.clear();
+        q.extend(ids);
+        Ok(())
+    }
+
+    /// The ids listed in `objects/quarantine`, read from the file (the one reader of it: the
+    /// handle's load and the collection's refresh share it). Bytes, not text: a line that is not
+    /// an id (not even UTF-8) is ignored, as the format says, rather than failing every read of
+    /// the store, or every collection, for ever (issues 29 and 53). A missing file is an empty
+    /// list; a directory in its place is `CORRUPT`.
+    pub(crate) fn read_quarantine(&self) -> Result<Vec<ObjectId>> {
         let path = self.inner.layout.quarantine();
-        // Bytes, not text: a line that is not an id (not even UTF-8) is ignored, as the format
-        // says, rather than failing every read of the store for ever (issue 29).
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -529,15 +540,11 @@ impl Store {
             }
             Err(e) => return Err(Error::io("read", &path, e)),
         };
-        let mut q = self.inner.quarantine.write();
-        q.clear();
-        q.extend(
-            bytes
-                .split(|&b| b == b'\n')
-                .filter_map(|l| std::str::from_utf8(l).ok())
-                .filter_map(|l| ObjectId::from_hex(l.trim()).ok()),
-        );
-        Ok(())
+        Ok(bytes
+            .split(|&b| b == b'\n')
+            .filter_map(|l| std::str::from_utf8(l).ok())
+            .filter_map(|l| ObjectId::from_hex(l.trim()).ok())
+            .collect())
     }
 
     /// Records ids found corrupt, so the next write of the same content stores it again.

@@ -263,3 +263,53 @@ fn a_quarantine_list_replaced_by_a_symlink_is_never_written_through() {
         "not the store's\n"
     );
 }
+
+/// Issue 53: a line of `objects/quarantine` that is not UTF-8 is ignored by the collection and
+/// the prune as the format says (they failed with `IO`, wedging retention), and the good line
+/// beside it still counts: its id keeps its place in the list while its bad copy remains.
+#[test]
+fn a_quarantine_line_that_is_not_utf8_is_ignored_by_gc_and_prune_and_the_good_line_still_counts() {
+    let dir = temp();
+    let store = Store::open(dir.path().join("store"), options(Compression::None)).expect("opens");
+    let (damaged, pack, _) = two_snapshots(&store);
+    let b = damaged.blobs[1];
+    flip_byte(
+        &pack,
+        record_offset(&pack, &b) + RECORD_HEADER_LEN as u64 + 3,
+    );
+    let q = store.layout().quarantine();
+    let listed = || -> Vec<u8> { std::fs::read(&q).expect("the list is there") };
+    let write_list = || {
+        let mut bytes = b"\xff\xfe not an id\n".to_vec();
+        bytes.extend_from_slice(format!("{}\n", b.to_hex()).as_bytes());
+        std::fs::write(&q, bytes).expect("writes the list");
+    };
+
+    write_list();
+    let store = Store::open(store.path(), options(Compression::None)).expect("reopens");
+    assert!(store.has_damage(), "the good line is read on open");
+    store
+        .gc(&crate::util::no_grace())
+        .expect("gc ignores the bad line");
+    assert_eq!(
+        listed(),
+        format!("{}\n", b.to_hex()).into_bytes(),
+        "gc keeps the good line"
+    );
+
+    write_list();
+    let keep_all = cairn_store::retain::Retention {
+        count: Some(10),
+        ..Default::default()
+    };
+    let report = store
+        .prune(&keep_all, &crate::util::no_grace())
+        .expect("prune ignores the bad line");
+    assert!(report.deleted.is_empty());
+    assert_eq!(
+        listed(),
+        format!("{}\n", b.to_hex()).into_bytes(),
+        "prune keeps the good line"
+    );
+    assert!(store.has_damage());
+}
