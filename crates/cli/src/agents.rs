@@ -256,29 +256,33 @@ struct InitJson {
     #[serde(with = "cairn_store::relpath::os_path")]
     cairn_config: PathBuf,
     on_rewind: Vec<String>,
+    /// That file's content is trusted, so its commands run (issue 53: see [`crate::trust`]).
+    trusted: bool,
+    /// Why they do not, when they do not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_trusted: Option<String>,
 }
 
 /// The file beside Claude Code's settings where `--on-rewind` commands are kept.
-const CAIRN_CONFIG: &str = "cairn.json";
+const CAIRN_CONFIG: &str = crate::trust::CONFIG;
 
 /// The `on_rewind` commands of a `cairn.json` (none when it is missing or unreadable).
 fn on_rewind_commands(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| {
-            v["on_rewind"].as_array().map(|a| {
-                a.iter()
-                    .filter_map(|c| c["command"].as_str().map(str::to_string))
-                    .collect()
-            })
-        })
+        .map(|v| crate::trust::commands_of(&v))
         .unwrap_or_default()
 }
 
 /// Adds `add` to (or with `remove`, clears) the `on_rewind` commands of `path`; returns them
-/// as they now stand. Other keys of the file are kept.
-fn update_on_rewind(path: &Path, add: &[String], remove: bool) -> Result<Vec<String>> {
+/// as they now stand, and the bytes written when the file changed. Other keys of the file
+/// are kept.
+fn update_on_rewind(
+    path: &Path,
+    add: &[String],
+    remove: bool,
+) -> Result<(Vec<String>, Option<Vec<u8>>)> {
     let mut doc: serde_json::Value = match std::fs::read_to_string(path) {
         Ok(t) if !t.trim().is_empty() => serde_json::from_str(&t).map_err(|e| {
             CliError::new(
@@ -306,6 +310,7 @@ fn update_on_rewind(path: &Path, add: &[String], remove: bool) -> Result<Vec<Str
             commands.push(c.clone());
         }
     }
+    let mut written = None;
     if commands != before {
         obj.insert(
             "on_rewind".into(),
@@ -316,27 +321,20 @@ fn update_on_rewind(path: &Path, add: &[String], remove: bool) -> Result<Vec<Str
                     .collect(),
             ),
         );
-        write_settings(path, &doc)?;
+        written = Some(write_settings(path, &doc)?);
     }
-    Ok(commands)
+    Ok((commands, written))
 }
 
-/// Runs the `--on-rewind` commands of the project (`ROOT/.claude/cairn.json`) and of the user
-/// (`~/.claude/cairn.json`) with `event` on stdin. A command that fails or takes longer than
-/// 60 s is reported on stderr; the rewind stands either way.
-pub(crate) fn run_on_rewind(root: &Path, event: &serde_json::Value) {
+/// Runs the trusted `--on-rewind` commands of the project (`ROOT/.claude/cairn.json`) and of
+/// the user (`~/.claude/cairn.json`) with `event` on stdin (issue 53: [`crate::trust::on_rewind`]
+/// decides which); returns the files whose commands were not run, and why. A command that
+/// fails or takes longer than 60 s is reported on stderr; the rewind stands either way.
+pub(crate) fn run_on_rewind(root: &Path, event: &serde_json::Value) -> Vec<crate::trust::NotRun> {
     use std::io::Write as _;
-    let mut files = vec![root.join(".claude").join(CAIRN_CONFIG)];
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        files.push(PathBuf::from(home).join(".claude").join(CAIRN_CONFIG));
-    }
-    let mut seen = Vec::new();
+    let (commands, not_run) = crate::trust::on_rewind(root);
     let input = event.to_string();
-    for cmd in files.iter().flat_map(|f| on_rewind_commands(f)) {
-        if seen.contains(&cmd) {
-            continue;
-        }
-        seen.push(cmd.clone());
+    for cmd in commands {
         let child = std::process::Command::new("sh")
             .arg("-c")
             .arg(&cmd)
@@ -378,6 +376,7 @@ pub(crate) fn run_on_rewind(root: &Path, event: &serde_json::Value) {
             }
         }
     }
+    not_run
 }
 
 /// `cairn init claude-code [--user] [--remove]`: merges Cairn's hooks into Claude Code's
@@ -449,10 +448,17 @@ pub(crate) fn init_claude_code(
         write_settings(&path, &settings)?;
     }
     let cairn_config = path.with_file_name(CAIRN_CONFIG);
-    let on_rewind = if remove || !on_rewind.is_empty() {
-        update_on_rewind(&cairn_config, on_rewind, remove)?
+    let (on_rewind, not_trusted) = if remove || !on_rewind.is_empty() {
+        init_on_rewind(ctx, &cairn_config, on_rewind, remove, user)?
     } else {
-        on_rewind_commands(&cairn_config)
+        let commands = on_rewind_commands(&cairn_config);
+        let why = match crate::trust::Config::read(&cairn_config) {
+            Ok(Some(c)) if !c.commands.is_empty() => {
+                crate::trust::why_not(&c, &ctx.canonical_root(), user, &cairn_config)
+            }
+            _ => None,
+        };
+        (commands, why)
     };
     let json = InitJson {
         settings: path,
@@ -460,6 +466,8 @@ pub(crate) fn init_claude_code(
         added,
         removed,
         cairn_config,
+        trusted: not_trusted.is_none(),
+        not_trusted,
         on_rewind,
     };
     ctx.emit(&json, || {
@@ -483,6 +491,9 @@ pub(crate) fn init_claude_code(
                 json.cairn_config.display()
             ));
         }
+        if let Some(why) = &json.not_trusted {
+            out.push_str(&format!("{why}\n"));
+        }
         if !remove && !json.added.is_empty() {
             out.push_str(
                 "Claude Code now checkpoints the files before every prompt and before every tool that \
@@ -491,6 +502,45 @@ pub(crate) fn init_claude_code(
         }
         out
     })
+}
+
+/// `init`'s change to the `on_rewind` commands of `path`: the commands as they now stand, and
+/// why they do not run, if they do not. The user typing the command vouches for the commands
+/// they typed, and for the others only if the file was trusted before: the content written is
+/// trusted when every command in it is one of those (issue 53).
+fn init_on_rewind(
+    ctx: &Ctx,
+    path: &Path,
+    add: &[String],
+    remove: bool,
+    user: bool,
+) -> Result<(Vec<String>, Option<String>)> {
+    use crate::trust::Config;
+    let root = ctx.canonical_root();
+    let before = Config::read(path).ok().flatten();
+    let (commands, written) = update_on_rewind(path, add, remove)?;
+    let trusted_before = before
+        .as_ref()
+        .filter(|b| crate::trust::why_not(b, &root, user, path).is_none())
+        .map(|b| b.commands.clone())
+        .unwrap_or_default();
+    let vouched = commands
+        .iter()
+        .all(|c| add.contains(c) || trusted_before.contains(c));
+    let now = match written {
+        Some(bytes) => Some(Config::of(
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+            &bytes,
+        )),
+        None => before,
+    };
+    let Some(now) = now else {
+        return Ok((commands, None));
+    };
+    if vouched {
+        crate::trust::trust(&now)?;
+    }
+    Ok((commands, crate::trust::why_not(&now, &root, user, path)))
 }
 
 /// Adds (or with `remove`, takes out) Cairn's hooks in `settings`: the events that changed.
@@ -566,7 +616,7 @@ fn merge(
 }
 
 /// Writes the settings through a temporary file renamed over the old one.
-fn write_settings(path: &Path, settings: &serde_json::Value) -> Result<()> {
+fn write_settings(path: &Path, settings: &serde_json::Value) -> Result<Vec<u8>> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| {
         CliError::new(
@@ -579,8 +629,9 @@ fn write_settings(path: &Path, settings: &serde_json::Value) -> Result<()> {
         .map_err(|e| CliError::new(ErrorKind::Panic, format!("cannot encode the settings: {e}")))?;
     text.push('\n');
     let tmp = dir.join(format!(".settings.json.cairn-{}", std::process::id()));
-    std::fs::write(&tmp, text)
+    std::fs::write(&tmp, &text)
         .and_then(|()| std::fs::rename(&tmp, path))
+        .map(|()| text.into_bytes())
         .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             CliError::new(
@@ -592,7 +643,7 @@ fn write_settings(path: &Path, settings: &serde_json::Value) -> Result<()> {
 }
 
 /// `path` as a shell would need it typed in a hook command.
-fn shell_quote(path: &Path) -> String {
+pub(crate) fn shell_quote(path: &Path) -> String {
     let s = path.to_string_lossy();
     if s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))

@@ -190,6 +190,25 @@ pub enum Command {
     /// Plug Cairn into an agent (Claude Code: `cairn init claude-code`).
     #[command(subcommand)]
     Init(InitCommand),
+    /// Trust a cairn.json's exact content, so its on_rewind commands run after a rewind.
+    #[command(
+        after_help = "A command kept in a file of the workspace (.claude/cairn.json, which a cloned repository \
+        or an agent can write) runs only once you have trusted that file's exact content: this records its \
+        SHA-256 in Cairn's data directory, outside the workspace, and shows the commands it trusts. Any \
+        change to the file (an agent, a git pull) makes it untrusted again: the rewind then runs none of its \
+        commands and says so. `cairn init claude-code --on-rewind CMD` trusts what it writes. Your own \
+        ~/.claude/cairn.json needs no trust while only you can write it and it is outside the workspace.\n\n\
+        Examples:\n  cat .claude/cairn.json && cairn trust\n  cairn trust ~/src/app/.claude/cairn.json\n  \
+        cairn trust --revoke"
+    )]
+    Trust {
+        /// The file (default: the workspace's .claude/cairn.json).
+        #[arg(value_name = "PATH")]
+        path: Option<PathBuf>,
+        /// Take the trust back: its commands no longer run.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Serve the workspace's checkpoints and threads to an agent over MCP (stdio).
     #[command(
         after_help = "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0) for the workspace of -C DIR \
@@ -510,8 +529,9 @@ pub enum InitCommand {
         after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
         hooks.UserPromptSubmit, hooks.PreCompact, hooks.Stop: {\"hooks\": [{\"type\": \"command\", \"command\": \"<cairn> hook claude-code\", \"timeout\": 60}]}\n  \
         hooks.PreToolUse: the same, with \"matcher\": \"Write|Edit|MultiEdit|NotebookEdit|Bash\"\n\n\
-        --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind and the MCP server's rewind tool), \
-        CMD runs with `sh -c` in the workspace root, the rewind_completed event on stdin (as `cairn events --json` \
+        --on-rewind CMD: after each rewind that a cairn command completes (cairn rewind, the MCP server's rewind tool \
+        and the Studio), CMD runs with `sh -c` in the workspace root, once the file's content is trusted (init trusts \
+        what it writes; see `cairn trust`), the rewind_completed event on stdin (as `cairn events --json` \
         prints it) and CAIRN_EVENT=rewind_completed, for up to 60 s; its failure is reported, never the rewind's. \
         Rewinds of other processes (the bindings) are seen by `cairn events --follow`.\n\n\
         --watch: the hook command becomes `<cairn> hook claude-code --watch`, which starts `cairn watch` for the \

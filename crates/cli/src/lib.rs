@@ -24,6 +24,7 @@ pub mod parse;
 mod patch;
 mod studio;
 mod threads;
+mod trust;
 mod watch;
 
 use args::{Cli, Command, HookCommand, InitCommand, StoreCommand, ThreadCommand, WorkspaceCommand};
@@ -174,6 +175,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             on_rewind,
             watch,
         }) => agents::init_claude_code(&ctx, user, remove, &on_rewind, watch),
+        Command::Trust { path, revoke } => trust::trust_command(&ctx, path.as_deref(), revoke),
         Command::Mcp => mcp::serve(&ctx),
     }
 }

@@ -582,12 +582,19 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
-    announce_rewind(&o.threads, &thread, cursor, &report, o.ws.root())?;
-    ctx.emit(&report, || rewind_text(&report))
+    let not_run = announce_rewind(&o.threads, &thread, cursor, &report, o.ws.root())?;
+    let out = crate::trust::WithNotRun {
+        report: &report,
+        on_rewind_not_run: not_run,
+    };
+    ctx.emit(&out, || {
+        rewind_text(&report) + &crate::trust::not_run_text(&out.on_rewind_not_run)
+    })
 }
 
 /// Runs the commands `cairn init claude-code --on-rewind` registered for the rewind `report`
-/// made, given its `rewind_completed` event (found after `cursor`, taken before the rewind).
+/// made, given its `rewind_completed` event (found after `cursor`, taken before the rewind);
+/// returns the files whose commands were not run, being untrusted (issue 53).
 /// Shared by `cairn rewind`, the MCP server and the Studio.
 pub(crate) fn announce_rewind(
     threads: &cairn_rewind::Threads,
@@ -595,9 +602,9 @@ pub(crate) fn announce_rewind(
     cursor: i64,
     report: &cairn_rewind::RewindReport,
     root: &Path,
-) -> Result<()> {
+) -> Result<Vec<crate::trust::NotRun>> {
     let Some(id) = &report.rewind_id else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let event = threads
         .thread_events_since(thread, cursor, 1000)?
@@ -610,9 +617,9 @@ pub(crate) fn announce_rewind(
         let doc = serde_json::to_value(&e).map_err(|err| {
             CliError::new(ErrorKind::Panic, format!("cannot encode an event: {err}"))
         })?;
-        crate::agents::run_on_rewind(root, &doc);
+        return Ok(crate::agents::run_on_rewind(root, &doc));
     }
-    Ok(())
+    Ok(Vec::new())
 }
 
 fn fork_text(r: &cairn_rewind::ForkReport, root: &Path) -> String {

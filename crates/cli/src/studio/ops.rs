@@ -644,14 +644,17 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
                     .threads
                     .rewind(&thread, &entry, &rewind_options(s, req, false))?;
             // The commands `cairn init claude-code --on-rewind` registered, as after
-            // `cairn rewind`; one that fails is said on stderr, the rewind stands.
-            crate::threads::announce_rewind(
+            // `cairn rewind` (only trusted ones, issue 53); one that fails, or a file whose
+            // commands were not run, is said on stderr, the rewind stands.
+            for n in crate::threads::announce_rewind(
                 &s.opened.threads,
                 &thread,
                 cursor,
                 &report,
                 s.opened.ws.root(),
-            )?;
+            )? {
+                eprintln!("cairn studio: {}", n.message);
+            }
             rewind_view(s, &report)
         }
         Op::Fork => {

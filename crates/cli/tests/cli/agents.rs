@@ -263,3 +263,163 @@ fn undoing_the_last_turn_after_its_stop_hook_refuses_only_edits_made_after_the_a
     let undone = f.json(&["rewind", "claude-s5", &before, "--files", "--yes"]);
     assert_eq!(f.read("README.md").as_deref(), Some("# demo\n"), "{undone}");
 }
+
+/// Writes `.claude/cairn.json` as a repository would (not through `cairn init`): one
+/// `on_rewind` command that creates `marker` (outside the workspace). Issue 53.
+pub(crate) fn repository_on_rewind(f: &Fixture, marker: &std::path::Path) {
+    let cmd = format!("touch '{}'", marker.display());
+    f.write(
+        ".claude/cairn.json",
+        &json!({ "on_rewind": [{ "command": cmd, "timeout": 60 }] }).to_string(),
+    );
+}
+
+/// Appends a user message to thread `chat` (made on first use) and returns its entry id; the
+/// first one is what [`rewind_chat`] rewinds to. Issue 53.
+pub(crate) fn message(f: &Fixture, text: &str) -> String {
+    if f.cairn(&["thread", "log", "chat"])
+        .output()
+        .expect("run")
+        .status
+        .code()
+        != Some(0)
+    {
+        f.json(&["thread", "new", "--id", "chat"]);
+    }
+    f.json(&["thread", "append", "chat", "--kind", "user", "--text", text])["entry"]["id"]
+        .as_str()
+        .expect("an entry id")
+        .to_string()
+}
+
+/// `cairn rewind chat FIRST` (the conversation only, as a person types it) after a new
+/// message, with a HOME of its own (no user-level cairn.json): (stdout, stderr). Issue 53.
+fn rewind_chat(f: &Fixture, first: &str, text: &str) -> (String, String) {
+    message(f, text);
+    let home = f.root.with_file_name("user-home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    let out = f
+        .cairn(&["rewind", "chat", first])
+        .env("HOME", &home)
+        .output()
+        .expect("run");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn a_repository_cairn_json_runs_nothing_on_rewind_until_its_exact_content_is_trusted() {
+    // Issue 53: a cloned repository's .claude/cairn.json ran its commands on a plain rewind.
+    let f = Fixture::new();
+    let marker = f.root.with_file_name("ran");
+    repository_on_rewind(&f, &marker);
+    let first = message(&f, "one");
+    let (out, err) = rewind_chat(&f, &first, "two");
+    assert!(
+        !crate::exists(&marker),
+        "an untrusted on_rewind command ran"
+    );
+    let config = std::fs::canonicalize(f.path(".claude/cairn.json")).expect("canonical");
+    let said: Vec<&str> = out.lines().filter(|l| l.contains("were not run")).collect();
+    assert_eq!(said.len(), 1, "one line says so: {out}{err}");
+    assert!(
+        said[0].contains(&config.display().to_string())
+            && said[0].contains(&format!("cairn trust {}", config.display())),
+        "{out}"
+    );
+
+    // Trusted by hand: `cairn trust` shows the command, and the next rewind runs it.
+    let trusted = f.cairn(&["trust"]).output().expect("run");
+    assert!(trusted.status.success());
+    assert!(
+        String::from_utf8_lossy(&trusted.stdout).contains(&format!("touch '{}'", marker.display())),
+        "it shows what it trusts: {}",
+        String::from_utf8_lossy(&trusted.stdout)
+    );
+    let (out, _) = rewind_chat(&f, &first, "three");
+    assert!(crate::exists(&marker), "the trusted command ran: {out}");
+    assert!(!out.contains("were not run"), "{out}");
+
+    // Changed afterwards (an agent, a git pull): not run again until trusted again.
+    std::fs::remove_file(&marker).expect("rm");
+    let marker2 = f.root.with_file_name("ran-changed");
+    repository_on_rewind(&f, &marker2);
+    let (out, _) = rewind_chat(&f, &first, "four");
+    assert!(!crate::exists(&marker2) && !crate::exists(&marker), "{out}");
+    assert!(out.contains("were not run"), "{out}");
+    f.json(&["trust", &config.display().to_string()]);
+    rewind_chat(&f, &first, "five");
+    assert!(crate::exists(&marker2), "trusted again, it runs");
+
+    // Revoked: it stops running.
+    std::fs::remove_file(&marker2).expect("rm");
+    let revoked = f.json(&["trust", "--revoke"]);
+    assert_eq!(revoked["trusted"], false, "{revoked}");
+    let (out, _) = rewind_chat(&f, &first, "six");
+    assert!(!crate::exists(&marker2), "{out}");
+}
+
+#[test]
+fn init_on_rewind_trusts_what_it_writes_but_not_commands_a_repository_put_there() {
+    // Issue 53: the user typing `cairn init claude-code --on-rewind CMD` vouches for CMD.
+    let f = Fixture::new();
+    let marker = f.root.with_file_name("ran");
+    let cmd = format!("touch '{}'", marker.display());
+    let v = f.json(&["init", "claude-code", "--on-rewind", &cmd]);
+    assert_eq!(v["trusted"], true, "{v}");
+    let first = message(&f, "one");
+    rewind_chat(&f, &first, "two");
+    assert!(crate::exists(&marker), "the command init wrote ran");
+
+    // A repository's untrusted command stays untrusted when the user adds one of their own.
+    let g = Fixture::new();
+    let planted = g.root.with_file_name("planted");
+    repository_on_rewind(&g, &planted);
+    let mine = g.root.with_file_name("mine");
+    let v = g.json(&[
+        "init",
+        "claude-code",
+        "--on-rewind",
+        &format!("touch '{}'", mine.display()),
+    ]);
+    assert_eq!(v["trusted"], false, "{v}");
+    let first = message(&g, "one");
+    let (out, _) = rewind_chat(&g, &first, "two");
+    assert!(!crate::exists(&planted) && !crate::exists(&mine), "{out}");
+    assert!(out.contains("cairn trust"), "{out}");
+}
+
+#[test]
+fn the_users_own_cairn_json_runs_only_while_no_one_else_can_write_it() {
+    // Issue 53: ~/.claude/cairn.json is the user's file, outside the workspace: trusted
+    // implicitly while it is theirs and writable by no one else.
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let home = f.root.with_file_name("user-home");
+    let marker = f.root.with_file_name("ran");
+    let user_config = home.join(".claude/cairn.json");
+    std::fs::create_dir_all(home.join(".claude")).expect("mkdir");
+    std::fs::write(
+        &user_config,
+        json!({ "on_rewind": [{ "command": format!("touch '{}'", marker.display()) }] })
+            .to_string(),
+    )
+    .expect("write");
+    std::fs::set_permissions(&user_config, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let first = message(&f, "one");
+    rewind_chat(&f, &first, "two");
+    assert!(crate::exists(&marker), "the user's own file runs");
+
+    std::fs::remove_file(&marker).expect("rm");
+    std::fs::set_permissions(&user_config, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let (out, _) = rewind_chat(&f, &first, "three");
+    assert!(
+        !crate::exists(&marker),
+        "writable by others, it is not trusted: {out}"
+    );
+    assert!(out.contains("were not run"), "{out}");
+}

@@ -162,6 +162,7 @@ fn every_command_has_help_with_an_example() {
         "hook claude-code",
         "init claude-code",
         "mcp",
+        "trust",
         "thread new",
         "thread append",
         "thread log",

@@ -141,3 +141,45 @@ fn mcp_restore_while_the_workspace_is_held_is_a_busy_tool_error_that_changes_not
     assert_eq!(busy["structuredContent"]["error"]["exit_code"], 14);
     assert_eq!(f.read("README.md").as_deref(), Some("changed\n"));
 }
+
+#[test]
+fn mcp_rewind_runs_no_on_rewind_command_of_an_untrusted_workspace_file_and_says_so() {
+    // Issue 53: an agent that can write .claude/cairn.json and call `rewind` ran shell
+    // commands outside its Bash permission.
+    let f = Fixture::new();
+    let marker = f.root.with_file_name("ran");
+    crate::agents::repository_on_rewind(&f, &marker);
+    let first = crate::agents::message(&f, "one");
+    // The agent's call: a new message, then `rewind` to the first one.
+    let rewind = |text: &str| {
+        crate::agents::message(&f, text);
+        let lines = serve(
+            &f,
+            session(&[(
+                "rewind",
+                json!({"thread": "chat", "entry": first, "dry_run": false}),
+            )]),
+        );
+        let r = answer(&lines, 10)["result"].clone();
+        assert_eq!(r["isError"], false, "{r}");
+        r
+    };
+    let r = rewind("two");
+    assert!(
+        !crate::exists(&marker),
+        "an untrusted on_rewind command ran"
+    );
+    let config = std::fs::canonicalize(f.path(".claude/cairn.json")).expect("canonical");
+    let not_run = &r["structuredContent"]["on_rewind_not_run"][0];
+    assert_eq!(not_run["path"], config.display().to_string(), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&format!("cairn trust {}", config.display())),
+        "{text}"
+    );
+
+    // Once the user trusts it (out of band), the agent's rewind runs it.
+    f.json(&["trust"]);
+    let r = rewind("three");
+    assert!(crate::exists(&marker), "the trusted command ran: {r}");
+}
