@@ -192,6 +192,17 @@ struct MovedJson {
 /// directory) with everything in it.
 pub(crate) fn store_move(ctx: &Ctx, dir: Option<&Path>) -> Result<()> {
     let (from, _) = ctx.store_location()?;
+    let root = ctx.canonical_root();
+    let default = home::data_dir()?
+        .join(home::STORES_DIR)
+        .join(home::store_name(&root));
+    let to = match dir {
+        Some(d) if d.is_absolute() => d.to_path_buf(),
+        Some(d) => ctx.root.join(d),
+        None => default.clone(),
+    };
+    // Before "no store": an earlier move's copy may be the only one left (issue 53).
+    home::check_unfinished_move(&from, &to)?;
     if !cairn_store::is_store_dir(&from) {
         return Err(CliError::new(
             ErrorKind::NotFound,
@@ -202,15 +213,6 @@ pub(crate) fn store_move(ctx: &Ctx, dir: Option<&Path>) -> Result<()> {
         )
         .with_path(from));
     }
-    let root = ctx.canonical_root();
-    let default = home::data_dir()?
-        .join(home::STORES_DIR)
-        .join(home::store_name(&root));
-    let to = match dir {
-        Some(d) if d.is_absolute() => d.to_path_buf(),
-        Some(d) => ctx.root.join(d),
-        None => default.clone(),
-    };
     if cairn_store::fsutil::same_path(&from, &to) {
         return Err(CliError::new(
             ErrorKind::InvalidArgument,

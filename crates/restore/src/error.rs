@@ -75,6 +75,15 @@ pub enum Error {
         /// The first path, absolute.
         first: Option<PathBuf>,
     },
+    /// A store move found the copy an earlier move left (`<to>.partial`) holding what the
+    /// source lacks, or no source at all: it may be the only copy, and nothing was changed.
+    #[error("{detail}")]
+    UnfinishedMove {
+        /// Both paths, what may have happened and what to do.
+        detail: String,
+        /// The earlier move's copy.
+        partial: PathBuf,
+    },
     /// An option is malformed.
     #[error("{0}")]
     InvalidArgument(String),
@@ -121,7 +130,7 @@ impl Classify for Error {
             Error::Busy { .. } => ErrorKind::Busy,
             Error::Denied { .. } | Error::UnsafeRoot { .. } => ErrorKind::Denied,
             Error::Unfinished { source, .. } => source.kind(),
-            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::Conflict { .. } | Error::UnfinishedMove { .. } => ErrorKind::Conflict,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Cancelled => ErrorKind::Cancelled,
         }
@@ -131,7 +140,9 @@ impl Classify for Error {
         match self {
             Error::Store(e) => e.path(),
             Error::Snapshot(e) => e.path(),
-            Error::Io { path, .. } | Error::UnsafeRoot { root: path, .. } => Some(path),
+            Error::Io { path, .. }
+            | Error::UnsafeRoot { root: path, .. }
+            | Error::UnfinishedMove { partial: path, .. } => Some(path),
             Error::Denied { first, .. } | Error::Conflict { first, .. } => first.as_deref(),
             Error::Unfinished { source, .. } => source.path(),
             _ => None,

@@ -469,11 +469,129 @@ pub fn store_info(path: &Path) -> StoreInfo {
 }
 
 /// Moves the store at `from` to `to` (which must not exist), with everything in it: one
-/// `rename` on the same file system; across file systems a copy into `<to>.partial`, renamed
-/// to `to` once complete and synced, then the removal of `from` (a move that stops half way
-/// leaves `from` whole and is started again from the beginning). Refused with `BUSY` while
-/// another process uses the store (any operation marker, or a collection).
+/// `rename` on the same file system; across file systems a copy into `<to>.partial`, made
+/// durable file by file and directory by directory, renamed to `to`, the rename made durable
+/// (`to`'s parent synced), and only then the removal of `from` (its parent synced after). A
+/// power loss at any point leaves a whole store at `from` or at `to` (issue 53): a move that
+/// stops before the rename leaves `from` whole and `<to>.partial`, which the next move clears
+/// and starts again; after the rename, `to` is whole and durable. Refused with `BUSY` while
+/// another process uses the store (any operation marker, or a collection), and with
+/// `CONFLICT` (nothing changed) when `<to>.partial` holds something `from` lacks or `from` is
+/// gone: an earlier move (or an older version's, which removed `from` before its rename was
+/// durable) may have left the only copy there; see [`check_unfinished_move`].
 pub fn move_store(from: &Path, to: &Path) -> Result<()> {
+    move_store_with(from, to, false, &mut |_| {})
+}
+
+/// [`move_store`] through the copy even on one file system, telling `record` each durable step
+/// in the order taken: what the tests check the crash-safe order with.
+#[doc(hidden)]
+pub fn move_store_by_copy(from: &Path, to: &Path, record: &mut dyn FnMut(MoveStep)) -> Result<()> {
+    move_store_with(from, to, true, record)
+}
+
+/// A step of a store move that changes what is on disk, in the order [`move_store_by_copy`]
+/// takes them.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MoveStep {
+    /// The copy an earlier move left at `<to>.partial`, all of it also in the source, removed.
+    ClearedPartial,
+    /// A file or directory made durable (`fsync`): each of the copy's, then `to`'s parent, then
+    /// `from`'s parent.
+    Synced(PathBuf),
+    /// `<to>.partial` renamed to `to`.
+    Renamed,
+    /// The source store removed.
+    RemovedSource,
+}
+
+/// Where a move to `to` across file systems copies the store before its rename: `<to>.partial`.
+pub fn partial_path(to: &Path) -> PathBuf {
+    let mut p = to.as_os_str().to_owned();
+    p.push(".partial");
+    PathBuf::from(p)
+}
+
+/// Refuses a move from `from` to `to` while `<to>.partial` may hold the only copy of some of
+/// the store (`CONFLICT`, naming both paths and what to do; nothing is changed): when `from` is
+/// no store, or `<to>.partial` holds a pack, large object or manifest (their names are their
+/// ids) that `from` lacks. A leftover copy `from` holds all of is no copy of anything: the move
+/// clears it. Read only.
+pub fn check_unfinished_move(from: &Path, to: &Path) -> Result<()> {
+    let partial = partial_path(to);
+    if std::fs::symlink_metadata(&partial).is_err() {
+        return Ok(());
+    }
+    let (f, p, t) = (from.display(), partial.display(), to.display());
+    if !cairn_store::is_store_dir(from) {
+        return Err(Error::UnfinishedMove {
+            detail: format!(
+                "{f} holds no Cairn store, and {p} holds the copy an earlier `cairn store move` \
+                 to {t} left, which may be the only copy of the store; nothing was changed: \
+                 check it with `cairn --store {p} verify`, and if it is whole rename it to {t} \
+                 (`mv {p} {t}`) and name it with `--store {t}`"
+            ),
+            partial,
+        });
+    }
+    if let Some(rel) = first_missing(&partial, from)? {
+        return Err(Error::UnfinishedMove {
+            detail: format!(
+                "{p}, the copy an earlier `cairn store move` to {t} left, holds {}, which the \
+                 store at {f} lacks: that move may have stopped while removing {f}, and {p} may \
+                 hold the only copy of some snapshots; nothing was changed: compare them with \
+                 `cairn --store {f} list` and `cairn --store {p} list` (and `verify`), remove \
+                 the one you do not keep (if {f} is whole and yours, remove {p}), then run the \
+                 move again",
+                rel.display()
+            ),
+            partial,
+        });
+    }
+    Ok(())
+}
+
+/// The first file under `copy`'s `objects/` and `snapshots/` that `store` does not have under
+/// the same name. Their names are ids, and a store's removal unlinks whole files: a name there
+/// holds the same content.
+fn first_missing(copy: &Path, store: &Path) -> Result<Option<PathBuf>> {
+    for top in ["objects", "snapshots"] {
+        for e in walkdir::WalkDir::new(copy.join(top)) {
+            let e = match e {
+                Ok(e) => e,
+                Err(err)
+                    if err.io_error().map(std::io::Error::kind)
+                        == Some(std::io::ErrorKind::NotFound) =>
+                {
+                    continue
+                }
+                Err(err) => return Err(walk_error(copy, err)),
+            };
+            if e.file_type().is_dir() {
+                continue;
+            }
+            let rel = e.path().strip_prefix(copy).unwrap_or(e.path());
+            if std::fs::symlink_metadata(store.join(rel)).is_err() {
+                return Ok(Some(rel.to_path_buf()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn walk_error(root: &Path, err: walkdir::Error) -> Error {
+    let path = err.path().unwrap_or(root).to_path_buf();
+    Error::io("read", path, std::io::Error::other(err.to_string()))
+}
+
+fn move_store_with(
+    from: &Path,
+    to: &Path,
+    always_copy: bool,
+    record: &mut dyn FnMut(MoveStep),
+) -> Result<()> {
+    check_unfinished_move(from, to)?;
     if !cairn_store::is_store_dir(from) {
         return Err(Error::InvalidArgument(format!(
             "{} is not a Cairn store (it has no objects/, snapshots/ and locks/ directories)",
@@ -489,44 +607,60 @@ pub fn move_store(from: &Path, to: &Path) -> Result<()> {
     }
     let store = cairn_store::Store::open(from, cairn_store::StoreOptions::default())?;
     let _idle = store.lock_idle()?;
-    if let Some(parent) = to.parent() {
-        cairn_store::fsutil::ensure_dir(parent)?;
+    // Again under the lock, which keeps a collection from removing files of `from` meanwhile.
+    check_unfinished_move(from, to)?;
+    let partial = partial_path(to);
+    if std::fs::symlink_metadata(&partial).is_ok() {
+        std::fs::remove_dir_all(&partial)
+            .map_err(|e| Error::io("remove the unfinished copy", partial.clone(), e))?;
+        record(MoveStep::ClearedPartial);
     }
-    match std::fs::rename(from, to) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
-            let partial = PathBuf::from(format!("{}.partial", to.display()));
-            if std::fs::symlink_metadata(&partial).is_ok() {
-                std::fs::remove_dir_all(&partial)
-                    .map_err(|e| Error::io("remove the unfinished copy", partial.clone(), e))?;
-            }
-            copy_tree(from, &partial)?;
-            rustix::fs::sync();
-            std::fs::rename(&partial, to)
-                .map_err(|e| Error::io("rename the copied store", to.to_path_buf(), e))?;
-            std::fs::remove_dir_all(from)
-                .map_err(|e| Error::io("remove the moved store", from.to_path_buf(), e))?;
+    let to_parent = to.parent().unwrap_or(Path::new("/"));
+    let from_parent = from.parent().unwrap_or(Path::new("/"));
+    cairn_store::fsutil::ensure_dir(to_parent)?;
+    let renamed = if always_copy {
+        false
+    } else {
+        match std::fs::rename(from, to) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => false,
+            Err(e) => return Err(Error::io("move the store", from.to_path_buf(), e)),
         }
-        Err(e) => return Err(Error::io("move the store", from.to_path_buf(), e)),
+    };
+    if renamed {
+        record(MoveStep::Renamed);
+        // The store is at `to` now whatever follows: a failed sync is no failed move.
+        for dir in [to_parent, from_parent] {
+            if cairn_store::fsutil::sync_dir(dir).is_ok() {
+                record(MoveStep::Synced(dir.to_path_buf()));
+            }
+        }
+        return Ok(());
     }
-    if let Some(parent) = to.parent() {
-        let _ = cairn_store::fsutil::sync_dir(parent);
-    }
+    // Across file systems. The order is what keeps a whole store on disk through a power loss:
+    // the copy made durable before its rename, the rename made durable before the source goes.
+    copy_tree(from, &partial, record)?;
+    std::fs::rename(&partial, to)
+        .map_err(|e| Error::io("rename the copied store", to.to_path_buf(), e))?;
+    record(MoveStep::Renamed);
+    cairn_store::fsutil::sync_dir(to_parent)?;
+    record(MoveStep::Synced(to_parent.to_path_buf()));
+    std::fs::remove_dir_all(from)
+        .map_err(|e| Error::io("remove the moved store", from.to_path_buf(), e))?;
+    record(MoveStep::RemovedSource);
+    cairn_store::fsutil::sync_dir(from_parent)?;
+    record(MoveStep::Synced(from_parent.to_path_buf()));
     Ok(())
 }
 
-/// Copies the directory tree at `from` to `to` (new), files with their modes; the store holds
-/// no symlinks (a symlink is refused).
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+/// Copies the directory tree at `from` to `to` (new), files with their modes, and makes the
+/// copy durable: each file synced once written, each directory once its entries are all made
+/// (deepest first, `to` last). The store holds no symlinks (a symlink is refused).
+fn copy_tree(from: &Path, to: &Path, record: &mut dyn FnMut(MoveStep)) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
+    let mut dirs = Vec::new();
     for e in walkdir::WalkDir::new(from) {
-        let e = e.map_err(|err| {
-            Error::io(
-                "read the store",
-                from.to_path_buf(),
-                std::io::Error::other(err.to_string()),
-            )
-        })?;
+        let e = e.map_err(|err| walk_error(from, err))?;
         let rel = e.path().strip_prefix(from).unwrap_or(e.path());
         let dest = to.join(rel);
         let ft = e.file_type();
@@ -534,14 +668,23 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
             std::fs::create_dir_all(&dest).map_err(|err| Error::io("create", dest.clone(), err))?;
             std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o700))
                 .map_err(|err| Error::io("set permissions of", dest.clone(), err))?;
+            dirs.push(dest);
         } else if ft.is_file() {
             std::fs::copy(e.path(), &dest).map_err(|err| Error::io("copy", dest.clone(), err))?;
+            std::fs::File::open(&dest)
+                .and_then(|f| f.sync_all())
+                .map_err(|err| Error::io("sync", dest.clone(), err))?;
+            record(MoveStep::Synced(dest));
         } else {
             return Err(Error::InvalidArgument(format!(
                 "the store holds {}, which is neither a file nor a directory; remove it first",
                 e.path().display()
             )));
         }
+    }
+    for dir in dirs.into_iter().rev() {
+        cairn_store::fsutil::sync_dir(&dir)?;
+        record(MoveStep::Synced(dir));
     }
     Ok(())
 }

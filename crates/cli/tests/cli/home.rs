@@ -152,6 +152,38 @@ fn a_legacy_store_in_the_root_is_used_said_and_moved_out() {
 }
 
 #[test]
+fn store_move_keeps_an_earlier_moves_copy_when_the_store_it_moved_is_gone() {
+    // Issue 53: an older `store move` removed the store before its copy's rename was durable;
+    // after a power loss the copy in `<DIR>.partial` is the only one. Moving again says so,
+    // naming both paths, and deletes nothing.
+    let f = Fixture::new();
+    f.json(&["--store", ".cairn", "snapshot"]);
+    let to = f.root.with_file_name("moved");
+    let partial = f.root.with_file_name("moved.partial");
+    std::fs::rename(f.path(".cairn"), &partial).expect("mv");
+    let v = json_error(
+        &mut f.cairn(&[
+            "--json",
+            "--store",
+            ".cairn",
+            "store",
+            "move",
+            to.to_str().expect("utf-8"),
+        ]),
+        20,
+    );
+    assert_eq!(v["error"]["kind"], "CONFLICT", "{v}");
+    let m = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains(&*f.path(".cairn").to_string_lossy())
+            && m.contains(&format!("mv {} {}", partial.display(), to.display())),
+        "{m}"
+    );
+    assert!(cairn_store::is_store_dir(&partial), "the copy is kept");
+    assert!(!exists(&to));
+}
+
+#[test]
 fn store_move_refuses_while_another_process_uses_the_store() {
     let f = Fixture::new();
     f.json(&["--store", ".cairn", "snapshot"]);

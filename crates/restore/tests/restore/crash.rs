@@ -1,9 +1,11 @@
 //! Crashes: a child process applying a restore is killed after each possible number of
 //! operations; reopening finishes the restore or reports the obstruction, and leaves no
-//! temporary file.
+//! temporary file. A store move a power loss stopped leaves a whole store, which the next move
+//! never deletes.
 
 use crate::fixtures::{open, picture, temp_files, write, Node};
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 fn setup(dir: &Path) -> (cairn_store::SnapshotId, BTreeMap<Vec<u8>, Node>) {
@@ -484,4 +486,228 @@ fn a_copy_of_a_tree_with_a_pending_restore_never_takes_its_staged_files_for_the_
     assert_eq!(orig.recovered().len(), 1);
     assert!(orig.recovered()[0].completed);
     assert_eq!(picture(&root), target);
+}
+
+// Issue 53: a store move across file systems that a power loss stops. The crash states are
+// built by hand: a source store and the `<to>.partial` copy an earlier move left.
+
+/// A store at `<dir>/store` with two snapshots of different files; the workspace is closed.
+fn store_with_two_snapshots(dir: &Path) -> [cairn_store::SnapshotId; 2] {
+    std::fs::create_dir_all(dir.join("root")).expect("root");
+    let ws = open(dir);
+    let mut ids = Vec::new();
+    for i in 0..2 {
+        write(
+            &dir.join("root"),
+            &format!("f{i}"),
+            format!("file {i}\n").as_bytes(),
+        );
+        let snap = ws
+            .snapshot(&ws.snapshot_options(), Default::default())
+            .expect("snapshot");
+        ids.push(snap.snapshot.id);
+    }
+    [ids[0], ids[1]]
+}
+
+/// The store's objects and manifests, exactly (what a move must carry whole).
+fn store_content(store: &Path) -> BTreeMap<Vec<u8>, Node> {
+    picture(store)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(b"objects") || k.starts_with(b"snapshots"))
+        .collect()
+}
+
+/// Copies the tree at `from` to `to` (new), as a move's copy does.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir") {
+        let e = e.expect("entry");
+        let dest = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).expect("copy");
+        }
+    }
+}
+
+/// The files of `dir` (recursively) whose names end with `suffix`.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A temporary directory on another file system than the temporary directory `near`
+/// (`/dev/shm` is tmpfs on Linux), where one is at hand.
+fn other_file_system(near: &Path) -> Option<tempfile::TempDir> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(near).ok()?.dev();
+    let other = tempfile::tempdir_in("/dev/shm").ok()?;
+    if std::fs::metadata(other.path()).ok()?.dev() == dev {
+        return None;
+    }
+    Some(other)
+}
+
+/// The moves to try: a rename on one file system, and a copy across two where the machine has
+/// them (else said on stderr).
+fn source_dirs(near: &Path) -> Vec<(tempfile::TempDir, &'static str)> {
+    let mut out = vec![(tempfile::tempdir().expect("tmp"), "on one file system")];
+    match other_file_system(near) {
+        Some(d) => out.push((d, "across file systems")),
+        None => eprintln!("no second file system at /dev/shm: the move across them is not tried"),
+    }
+    out
+}
+
+#[test]
+fn a_store_move_keeps_the_copy_an_earlier_move_left_when_the_source_lacks_part_of_it() {
+    // Issue 53: an older move removed the source before its rename was durable; a power loss
+    // left the source half removed and `<to>.partial` the only whole copy. The next move
+    // deleted the partial copy first and moved what was left.
+    use cairn_store::Classify;
+    let dest = tempfile::tempdir().expect("tmp");
+    for (n, (src, how)) in source_dirs(dest.path()).into_iter().enumerate() {
+        let [_, second] = store_with_two_snapshots(src.path());
+        let from = src.path().join("store");
+        let to = dest.path().join(format!("moved-{n}"));
+        let partial = cairn_restore::home::partial_path(&to);
+        copy_dir(&from, &partial);
+        std::fs::remove_file(from.join("snapshots").join(second.to_hex())).expect("rm");
+        for pack in files_ending(&from.join("objects/packs"), ".pack") {
+            std::fs::remove_file(&pack).expect("rm");
+        }
+        let (before_from, before_partial) = (picture(&from), picture(&partial));
+
+        let e = cairn_restore::home::move_store(&from, &to).expect_err(how);
+        assert_eq!(e.kind(), cairn_store::ErrorKind::Conflict, "{how}: {e}");
+        let m = e.to_string();
+        assert!(
+            m.contains(&*from.to_string_lossy()) && m.contains(&*partial.to_string_lossy()),
+            "{how}: {m}"
+        );
+        assert!(m.contains("remove the one you do not keep"), "{how}: {m}");
+        assert_eq!(picture(&partial), before_partial, "{how}: the copy is kept");
+        assert_eq!(
+            picture(&from),
+            before_from,
+            "{how}: the source is as it was"
+        );
+        assert!(!to.exists(), "{how}: no half state at {}", to.display());
+    }
+}
+
+#[test]
+fn a_store_move_whose_source_is_gone_keeps_the_copy_an_earlier_move_left_and_says_what_to_do() {
+    // Issue 53: the source removed, the copy's rename lost: the copy is the only one.
+    use cairn_store::Classify;
+    let dir = tempfile::tempdir().expect("tmp");
+    let [first, second] = store_with_two_snapshots(dir.path());
+    let from = dir.path().join("store");
+    let to = dir.path().join("moved");
+    let partial = cairn_restore::home::partial_path(&to);
+    copy_dir(&from, &partial);
+    std::fs::remove_dir_all(&from).expect("rm");
+    let before = picture(&partial);
+
+    let e = cairn_restore::home::move_store(&from, &to).expect_err("refused");
+    assert_eq!(e.kind(), cairn_store::ErrorKind::Conflict, "{e}");
+    assert_eq!(e.path(), Some(partial.as_path()));
+    let m = e.to_string();
+    assert!(
+        m.contains(&*from.to_string_lossy())
+            && m.contains(&format!("mv {} {}", partial.display(), to.display())),
+        "{m}"
+    );
+    assert_eq!(picture(&partial), before, "the copy is kept");
+    assert!(!to.exists() && !from.exists(), "no half state");
+    // Done as the message says, the copy is the store, whole.
+    std::fs::rename(&partial, &to).expect("mv");
+    let store = cairn_store::Store::open(&to, Default::default()).expect("opens");
+    assert_eq!(store.snapshot_ids().expect("ids").len(), 2);
+    assert!(store.has_snapshot(&first) && store.has_snapshot(&second));
+}
+
+#[test]
+fn a_store_move_clears_a_copy_the_source_holds_all_of_and_removes_the_source_only_once_the_copy_is_durable(
+) {
+    // Issue 53: a power loss during the copy leaves the source whole and part of a copy: the
+    // next move clears the copy and starts again. The order of the steps is what keeps a whole
+    // store on disk at every point: the copy synced, renamed, its parent synced, and only then
+    // the source removed.
+    let dir = tempfile::tempdir().expect("tmp");
+    let ids = store_with_two_snapshots(dir.path());
+    let from = dir.path().join("store");
+    let to = dir.path().join("elsewhere/moved");
+    let partial = cairn_restore::home::partial_path(&to);
+    copy_dir(&from, &partial);
+    for pack in files_ending(&partial.join("objects/packs"), ".pack") {
+        std::fs::remove_file(&pack).expect("rm");
+    }
+    let before = store_content(&from);
+
+    let mut steps = Vec::new();
+    cairn_restore::home::move_store_by_copy(&from, &to, &mut |s| steps.push(s)).expect("moves");
+    use cairn_restore::home::MoveStep;
+    assert_eq!(steps.first(), Some(&MoveStep::ClearedPartial), "{steps:?}");
+    let at = |step: &MoveStep| steps.iter().position(|s| s == step).expect("taken");
+    let renamed = at(&MoveStep::Renamed);
+    let removed = at(&MoveStep::RemovedSource);
+    let to_parent = at(&MoveStep::Synced(dir.path().join("elsewhere")));
+    let from_parent = at(&MoveStep::Synced(dir.path().to_path_buf()));
+    assert!(
+        renamed < to_parent && to_parent < removed && removed < from_parent,
+        "{steps:?}"
+    );
+    // Every file and directory of the copy synced before the rename.
+    let synced: std::collections::HashSet<_> = steps[..renamed]
+        .iter()
+        .filter_map(|s| match s {
+            MoveStep::Synced(p) => p.strip_prefix(&partial).ok().map(Path::to_path_buf),
+            _ => None,
+        })
+        .collect();
+    for rel in picture(&to).keys() {
+        let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
+        assert!(
+            synced.contains(rel),
+            "{} not synced before the rename",
+            rel.display()
+        );
+    }
+    assert!(synced.contains(Path::new("")), "the copy's root not synced");
+
+    assert_eq!(store_content(&to), before, "the store moved whole");
+    assert!(!from.exists() && !partial.exists());
+    let store = cairn_store::Store::open(&to, Default::default()).expect("opens");
+    assert!(ids.iter().all(|id| store.has_snapshot(id)));
+}
+
+#[test]
+fn a_store_move_across_file_systems_clears_a_copy_the_source_holds_all_of() {
+    // Issue 53: the move that renames cannot, for real, where the machine has a second file
+    // system.
+    let dest = tempfile::tempdir().expect("tmp");
+    let Some(src) = other_file_system(dest.path()) else {
+        eprintln!("no second file system at /dev/shm: the move across them is not tried");
+        return;
+    };
+    let ids = store_with_two_snapshots(src.path());
+    let from = src.path().join("store");
+    let to = dest.path().join("moved");
+    let partial = cairn_restore::home::partial_path(&to);
+    copy_dir(&from, &partial);
+    std::fs::remove_dir_all(partial.join("snapshots")).expect("rm");
+    let before = store_content(&from);
+    cairn_restore::home::move_store(&from, &to).expect("moves");
+    assert_eq!(store_content(&to), before);
+    assert!(!from.exists() && !partial.exists());
+    let store = cairn_store::Store::open(&to, Default::default()).expect("opens");
+    assert!(ids.iter().all(|id| store.has_snapshot(id)));
 }
