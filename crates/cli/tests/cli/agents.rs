@@ -423,3 +423,21 @@ fn the_users_own_cairn_json_runs_only_while_no_one_else_can_write_it() {
     );
     assert!(out.contains("were not run"), "{out}");
 }
+
+#[test]
+fn a_workspace_cairn_json_leading_to_another_workspaces_trusted_file_runs_nothing() {
+    // Issue 53: a repository whose .claude links to a workspace the user trusted must not run
+    // that workspace's commands here (a relative `./script` would be this repository's).
+    let trusted = Fixture::new();
+    let marker = trusted.root.with_file_name("ran");
+    repository_on_rewind(&trusted, &marker);
+    let f = Fixture::new();
+    // Trusted in f's data directory, where f's rewind looks.
+    let out = f.cairn_in(&trusted.root, &["trust"]).output().expect("run");
+    assert!(out.status.success());
+    std::os::unix::fs::symlink(trusted.path(".claude"), f.path(".claude")).expect("symlink");
+    let first = message(&f, "one");
+    let (out, _) = rewind_chat(&f, &first, "two");
+    assert!(!crate::exists(&marker), "{out}");
+    assert!(out.contains("leads out of the workspace"), "{out}");
+}
