@@ -169,7 +169,7 @@ pub(crate) fn why_not(config: &Config, root: &Path, user: bool, named: &Path) ->
          since it was trusted{}); read it, then trust it with `cairn trust {}`",
         config.path.display(),
         if user && !inside {
-            ", and others can write it"
+            ", and it or its directory is not yours alone to write"
         } else {
             ""
         },
