@@ -347,6 +347,43 @@ class Story:
         self.wait.until(lambda d: "Forked from demo" in d.find_element(By.CSS_SELECTOR, "#thread .forked-from").text)
         self.wait.until(lambda d: len(self.entries(active=True)) == 1)
 
+    def test_the_browser_the_studio_opens_gets_in_through_an_owner_only_file_once(self):
+        # Issue 53: `cairn studio` starts the browser on an owner-only file holding a one-time
+        # code, never on a URL with a secret (its command line is for every local user to
+        # read). A fake xdg-open keeps what it was given; Chromium opens that.
+        fake = TMP / "fake-bin"
+        fake.mkdir()
+        given = TMP / "xdg-open-args"
+        (fake / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > '{given}.part' && mv '{given}.part' '{given}'\n")
+        (fake / "xdg-open").chmod(0o755)
+        run = TMP / "run"
+        run.mkdir(mode=0o700)
+        env = dict(ENV, PATH=f"{fake}:{os.environ['PATH']}", XDG_RUNTIME_DIR=str(run))
+        p = subprocess.Popen([CAIRN, "-C", str(WS), "studio"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            url = p.stdout.readline().strip()
+            base, token = url.split("/?")[0], url.split("token=")[1]
+            deadline = time.monotonic() + 30
+            while not given.exists():
+                assert time.monotonic() < deadline, "xdg-open was not run within 30 s"
+                time.sleep(0.05)
+            args = given.read_text().splitlines()
+            assert len(args) == 1 and token not in args[0] and "code=" not in args[0], args
+            page = Path(args[0])
+            assert page.stat().st_mode & 0o777 == 0o600, oct(page.stat().st_mode)
+            code = page.read_text().split("code=")[1].split('"')[0]
+            d = self.driver
+            d.get(page.as_uri())
+            self.wait.until(lambda d: len(self.entries()) >= 1)
+            assert d.current_url.startswith(base) and "code" not in d.current_url, d.current_url
+            s, e = http(base + "/api/session", method="POST", body={"code": code})
+            assert s == 401 and e["error"]["kind"] == "DENIED", (s, e)
+            assert not page.exists(), page
+        finally:
+            p.terminate()
+            p.wait(timeout=10)
+
 
 def main():
     story = None

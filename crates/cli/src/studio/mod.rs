@@ -7,8 +7,10 @@
 //! - every request must name this server by its loopback address in `Host` (and in `Origin`
 //!   when the browser sends one), so a page of another site that rebinds its name to
 //!   127.0.0.1 is refused (DNS rebinding);
-//! - every API call must carry the per-launch token (`Authorization: Bearer …`, or `?token=`
-//!   for the event stream, which a browser cannot give headers);
+//! - every API call must carry the per-launch token or a page's session secret
+//!   (`Authorization: Bearer …`, or `?token=` for the event stream, which a browser cannot
+//!   give headers); a page gets its session for the one-time code of the owner-only file the
+//!   browser is opened on, so no secret is in any process's arguments (see [`login`]);
 //! - a change (rewind, restore, fork) is planned first (`/api/plan`, a dry run) and applied
 //!   only by `/api/apply` naming the plan's digest: the server plans again, and refuses with
 //!   `CONFLICT` unless the plan it would carry out is the one the page showed.
@@ -18,6 +20,7 @@
 //! 200 ms by one thread and sent to every page as server-sent events.
 
 mod api;
+mod login;
 mod ops;
 
 use crate::ctx::Ctx;
@@ -46,8 +49,10 @@ pub(crate) struct Studio {
     pub(crate) ctx: Ctx,
     /// The workspace and its thread database.
     pub(crate) opened: Opened,
-    /// The per-launch token every API call must carry.
+    /// The per-launch token for scripts (`Authorization: Bearer`), printed on stdout only.
     token: String,
+    /// The pages' sessions and the page file's one-time code.
+    logins: Mutex<login::Logins>,
     /// The `host:port` forms this server answers to.
     hosts: Vec<String>,
     /// The `Origin`s this server's page has.
@@ -69,6 +74,7 @@ impl Studio {
             ctx,
             opened,
             token,
+            logins: Mutex::default(),
             hosts,
             origins,
             events: broadcast::channel(1024).0,
@@ -111,7 +117,8 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
     let url = format!("http://127.0.0.1:{port}/?token={token}");
     let studio = Arc::new(Studio::new(ctx.clone(), opened, port, token));
     {
-        // The URL is the first line on stdout, whatever else is printed: scripts read it.
+        // The URL is the first line on stdout, whatever else is printed: scripts read it. It
+        // goes to the owner only: never to a browser's command line (issue 53).
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{url}");
         let _ = out.flush();
@@ -121,7 +128,7 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
         ctx.root.display()
     );
     if !no_open {
-        open_browser(&url);
+        open_browser(&studio, port);
     }
     listener.set_nonblocking(true).map_err(io_error)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -130,28 +137,90 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
         .build()
         .map_err(io_error)?;
     start_event_poller(studio.clone());
-    runtime.block_on(async move {
+    let app = router(studio.clone());
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io_error)?;
-        axum::serve(listener, router(studio))
-            .await
-            .map_err(io_error)
-    })
+        tokio::select! {
+            served = axum::serve(listener, app) => served.map_err(io_error),
+            () = stop_requested() => Ok(()),
+        }
+    });
+    // The page file goes with the server, used or not.
+    studio.drop_code(None);
+    runtime.shutdown_background();
+    served
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM; never, if neither can be listened for.
+async fn stop_requested() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
 }
 
 fn io_error(e: std::io::Error) -> CliError {
     CliError::new(ErrorKind::of_io(&e), format!("the studio's server: {e}"))
 }
 
-/// Asks the desktop to open `url`; a machine without one only gets a note.
-fn open_browser(url: &str) {
+/// Asks the desktop to open the page: on an owner-only page file holding a one-time code, not
+/// on the URL, which its command line would show every local user (issue 53). A machine
+/// without a desktop only gets a note.
+fn open_browser(studio: &Arc<Studio>, port: u16) {
+    let code = match new_token() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!(
+                "cairn studio: no browser opened ({}); open the URL above",
+                e.line()
+            );
+            return;
+        }
+    };
+    let (dir, page) = match login::write_page_file(port, &code) {
+        Ok(written) => written,
+        Err(e) => {
+            eprintln!(
+                "cairn studio: no browser opened: cannot write the page file for it ({e}); \
+                 open the URL above"
+            );
+            return;
+        }
+    };
+    let until = std::time::Instant::now() + login::CODE_LIFETIME;
+    studio.set_code(code, until, Some(dir));
+    let expire = studio.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(login::CODE_LIFETIME);
+        expire.drop_code(Some(std::time::Instant::now()));
+    });
     let opened = std::process::Command::new("xdg-open")
-        .arg(url)
+        .arg(&page)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
-    if opened.is_err() {
-        eprintln!("cairn studio: no browser could be opened (xdg-open); open the URL above");
+    match opened {
+        Ok(mut child) => {
+            eprintln!(
+                "cairn studio: opened a browser on {} (yours only; good once, for {} s); if no \
+                 page shows, open the URL above",
+                page.display(),
+                login::CODE_LIFETIME.as_secs()
+            );
+            std::thread::spawn(move || child.wait());
+        }
+        Err(_) => {
+            studio.drop_code(None);
+            eprintln!("cairn studio: no browser could be opened (xdg-open); open the URL above");
+        }
     }
 }
 
@@ -197,7 +266,8 @@ pub(crate) fn router(studio: Arc<Studio>) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(
             studio.clone(),
             require_token,
-        ));
+        ))
+        .route("/api/session", post(login::open_session));
     Router::new()
         .route("/", get(index))
         .route("/app.js", get(app_js))
@@ -266,13 +336,28 @@ fn refused(status: StatusCode, message: impl Into<String>) -> Response {
 /// Refuses a request whose `Host`, or `Origin` when it has one, is not this server's loopback
 /// address: a page of another site whose name was rebound to 127.0.0.1 has its own name there.
 async fn require_loopback(State(studio): State<Arc<Studio>>, req: Request, next: Next) -> Response {
-    if let Err(why) = check_loopback(&studio, req.headers()) {
+    if let Err(why) = check_loopback(&studio, req.headers(), is_page_navigation(&req)) {
         return refused(StatusCode::FORBIDDEN, why);
     }
     next.run(req).await
 }
 
-fn check_loopback(studio: &Studio, headers: &HeaderMap) -> std::result::Result<(), String> {
+/// A browser loading the page itself as a document (`GET /`): from the page file this is a
+/// navigation a browser marks cross-site (its origin is a file), and the page holds no secret
+/// (nor may it be framed: `frame-ancestors 'none'`).
+fn is_page_navigation(req: &Request) -> bool {
+    let fetch = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    req.method() == axum::http::Method::GET
+        && req.uri().path() == "/"
+        && fetch("sec-fetch-mode") == Some("navigate")
+        && fetch("sec-fetch-dest") == Some("document")
+}
+
+fn check_loopback(
+    studio: &Studio,
+    headers: &HeaderMap,
+    page_navigation: bool,
+) -> std::result::Result<(), String> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -292,9 +377,10 @@ fn check_loopback(studio: &Studio, headers: &HeaderMap) -> std::result::Result<(
             ));
         }
     }
-    // Fetch metadata, where the browser sends it: only this page's own requests.
+    // Fetch metadata, where the browser sends it: only this page's own requests (and the
+    // page itself, however it was reached).
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if site != "same-origin" && site != "none" {
+        if site != "same-origin" && site != "none" && !page_navigation {
             return Err(format!(
                 "refused: a request from another site (sec-fetch-site: {site})"
             ));
@@ -303,19 +389,20 @@ fn check_loopback(studio: &Studio, headers: &HeaderMap) -> std::result::Result<(
     Ok(())
 }
 
-/// Refuses an API call without this launch's token.
+/// Refuses an API call without this launch's token or a session of its pages.
 async fn require_token(State(studio): State<Arc<Studio>>, req: Request, next: Next) -> Response {
-    if !has_token(&studio.token, &req) {
+    if !given_secret(&req).is_some_and(|given| studio.admits(&given)) {
         return refused(
             StatusCode::UNAUTHORIZED,
-            "refused: this API call does not carry the token of this studio; open the URL \
-             `cairn studio` printed",
+            "refused: this API call does not carry the token of this studio or a session of \
+             its page; open the URL `cairn studio` printed",
         );
     }
     next.run(req).await
 }
 
-fn has_token(token: &str, req: &Request) -> bool {
+/// The secret a request carries: its bearer, or else its `token=`.
+fn given_secret(req: &Request) -> Option<String> {
     let bearer = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -326,10 +413,7 @@ fn has_token(token: &str, req: &Request) -> bool {
             .find_map(|kv| kv.strip_prefix("token="))
             .map(str::to_string)
     });
-    bearer
-        .map(str::to_string)
-        .or(query)
-        .is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes()))
+    bearer.map(str::to_string).or(query)
 }
 
 /// Compares two secrets in time that depends on their lengths only.

@@ -550,3 +550,130 @@ fn a_diff_asked_with_attribution_names_the_tool_call_that_changed_each_path() {
     let (_, body) = send(s.port, "GET", &plain, &[host(s.port), bearer()], "");
     assert!(!body.contains("attribution"), "{body}");
 }
+
+/// The page's exchange at `/api/session`, from the page's own origin: the status and session.
+fn session_for(s: &Served, body: serde_json::Value) -> (u16, Option<String>) {
+    let own = ("Origin", format!("http://127.0.0.1:{}", s.port));
+    let (code, body) = send(
+        s.port,
+        "POST",
+        "/api/session",
+        &[host(s.port), own],
+        &body.to_string(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    (code, v["session"].as_str().map(str::to_string))
+}
+
+#[test]
+fn a_page_code_is_exchanged_once_for_a_session_that_opens_the_api() {
+    // Issue 53: the browser is opened on a code good once, never on the token.
+    let s = serve();
+    let code = "0123456789abcdef0123456789abcdef";
+    let until = std::time::Instant::now() + login::CODE_LIFETIME;
+    s.studio.set_code(code.into(), until, None);
+    let (status, session) = session_for(&s, serde_json::json!({ "code": code }));
+    let session = session.unwrap_or_else(|| panic!("a session for the code ({status})"));
+    assert_ne!(session, TOKEN);
+    let with = ("Authorization", format!("Bearer {session}"));
+    assert_eq!(
+        send(s.port, "GET", "/api/threads", &[host(s.port), with], "").0,
+        200
+    );
+    // The event stream's query carries it too.
+    let q = format!("/api/threads?token={session}");
+    assert_eq!(send(s.port, "GET", &q, &[host(s.port)], "").0, 200);
+    // The code itself opens nothing, and is dead once used.
+    let with_code = ("Authorization", format!("Bearer {code}"));
+    assert_eq!(
+        send(
+            s.port,
+            "GET",
+            "/api/threads",
+            &[host(s.port), with_code],
+            ""
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        session_for(&s, serde_json::json!({ "code": code })),
+        (401, None)
+    );
+    // The printed token gets a session too; a wrong one, or both at once, none.
+    assert!(session_for(&s, serde_json::json!({ "token": TOKEN }))
+        .1
+        .is_some());
+    let wrong = "f".repeat(32);
+    assert_eq!(
+        session_for(&s, serde_json::json!({ "token": wrong })),
+        (401, None)
+    );
+    assert_eq!(
+        session_for(&s, serde_json::json!({ "token": TOKEN, "code": code })).0,
+        401
+    );
+}
+
+#[test]
+fn a_page_code_older_than_its_lifetime_or_another_is_refused() {
+    // Issue 53: a code read later (from a file or a history) is dead.
+    let s = serve();
+    let code = "0123456789abcdef0123456789abcdef".to_string();
+    let now = std::time::Instant::now();
+    let later = now + login::CODE_LIFETIME;
+    let ask = |code: &str| -> login::SessionRequest {
+        serde_json::from_value(serde_json::json!({ "code": code })).expect("a request")
+    };
+    s.studio.set_code(code.clone(), later, None);
+    assert!(s.studio.exchange(&ask(&code), later).is_err());
+    // A wrong code does not use up the right one, nor does a check before its end.
+    assert!(s.studio.exchange(&ask(&"0".repeat(32)), now).is_err());
+    s.studio.drop_code(Some(now));
+    assert!(s.studio.exchange(&ask(&code), now).is_ok());
+    // Its end, or the server's, forgets it.
+    s.studio.set_code(code.clone(), later, None);
+    s.studio.drop_code(Some(later));
+    assert!(s.studio.exchange(&ask(&code), now).is_err());
+    s.studio.set_code(code.clone(), later, None);
+    s.studio.drop_code(None);
+    assert!(s.studio.exchange(&ask(&code), now).is_err());
+}
+
+#[test]
+fn the_page_may_be_reached_from_another_site_but_not_its_script_nor_the_api() {
+    // Issue 53: the page file's origin is a file, so the browser marks the page's load
+    // cross-site; that page holds no secret (nor may it be framed). The rest stays refused.
+    let s = serve();
+    let navigation = |site: &str| {
+        [
+            host(s.port),
+            ("Sec-Fetch-Site", site.to_string()),
+            ("Sec-Fetch-Mode", "navigate".to_string()),
+            ("Sec-Fetch-Dest", "document".to_string()),
+        ]
+    };
+    assert_eq!(
+        send(s.port, "GET", "/?code=00", &navigation("cross-site"), "").0,
+        200
+    );
+    let site = ("Sec-Fetch-Site", "cross-site".to_string());
+    for path in ["/app.js", "/api/threads"] {
+        let (code, body) = send(
+            s.port,
+            "GET",
+            path,
+            &[host(s.port), bearer(), site.clone()],
+            "",
+        );
+        assert_eq!((code, kind_of(&body).as_str()), (403, "DENIED"), "{path}");
+    }
+    // A navigation that is an API call is still one.
+    let mut nav = navigation("cross-site").to_vec();
+    nav.push(bearer());
+    assert_eq!(send(s.port, "GET", "/api/threads", &nav, "").0, 403);
+    // Nor is the page served to another host for all that.
+    let mut other = navigation("cross-site").to_vec();
+    other[0] = ("Host", format!("evil.example:{}", s.port));
+    assert_eq!(send(s.port, "GET", "/", &other, "").0, 403);
+}

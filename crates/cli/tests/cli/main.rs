@@ -12,6 +12,7 @@ mod mcp;
 mod precise;
 mod remote;
 mod store_ops;
+mod studio;
 mod threads;
 mod watch;
 

@@ -3,10 +3,23 @@
 "use strict";
 
 const params = new URLSearchParams(location.search);
-const TOKEN = params.get("token") || sessionStorage.getItem("cairn-studio-token") || "";
-sessionStorage.setItem("cairn-studio-token", TOKEN);
-// The token stays out of the address bar (and of screenshots and history).
+// The one-time code (of the file the browser was opened on) or the printed token stays out of
+// the address bar (and of screenshots and history): it is exchanged below for this tab's
+// session, kept in sessionStorage (per origin, port included; a cookie would also go to any
+// other server on 127.0.0.1).
 history.replaceState(null, "", location.pathname + (params.get("thread") ? "?thread=" + encodeURIComponent(params.get("thread")) : ""));
+let SESSION = sessionStorage.getItem("cairn-studio-session") || "";
+
+// Exchanges the address's code or token for a session, once; without either, the tab's own.
+async function login() {
+  const given = params.get("code") ? { code: params.get("code") } : params.get("token") ? { token: params.get("token") } : null;
+  if (!given) return;
+  const r = await fetch("/api/session", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(given) });
+  const json = await r.json().catch(() => null);
+  if (!r.ok) throw new ApiError(json, r.status);
+  SESSION = json.session;
+  sessionStorage.setItem("cairn-studio-session", SESSION);
+}
 
 const state = { thread: params.get("thread"), threads: [], checkpoint: null, events: 0, diff: null };
 
@@ -36,7 +49,7 @@ class ApiError extends Error {
 }
 
 async function api(path, body) {
-  const init = { headers: { Authorization: "Bearer " + TOKEN } };
+  const init = { headers: { Authorization: "Bearer " + SESSION } };
   if (body !== undefined) {
     init.method = "POST";
     init.headers["Content-Type"] = "application/json";
@@ -397,7 +410,7 @@ function refresh() {
 
 function listen() {
   const live = document.getElementById("live");
-  const es = new EventSource("/api/events?token=" + encodeURIComponent(TOKEN));
+  const es = new EventSource("/api/events?token=" + encodeURIComponent(SESSION));
   es.addEventListener("ready", () => { live.textContent = "live"; live.className = "live on"; });
   es.addEventListener("cairn", () => { state.events++; live.dataset.events = state.events; refresh(); });
   es.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
@@ -405,9 +418,11 @@ function listen() {
 
 document.getElementById("plan-confirm").addEventListener("click", confirmPlan);
 document.getElementById("plan-cancel").addEventListener("click", closeModal);
-// First the threads, then the thread of the address (or the first one).
-loadThreads().then(() => {
-  if (!state.thread && state.threads.length) selectThread(state.threads[0].id);
-  else return loadThread();
+// The session first, then the threads, then the thread of the address (or the first one).
+login().then(() => {
+  listen();
+  return loadThreads().then(() => {
+    if (!state.thread && state.threads.length) selectThread(state.threads[0].id);
+    else return loadThread();
+  });
 }).catch(showError);
-listen();
