@@ -24,6 +24,21 @@ pub struct WatchJson {
     /// The running watcher's account.
     #[serde(flatten)]
     pub status: Option<DaemonStatus>,
+    /// A watcher that holds the workspace but does not answer (stopped, or stuck): snapshots
+    /// walk meanwhile (issue 53).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_answering: Option<NotAnswering>,
+}
+
+/// A watcher that does not answer, and what `--stop` did to it.
+#[derive(Debug, Serialize)]
+pub struct NotAnswering {
+    /// Its process id, when it can be told.
+    pub pid: Option<u32>,
+    /// Why it is taken for silent.
+    pub reason: String,
+    /// Whether `cairn watch --stop` killed it (SIGKILL).
+    pub killed: bool,
 }
 
 /// Where a watcher would run, when none does.
@@ -44,6 +59,7 @@ impl WatchJson {
             running: true,
             idle: None,
             status: Some(st.clone()),
+            not_answering: None,
         }
     }
 }
@@ -65,6 +81,11 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
     let end = watch::serve(&ws, watcher, &stop, args.idle_exit, |st| {
+        if let Some(pid) = st.took_over {
+            ctx.note(&format!(
+                "the watcher process {pid} did not answer: killed it (SIGKILL) and took over"
+            ));
+        }
         let json = WatchJson::running(st);
         let _ = ctx.emit(&json, || {
             let mut out = format!(
@@ -138,6 +159,7 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             socket,
         }),
         status: None,
+        not_answering: None,
     };
     if std::fs::symlink_metadata(&store_path).is_err() {
         let json = none(
@@ -152,14 +174,20 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
     }
     let store = Store::open(&store_path, ctx.store_options(false)?)?;
     let socket = watch::socket_path(&store, &id)?;
-    let Some(st) = watch::status(&store, &id)? else {
-        let json = none(socket);
-        return ctx.emit(&json, || {
-            format!(
-                "no watcher runs for {}; start one with `cairn watch`\n",
-                root.display()
-            )
-        });
+    let st = match watch::find(&store, &id)? {
+        watch::Found::Running(st) => *st,
+        watch::Found::None => {
+            let json = none(socket);
+            return ctx.emit(&json, || {
+                format!(
+                    "no watcher runs for {}; start one with `cairn watch`\n",
+                    root.display()
+                )
+            });
+        }
+        watch::Found::Silent { pid, why } => {
+            return silent(ctx, &store, &id, none(socket), pid, why, stop);
+        }
     };
     if stop {
         let pid = rustix::process::Pid::from_raw(st.pid as i32).ok_or_else(|| {
@@ -172,7 +200,8 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             )
         })?;
         let started = Instant::now();
-        while watch::status(&store, &id)?.is_some() {
+        // Gone once its lock is free (it answers no status while it ends).
+        while !watch::wait_gone(&store, &id, Duration::from_millis(100))? {
             if started.elapsed() > Duration::from_secs(20) {
                 return Err(CliError::new(
                     ErrorKind::Busy,
@@ -240,6 +269,59 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
     })
 }
 
+/// `cairn watch --status` or `--stop` of a watcher that holds the workspace but does not
+/// answer (process `pid`, when known, for `why`): said, or killed with SIGKILL (issue 53).
+fn silent(
+    ctx: &Ctx,
+    store: &Store,
+    id: &str,
+    mut json: WatchJson,
+    pid: Option<u32>,
+    why: String,
+    stop: bool,
+) -> Result<()> {
+    let root = ctx.canonical_root();
+    let who = pid.map_or("its process unknown".to_string(), |p| {
+        format!("process {p}")
+    });
+    if !stop {
+        json.not_answering = Some(NotAnswering {
+            pid,
+            reason: why.clone(),
+            killed: false,
+        });
+        return ctx.emit(&json, || {
+            format!(
+                "a watcher holds {} ({who}) but does not answer: {why}; snapshots walk \
+                 meanwhile; `cairn watch --stop` kills it\n",
+                root.display()
+            )
+        });
+    }
+    let Some(pid) = pid else {
+        return Err(CliError::new(
+            ErrorKind::Busy,
+            format!(
+                "the watcher of {} does not answer ({why}) and its process cannot be told; \
+                 find it with `pgrep -f 'cairn.* watch'` and kill it",
+                root.display()
+            ),
+        ));
+    };
+    watch::kill_silent(store, id, pid)?;
+    json.not_answering = Some(NotAnswering {
+        pid: Some(pid),
+        reason: why.clone(),
+        killed: true,
+    });
+    ctx.emit(&json, || {
+        format!(
+            "killed the watcher of {} (process {pid}, SIGKILL): it did not answer: {why}\n",
+            root.display()
+        )
+    })
+}
+
 /// With `CAIRN_WATCH=auto`: starts `cairn watch` for the workspace in the background when
 /// none runs (this snapshot walks; the next ones ask it). Best effort: a watcher that cannot
 /// start leaves snapshots walking.
@@ -261,10 +343,9 @@ pub(crate) fn start_in_background(ctx: &Ctx, ws: &cairn_restore::Workspace) {
     if ctx.remote.is_some() || !watch::daemon_allowed() {
         return;
     }
-    let Ok(socket) = watch::socket_path(ws.store(), ws.id()) else {
-        return;
-    };
-    if watch::listening(&socket) {
+    // One runs, answering or not (a stopped one is left to `cairn watch --stop` or a
+    // `cairn watch` started by hand: these snapshots walk meanwhile).
+    if watch::runs(ws.store(), ws.id()).unwrap_or(true) {
         return;
     }
     let Ok(exe) = std::env::current_exe() else {

@@ -19,6 +19,16 @@
 //! No daemon (no socket, or a socket nobody listens on): the snapshot walks, as without a
 //! watcher. `CAIRN_WATCH=off` in the environment makes a process ignore any daemon.
 //! `Workspace::watch` runs the same watcher inside the calling process instead.
+//!
+//! A daemon that does not answer (stopped with SIGSTOP or Ctrl-Z, or stuck) holds no client
+//! past [`ANSWER_WITHIN`] (issue 53): the connection is made within it, the daemon says it
+//! works on a request at once and again every [`BEAT`] until it answers, and a client that
+//! hears nothing for that long walks by itself, saying why in the snapshot's
+//! `walk.reason`. One daemon per workspace is decided by a lock beside the socket (see
+//! [`lock`]): `cairn watch --stop` and a new `cairn watch` find a daemon that does not answer
+//! by it, and kill it.
+
+mod lock;
 
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
@@ -46,19 +56,34 @@ const MAX_MESSAGE: u32 = 256 << 20;
 /// each other's messages as their own, which postcard could do without an error and with
 /// another meaning (version 2 added the changed entries' names to `Scope::Partial`, version 3
 /// the merged packs to `DaemonStatus`, version 4 `WalkInfo::ahead_ms` and the snapshots walked
-/// ahead to `DaemonStatus`, version 5 the changes stored ahead to `DaemonStatus`): the message
-/// is refused, and the client walks.
-const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x05";
+/// ahead to `DaemonStatus`, version 5 the changes stored ahead to `DaemonStatus`, version 6
+/// `Response::Working`, sent while the daemon works on a request, and
+/// `DaemonStatus::took_over`): the message is refused, and the client walks.
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x06";
 
-/// How long a daemon waits for a request, and a client for an answer to `Changes` or
-/// `Status` (each served on a thread of its own, never behind a snapshot).
+/// How long a daemon waits for a request, and at most a client for an answer to `Changes`
+/// or `Status` (each served on a thread of its own, never behind a snapshot).
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a client waits for a snapshot the daemon takes for it: as long as a first walk
-/// of a large tree may take. Past it (a daemon alive but stuck), the client takes the
-/// snapshot itself, so a broken daemon never wedges the workspace. A daemon that dies closes
-/// the connection, and the client walks at once.
+/// How long a client waits for a connection, and then for each sign of life of the daemon
+/// (`Response::Working`, sent at once and every [`BEAT`], or the answer), before it walks by
+/// itself (issue 53): a daemon stopped or stuck costs a client this much, well within Claude
+/// Code's 60 s hook timeout.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
+
+/// How often a daemon working on a request says so (`Response::Working`).
+const BEAT: Duration = Duration::from_millis(250);
+
+/// How long at most a client waits for a snapshot the daemon takes for it while the daemon
+/// keeps saying it works on it: as long as a first walk of a large tree may take. Past it (a
+/// daemon alive but stuck), the client takes the snapshot itself. A daemon that dies closes
+/// the connection, and one that says nothing for [`ANSWER_WITHIN`] is left: the client walks.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How many times in a row a new `cairn watch` finds a running watcher silent, when it is
+/// not stopped, before it kills it and takes over (a stopped one is killed at once): a
+/// watcher merely slow to answer on a loaded machine is not killed for one late answer.
+const SILENT_PROBES_BEFORE_KILL: u32 = 3;
 
 /// How long the daemon waits after a snapshot before it gives back the memory that snapshot
 /// left (see `Served::release_when_idle`): past the stat cache's write delay, so that the
@@ -128,6 +153,8 @@ enum Response {
     /// Not for this daemon (another store, root, workspace or remote), or it failed: the
     /// caller does it itself.
     Refused(String),
+    /// Not an answer: the daemon works on the request (sent at once, then every [`BEAT`]).
+    Working,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -187,6 +214,9 @@ pub struct DaemonStatus {
     /// (20 ms) after them: the snapshot asked for within the racy window walks them again
     /// but finds its objects stored (see `Served::walk_ahead`).
     pub stored_ahead: u64,
+    /// The process id of a watcher of the workspace that did not answer, killed as this one
+    /// started in its place (issue 53).
+    pub took_over: Option<u32>,
 }
 
 /// The socket of the daemon of `ws` when one may be used (`CAIRN_WATCH` is not `off`) and the
@@ -206,9 +236,31 @@ pub fn listening(path: &Path) -> bool {
 }
 
 /// Connects to the socket at `path`: by a short `/proc/self/fd/N/...` name when the path is
-/// longer than a socket address holds.
+/// longer than a socket address holds. Within [`ANSWER_WITHIN`] (`SO_SNDTIMEO` bounds a Unix
+/// socket's `connect`): a daemon that does not accept, its queue of connections full, fails
+/// it with `TimedOut`.
 fn connect(path: &Path) -> std::io::Result<UnixStream> {
-    with_short_path(path, |p| UnixStream::connect(p))
+    use rustix::net::{sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    with_short_path(path, |p| {
+        let fd = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        sockopt::set_socket_timeout(&fd, sockopt::Timeout::Send, Some(ANSWER_WITHIN))?;
+        match rustix::net::connect(&fd, &SocketAddrUnix::new(p)?) {
+            Ok(()) => Ok(UnixStream::from(fd)),
+            Err(rustix::io::Errno::AGAIN) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no connection within {} s (its queue of connections is full)",
+                    ANSWER_WITHIN.as_secs()
+                ),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    })
 }
 
 fn with_short_path<T>(
@@ -260,49 +312,174 @@ fn recv<T: serde::de::DeserializeOwned>(s: &mut UnixStream) -> std::io::Result<T
     }
 }
 
-/// One request, one answer.
-fn ask(path: &Path, req: &Request, timeout: Option<Duration>) -> std::io::Result<Response> {
-    let mut s = connect(path)?;
-    s.set_read_timeout(timeout)?;
-    s.set_write_timeout(Some(TIMEOUT))?;
-    send(&mut s, req)?;
-    recv(&mut s)
+/// Why a request got no answer.
+#[derive(Debug)]
+enum NoAnswer {
+    /// Nobody listens: no socket, or a dead watcher's.
+    Nobody,
+    /// Somebody listens but said nothing for [`ANSWER_WITHIN`] (stopped, or stuck), or
+    /// failed otherwise (closed the connection, spoke another protocol): why.
+    Silent(String),
+}
+
+impl NoAnswer {
+    fn of(e: std::io::Error) -> NoAnswer {
+        use std::io::ErrorKind as K;
+        match e.kind() {
+            K::NotFound | K::ConnectionRefused => NoAnswer::Nobody,
+            K::WouldBlock | K::TimedOut => NoAnswer::Silent(format!(
+                "no answer within {} s ({e}; the watcher process is stopped or stuck)",
+                ANSWER_WITHIN.as_secs()
+            )),
+            _ => NoAnswer::Silent(e.to_string()),
+        }
+    }
+}
+
+/// One request, one answer: the daemon says `Working` at once and then every [`BEAT`]
+/// until it answers; each sign of life is awaited for [`ANSWER_WITHIN`], the answer for
+/// `total` at most.
+fn ask(path: &Path, req: &Request, total: Duration) -> std::result::Result<Response, NoAnswer> {
+    let mut s = connect(path).map_err(NoAnswer::of)?;
+    let asked = std::time::Instant::now();
+    let mut frames = || -> std::io::Result<Response> {
+        s.set_write_timeout(Some(ANSWER_WITHIN))?;
+        send(&mut s, req)?;
+        loop {
+            let left = total.saturating_sub(asked.elapsed());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("working, but no answer within {} s", total.as_secs()),
+                ));
+            }
+            s.set_read_timeout(Some(ANSWER_WITHIN.min(left)))?;
+            match recv(&mut s)? {
+                Response::Working => continue,
+                answer => return Ok(answer),
+            }
+        }
+    };
+    frames().map_err(|e| match NoAnswer::of(e) {
+        // Connected, then refused or closed: it listens, but did not answer.
+        NoAnswer::Nobody => NoAnswer::Silent("the connection was refused".into()),
+        silent => silent,
+    })
 }
 
 /// A daemon's answers to the snapshots of this process: its [`ChangeSource`].
 #[derive(Debug, Clone)]
 pub struct Client {
     socket: PathBuf,
+    /// Why the daemon is not asked: it did not answer this process already.
+    silent: Option<String>,
 }
 
 impl Client {
     /// The client of the daemon listening at `socket`.
     pub fn new(socket: PathBuf) -> Client {
-        Client { socket }
+        Client {
+            socket,
+            silent: None,
+        }
     }
 }
 
 impl ChangeSource for Client {
     fn changes_since(&self, since: Option<Token>) -> std::result::Result<Changes, String> {
-        match ask(&self.socket, &Request::Changes { since }, Some(TIMEOUT)) {
+        if let Some(why) = &self.silent {
+            return Err(format!("{}: {why}", self.socket.display()));
+        }
+        match ask(&self.socket, &Request::Changes { since }, TIMEOUT) {
             Ok(Response::Changes(c)) => Ok(c),
             Ok(other) => Err(format!("unexpected answer {other:?}")),
-            Err(e) => Err(format!("{}: {e}", self.socket.display())),
+            Err(NoAnswer::Nobody) => Err(format!("{}: nobody listens", self.socket.display())),
+            Err(NoAnswer::Silent(why)) => Err(format!("{}: {why}", self.socket.display())),
         }
     }
 }
 
-/// What the daemon of workspace `id` in `store` says of itself; `None` when none runs.
+/// What the daemon of workspace `id` in `store` says of itself; `None` when none answers.
 pub fn status(store: &Store, id: &str) -> Result<Option<DaemonStatus>> {
+    Ok(match find(store, id)? {
+        Found::Running(st) => Some(*st),
+        Found::None | Found::Silent { .. } => None,
+    })
+}
+
+/// The watcher of a workspace, as [`find`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// None runs.
+    None,
+    /// One runs and answered with its account.
+    Running(Box<DaemonStatus>),
+    /// A process holds the workspace's watcher lock but did not answer (stopped, with
+    /// SIGSTOP or Ctrl-Z, or stuck): snapshots walk meanwhile (issue 53).
+    Silent {
+        /// Its process id, when it can be told.
+        pid: Option<u32>,
+        /// Why it is taken for silent.
+        why: String,
+    },
+}
+
+/// Finds the watcher of workspace `id` in `store`: asks it for its account, and when it does
+/// not answer, looks for the process holding its lock.
+pub fn find(store: &Store, id: &str) -> Result<Found> {
     let socket = socket_path(store, id)?;
-    match ask(&socket, &Request::Status, Some(TIMEOUT)) {
-        Ok(Response::Status(s)) => Ok(Some(*s)),
-        Ok(other) => Err(Error::InvalidArgument(format!(
-            "the watcher at {} answered {other:?} to a status request",
-            socket.display()
-        ))),
-        Err(_) => Ok(None),
+    let why = match ask(&socket, &Request::Status, TIMEOUT) {
+        Ok(Response::Status(s)) => return Ok(Found::Running(s)),
+        Ok(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "the watcher at {} answered {other:?} to a status request",
+                socket.display()
+            )))
+        }
+        // A watcher starting (it has its lock, not yet its socket) is taken for none.
+        Err(NoAnswer::Nobody) => return Ok(Found::None),
+        Err(NoAnswer::Silent(why)) => why,
+    };
+    let lock = lock::lock_path(&socket);
+    if !lock::held(&lock)? {
+        // A socket somebody listens on without the lock: a watcher of an older build.
+        return Ok(Found::None);
     }
+    Ok(Found::Silent {
+        pid: lock::holder(&lock)?,
+        why,
+    })
+}
+
+/// Ends the watcher of workspace `id` in `store`, process `pid`, which does not answer (see
+/// [`Found::Silent`]): kills it with SIGKILL (its state is safe to kill at any point: its
+/// snapshots are written as any process's, and the kernel drops its lock) and removes the
+/// socket it leaves. Refused for this very process.
+pub fn kill_silent(store: &Store, id: &str, pid: u32) -> Result<()> {
+    let socket = socket_path(store, id)?;
+    if let Some(_held) = lock::kill(pid, &lock::lock_path(&socket))? {
+        let _ = std::fs::remove_file(&socket);
+    }
+    Ok(())
+}
+
+/// Waits up to `within` for the watcher of workspace `id` in `store` to end (its lock
+/// free): whether it did.
+pub fn wait_gone(store: &Store, id: &str, within: Duration) -> Result<bool> {
+    let lock = lock::lock_path(&socket_path(store, id)?);
+    let started = std::time::Instant::now();
+    while lock::held(&lock)? {
+        if started.elapsed() >= within {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(true)
+}
+
+/// Whether a watcher of workspace `id` in `store` runs, answering or not (its lock is held).
+pub fn runs(store: &Store, id: &str) -> Result<bool> {
+    lock::held(&lock::lock_path(&socket_path(store, id)?))
 }
 
 /// How a delegation went.
@@ -336,7 +513,7 @@ pub(crate) fn delegate(ws: &Workspace, opts: &SnapshotOptions, take: bool) -> De
         use_stat_cache: opts.use_stat_cache,
         own_files: opts.own_files.clone(),
     }));
-    match ask(&socket, &req, Some(SNAPSHOT_TIMEOUT)) {
+    match ask(&socket, &req, SNAPSHOT_TIMEOUT) {
         Ok(Response::Snapshot(w)) => Delegated::Taken(Box::new(Snapshot {
             id: w.id,
             root: w.root,
@@ -347,7 +524,12 @@ pub(crate) fn delegate(ws: &Workspace, opts: &SnapshotOptions, take: bool) -> De
             walk: w.walk,
         })),
         Ok(_) => Delegated::Ask(Client::new(socket)),
-        Err(_) => Delegated::None,
+        Err(NoAnswer::Nobody) => Delegated::None,
+        // Not asked again: the walk says why it walked whole.
+        Err(NoAnswer::Silent(why)) => Delegated::Ask(Client {
+            socket,
+            silent: Some(why),
+        }),
     }
 }
 
@@ -394,8 +576,12 @@ fn cpu_ms() -> u64 {
 }
 
 /// Serves the workspace `ws`, watched by `watcher`, on its socket until `stop` is set, the root
-/// goes, or the store does; `ready` is called once the socket listens. Refused with `BUSY`
-/// when another daemon listens on the socket. The daemon holds no lock: every request is
+/// goes, or the store does; `ready` is called once the socket listens. One daemon serves a
+/// workspace: it holds the watcher's lock beside the socket (see [`lock`]) for its life, taken
+/// before it touches the socket. Refused with `BUSY` naming the process when another daemon
+/// holds it and answers; one that holds it and does not answer (stopped, or silent
+/// [`SILENT_PROBES_BEFORE_KILL`] times in a row) is killed and this one takes over (said in
+/// [`DaemonStatus::took_over`]). The daemon holds no lock of the store: every request is
 /// served as any Cairn process would do it, with the store's own locking. Each connection is
 /// served on a thread of its own, so a status or a `Changes` question never waits behind a
 /// snapshot; the snapshots it takes for others are taken one at a time. With `idle_exit`, it
@@ -410,18 +596,17 @@ pub fn serve(
     ready: impl FnOnce(&DaemonStatus),
 ) -> Result<ServeEnd> {
     let socket = socket_path(ws.store(), ws.id())?;
-    // Someone listens: another daemon, perhaps busy with a snapshot (so not asked to answer
-    // a status in time). Only a socket nobody listens on, left by a daemon that died, is
-    // taken over.
-    if listening(&socket) {
-        let who = match status(ws.store(), ws.id()) {
-            Ok(Some(other)) => format!("process {}", other.pid),
-            _ => "busy, it did not say which process".to_string(),
-        };
+    let (_lock, took_over) = take_lock(ws, &socket)?;
+    // With the lock, a socket somebody listens on is a watcher of an older build, which
+    // takes no lock; one nobody listens on, a dead watcher's, is taken over.
+    if let Ok(other) = connect(&socket) {
+        let who = rustix::net::sockopt::socket_peercred(&other)
+            .map(|c| format!("process {}", c.pid.as_raw_nonzero()))
+            .unwrap_or_else(|_| "its process unknown".into());
         return Err(Error::Busy {
             detail: format!(
-                "a watcher already runs for {} ({who}, socket {}); stop it with `cairn watch --stop`",
-                ws.root().display(),
+                "a watcher of another build of Cairn listens on {} ({who}); stop it with that \
+                 build's `cairn watch --stop`",
                 socket.display()
             ),
         });
@@ -458,6 +643,7 @@ pub fn serve(
         overflows_asked: std::sync::atomic::AtomicU64::new(0),
         stored_ahead: std::sync::atomic::AtomicU64::new(0),
         cache_writing: AtomicBool::new(false),
+        took_over,
     };
     ready(&served.status());
     let store_dir = ws.store().path().to_path_buf();
@@ -552,11 +738,111 @@ pub fn serve(
         served.merge_stop.store(true, Ordering::SeqCst);
         end
     });
-    // Only our own socket: another daemon may have taken the name since (it checked ours).
+    // Only our own socket (still holding the lock: no other daemon has bound since, unless
+    // it killed this one, which then never gets here).
     if bound.is_some() && file_id(&socket) == bound {
         let _ = std::fs::remove_file(&socket);
     }
     Ok(end)
+}
+
+/// Takes the watcher's lock of `ws` (beside `socket`) for a daemon about to serve: at once
+/// when free; refused with `BUSY` naming the holder when it answers; when it does not (stopped,
+/// or silent [`SILENT_PROBES_BEFORE_KILL`] times in a row), its process is killed and the lock
+/// taken over (its pid returned). A holder that does not listen yet (a daemon starting) is
+/// waited for.
+fn take_lock(
+    ws: &Workspace,
+    socket: &Path,
+) -> Result<(cairn_store::fsutil::HeldLock, Option<u32>)> {
+    let path = lock::lock_path(socket);
+    let busy = |who: String| Error::Busy {
+        detail: format!(
+            "a watcher already runs for {} ({who}, socket {}); stop it with `cairn watch --stop`",
+            ws.root().display(),
+            socket.display()
+        ),
+    };
+    let mut silent = 0;
+    let mut waited = std::time::Instant::now();
+    loop {
+        if let Some(held) = lock::try_take(&path)? {
+            return Ok((held, None));
+        }
+        match ask(socket, &Request::Status, TIMEOUT) {
+            Ok(Response::Status(st)) => return Err(busy(format!("process {}", st.pid))),
+            Ok(_) => return Err(busy("it did not say which process".into())),
+            Err(NoAnswer::Nobody) => {
+                // Starting (or a prober's moment with the lock): wait for it to listen.
+                if waited.elapsed() > TIMEOUT {
+                    let who = match lock::holder(&path)? {
+                        Some(pid) => format!("process {pid}, which does not listen"),
+                        None => "it does not listen".into(),
+                    };
+                    return Err(busy(who));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(NoAnswer::Silent(why)) => {
+                silent += 1;
+                let pid = lock::holder(&path)?;
+                if pid.is_none() && !lock::held(&path)? {
+                    continue;
+                }
+                if !pid.is_some_and(lock::stopped) && silent < SILENT_PROBES_BEFORE_KILL {
+                    continue;
+                }
+                let Some(pid) = pid.filter(|&p| p != std::process::id()) else {
+                    return Err(busy(format!(
+                        "it does not answer ({why}) and its process cannot be killed from here"
+                    )));
+                };
+                if let Some(held) = lock::kill(pid, &path)? {
+                    return Ok((held, Some(pid)));
+                }
+                // Another took it first: ask that one.
+                silent = 0;
+                waited = std::time::Instant::now();
+            }
+        }
+    }
+}
+
+/// The connection of a request, its answer sent once (`true` once sent), and `Working` before
+/// it (see [`Served::one`]).
+struct Reply(parking_lot::Mutex<(UnixStream, bool)>);
+
+impl Reply {
+    /// Says the daemon works on the request, unless it answered already: whether the client
+    /// is still there.
+    fn working(&self) -> bool {
+        let mut r = self.0.lock();
+        let (stream, answered) = &mut *r;
+        *answered || send(stream, &Response::Working).is_ok()
+    }
+
+    /// Sends the answer, once.
+    fn answer(&self, answer: &Response) {
+        let mut r = self.0.lock();
+        let (stream, answered) = &mut *r;
+        if !std::mem::replace(answered, true) {
+            let _ = send(stream, answer);
+        }
+    }
+}
+
+/// Whether the client at the other end of `stream` has closed it (it gave up waiting).
+fn hung_up(stream: &UnixStream) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(stream, PollFlags::RDHUP)];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0)
+        && fds[0]
+            .revents()
+            .intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR)
 }
 
 /// The device and inode of the file at `path`.
@@ -620,6 +906,8 @@ struct Served<'a> {
     stored_ahead: std::sync::atomic::AtomicU64,
     /// A stat cache write was pending at the last look (see [`Served::settle_written`]).
     cache_writing: AtomicBool,
+    /// The watcher this one killed as it started, for not answering.
+    took_over: Option<u32>,
 }
 
 impl Served<'_> {
@@ -923,9 +1211,14 @@ impl Served<'_> {
             walked_ahead: self.walked_ahead.load(Ordering::Relaxed),
             answered_ahead: self.answered_ahead.load(Ordering::Relaxed),
             stored_ahead: self.stored_ahead.load(Ordering::Relaxed),
+            took_over: self.took_over,
         }
     }
 
+    /// Serves one connection: reads its request, says `Working` at once and every [`BEAT`]
+    /// (on a thread of its own) until the answer goes out. A request whose client has gone
+    /// already (it gave up while this daemon was stopped) is dropped; one whose client goes
+    /// while it is served is cancelled (the snapshot it asked for is not taken for nobody).
     fn one(&self, mut stream: UnixStream) {
         let _ = stream.set_nonblocking(false);
         let _ = stream.set_read_timeout(Some(TIMEOUT));
@@ -933,18 +1226,42 @@ impl Served<'_> {
         let Ok(req) = recv::<Request>(&mut stream) else {
             return;
         };
-        let answer = match req {
-            Request::Changes { since } => match self.watcher.changes_since(since) {
-                Ok(c) => Response::Changes(c),
-                Err(e) => Response::Refused(e),
-            },
-            Request::Status => Response::Status(Box::new(self.status())),
-            Request::Snapshot(req) => match self.snapshot(&req, &mut stream) {
-                Some(answer) => answer,
-                None => return,
-            },
-        };
-        let _ = send(&mut stream, &answer);
+        if hung_up(&stream) {
+            return;
+        }
+        let reply = Reply(parking_lot::Mutex::new((stream, false)));
+        if !reply.working() {
+            return;
+        }
+        let cancel = cairn_store::cancel::CancelToken::new();
+        let (done, beats) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let (reply, cancel) = (&reply, &cancel);
+            let _ = std::thread::Builder::new()
+                .name("cairn-watch-beat".into())
+                .spawn_scoped(scope, move || {
+                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                        beats.recv_timeout(BEAT)
+                    {
+                        if !reply.working() {
+                            cancel.cancel();
+                            return;
+                        }
+                    }
+                });
+            let answer = match req {
+                Request::Changes { since } => match self.watcher.changes_since(since) {
+                    Ok(c) => Some(Response::Changes(c)),
+                    Err(e) => Some(Response::Refused(e)),
+                },
+                Request::Status => Some(Response::Status(Box::new(self.status()))),
+                Request::Snapshot(req) => self.snapshot(&req, reply, cancel),
+            };
+            if let Some(answer) = answer {
+                reply.answer(&answer);
+            }
+            drop(done);
+        });
     }
 
     /// Counts the snapshot `s` taken, and the answer that carries it.
@@ -963,9 +1280,15 @@ impl Served<'_> {
     }
 
     /// Takes the snapshot `req` asks for and returns the answer, or `None` when it was sent
-    /// on `stream` already: as soon as the snapshot was durable, before the stat cache was
-    /// brought up to date for the next one (see [`cairn_snapshot::Context::taken`]).
-    fn snapshot(&self, req: &SnapshotRequest, stream: &mut UnixStream) -> Option<Response> {
+    /// on `reply` already: as soon as the snapshot was durable, before the stat cache was
+    /// brought up to date for the next one (see [`cairn_snapshot::Context::taken`]), or when
+    /// its client went away (`cancel`).
+    fn snapshot(
+        &self,
+        req: &SnapshotRequest,
+        reply: &Reply,
+        cancel: &cairn_store::cancel::CancelToken,
+    ) -> Option<Response> {
         let ws = self.ws;
         // A store ahead under way stops (what it stored is found by this snapshot's walk),
         // and none begins until this one has.
@@ -975,6 +1298,10 @@ impl Served<'_> {
         }
         let _one_at_a_time = self.taking.lock();
         self.asking.fetch_sub(1, Ordering::SeqCst);
+        // Its client went away while it waited for the one before.
+        if cancel.is_cancelled() {
+            return None;
+        }
         self.merge_stop.store(true, Ordering::SeqCst);
         if req.store != ws.store().path()
             || req.workspace_id != ws.id()
@@ -1017,7 +1344,7 @@ impl Served<'_> {
         self.store_allowed.store(true, Ordering::SeqCst);
         let mut answered = false;
         let mut answer = |s: &Snapshot| {
-            let _ = send(stream, &self.taken(s));
+            reply.answer(&self.taken(s));
             answered = true;
         };
         if self.answer_ahead(&opts, &mut answer).is_some() {
@@ -1029,6 +1356,7 @@ impl Served<'_> {
         let ctx = cairn_snapshot::Context {
             defer_compression: ws.options().store_options.remote.is_none(),
             taken: Some(&mut answer),
+            cancel: Some(cancel.clone()),
             ..Default::default()
         };
         let outcome = ws.snapshot(&opts, ctx);

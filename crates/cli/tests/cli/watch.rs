@@ -520,3 +520,221 @@ fn once_the_workspace_is_quiet_the_watcher_walks_ahead_and_the_next_snapshot_is_
     assert_eq!(status(&f)["answered_ahead"], 1);
     f.json(&["watch", "--stop"]);
 }
+
+/// A process stopped with SIGSTOP (what Ctrl-Z does to a foreground `cairn watch`), continued
+/// with SIGCONT when dropped, so that a failing test leaves no stopped process behind; the
+/// [`Daemon`] dropped after it kills it (issue 53).
+struct Stopped(rustix::process::Pid);
+
+impl Stopped {
+    fn stop(d: &Daemon) -> Stopped {
+        let pid = rustix::process::Pid::from_raw(d.child.id() as i32).expect("a process id");
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = rustix::process::kill_process(self.0, rustix::process::Signal::CONT);
+    }
+}
+
+/// The upper guard of a command facing a watcher that does not answer: Claude Code's hook
+/// timeout. Not a timing (the bound itself is measured by `benches/src/bin/stopped_watcher.rs`):
+/// past it, the command was wedged, and it is killed and the test fails.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// Runs `cairn ARGS` in the fixture's root with `stdin`, and returns its exit code, stdout
+/// and stderr; fails the test, killing it, if it still runs after [`GUARD`].
+fn run_guarded(f: &Fixture, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
+    use std::io::{Read, Write};
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+        .current_dir(&f.root)
+        .args(args)
+        .env("CAIRN_HOME", &f.home)
+        .env_remove("CAIRN_STORE")
+        .env_remove("CAIRN_REMOTE")
+        .env_remove("CAIRN_THREADS_DB")
+        .env_remove("CAIRN_WATCH")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cairn");
+    let _ = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if started.elapsed() > GUARD {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cairn {args:?} still ran after {GUARD:?}: wedged by the watcher");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    let _ = child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out);
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err);
+    (status.code(), out, err)
+}
+
+/// [`run_guarded`] of `cairn --json ARGS`, expected to succeed: its JSON.
+fn json_guarded(f: &Fixture, args: &[&str]) -> Value {
+    let (code, out, err) = run_guarded(f, &[&["--json"], args].concat(), "");
+    assert_eq!(code, Some(0), "cairn {args:?}: {err}");
+    serde_json::from_str(&out).expect("one JSON document on stdout")
+}
+
+/// Whether the snapshot's walk says the watcher did not answer.
+fn walked_past_a_silent_watcher(s: &Value) -> bool {
+    s["stats"]["walked"] == "full"
+        && s["stats"]["walk_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("did not answer"))
+}
+
+// Issue 53: a stopped watcher wedged every checkpoint (the hook past Claude Code's 60 s
+// timeout, `cairn snapshot` up to 600 s). Its clients now walk, saying why, within a bound.
+#[test]
+fn a_stopped_watcher_holds_neither_a_snapshot_nor_the_hook_and_status_names_it() {
+    let f = Fixture::new();
+    f.snapshot("base");
+    let d = Daemon::start(&f);
+    let pid = d.child.id();
+    snapshot(&f, None);
+    let _stopped = Stopped::stop(&d);
+
+    f.write("src/main.rs", "fn main() { stopped() }\n");
+    let s = json_guarded(&f, &["snapshot"]);
+    assert!(walked_past_a_silent_watcher(&s), "{s}");
+    assert!(same_files(&f, &s, &snapshot(&f, Some("off"))));
+
+    let before = f.json(&["list"])["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .len();
+    f.write("src/main.rs", "fn main() { hooked() }\n");
+    let (code, _, err) = run_guarded(
+        &f,
+        &["hook", "claude-code"],
+        &crate::agents::tool(&f, "s1", "Bash", "toolu_53").to_string(),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let after = f.json(&["list"])["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .len();
+    assert_eq!(after, before + 1, "the hook took its checkpoint");
+
+    let st = json_guarded(&f, &["watch", "--status"]);
+    assert_eq!(st["running"], false, "{st}");
+    assert_eq!(st["not_answering"]["pid"], pid, "{st}");
+}
+
+// Issue 53: with thousands of connections queued on a stopped watcher's socket, a client's
+// `connect` itself blocked; it is bounded now.
+#[test]
+fn a_stopped_watcher_with_a_full_queue_of_connections_holds_neither_status_nor_snapshot() {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let f = Fixture::new();
+    f.snapshot("base");
+    let d = Daemon::start(&f);
+    let sock = socket(&f);
+    let _stopped = Stopped::stop(&d);
+    // Connections queued until the listener's queue is full: the next connect would block.
+    let addr = SocketAddrUnix::new(sock.as_path()).expect("a socket address");
+    let mut queued = Vec::new();
+    let full = loop {
+        let fd = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            None,
+        )
+        .expect("a socket");
+        match rustix::net::connect(&fd, &addr) {
+            Ok(()) => queued.push(fd),
+            Err(rustix::io::Errno::AGAIN) => break true,
+            Err(e) => panic!("connect: {e}"),
+        }
+        if queued.len() > 16_000 {
+            break false;
+        }
+    };
+    assert!(
+        full,
+        "the queue of {} connections never filled",
+        queued.len()
+    );
+
+    let st = json_guarded(&f, &["watch", "--status"]);
+    assert_eq!(st["running"], false, "{st}");
+    assert_eq!(st["not_answering"]["pid"], d.child.id(), "{st}");
+    let s = json_guarded(&f, &["snapshot"]);
+    assert!(walked_past_a_silent_watcher(&s), "{s}");
+}
+
+// Issue 53: `cairn watch --stop` said "no watcher runs" of a stopped watcher and left it.
+#[test]
+fn watch_stop_kills_a_watcher_that_does_not_answer() {
+    use std::os::unix::process::ExitStatusExt;
+    let f = Fixture::new();
+    f.snapshot("base");
+    let mut d = Daemon::start(&f);
+    let pid = d.child.id();
+    let sock = socket(&f);
+    let stopped = Stopped::stop(&d);
+    let v = json_guarded(&f, &["watch", "--stop"]);
+    assert_eq!(v["running"], false, "{v}");
+    assert_eq!(v["not_answering"]["pid"], pid, "{v}");
+    assert_eq!(v["not_answering"]["killed"], true, "{v}");
+    assert_eq!(d.wait_exit().signal(), Some(9), "killed with SIGKILL");
+    drop(stopped);
+    assert!(!exists(&sock), "the socket is removed");
+    assert_eq!(status(&f)["running"], false);
+    // Nothing listens: snapshots walk at once, with nothing to say about it.
+    let s = snapshot(&f, None);
+    assert!(s["stats"]["walk_reason"].is_null(), "{s}");
+}
+
+// Issue 53: a new `cairn watch` refused with BUSY while a stopped watcher held the socket; it
+// kills that one and takes over.
+#[test]
+fn a_new_watcher_takes_over_from_one_that_does_not_answer() {
+    use std::os::unix::process::ExitStatusExt;
+    let f = Fixture::new();
+    f.snapshot("base");
+    let mut old = Daemon::start(&f);
+    let stopped = Stopped::stop(&old);
+    let new = Daemon::start(&f);
+    assert_eq!(old.wait_exit().signal(), Some(9), "killed with SIGKILL");
+    drop(stopped);
+    let st = status(&f);
+    assert_eq!(st["pid"], new.child.id(), "{st}");
+    assert_eq!(st["took_over"], old.child.id(), "{st}");
+    f.write("src/main.rs", "fn main() { new() }\n");
+    let s = snapshot(&f, None);
+    assert!(
+        s["stats"]["walk_reason"]
+            .as_str()
+            .is_none_or(|r| !r.contains("did not answer")),
+        "{s}"
+    );
+    assert_eq!(status(&f)["snapshots"], 1, "the new watcher took it");
+}

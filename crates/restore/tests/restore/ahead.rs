@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// A seeded generator (SplitMix64): the seed is printed, and `CAIRN_SEED` replays it.
-struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    fn from_env(what: &str) -> Rng {
+    pub(crate) fn from_env(what: &str) -> Rng {
         let seed = std::env::var("CAIRN_SEED")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -34,7 +34,7 @@ impl Rng {
         Rng(seed)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -77,7 +77,7 @@ fn daemon(fx: &Fx) -> Option<DaemonStatus> {
     watch::status(fx.ws.store(), fx.ws.id()).expect("ask the daemon")
 }
 
-fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
+pub(crate) fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
     let started = Instant::now();
     while !cond() {
         assert!(

@@ -4,6 +4,7 @@ mod ahead;
 mod attack;
 mod behaviour;
 mod crash;
+mod daemon;
 mod fixtures;
 mod property;
 mod statcache;
