@@ -4,7 +4,7 @@
 use crate::args::{PruneArgs, RestoreArgs, SnapshotArgs};
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
-use crate::parse::{human_bytes, human_time};
+use crate::parse::{human_bytes, human_time, one_line, shown};
 use crate::patch;
 use cairn_restore::{ApplyOptions, Context, KeptPath, KeptReason, PlanOptions, Report};
 use cairn_snapshot::{ChangeKind, EntryInfo};
@@ -159,7 +159,7 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
         let s = &json.stats.stats;
         let mut out = format!("snapshot {}", json.id.short());
         if let Some(l) = &json.label {
-            let _ = write!(out, " \"{l}\"");
+            let _ = write!(out, " \"{}\"", shown(l));
         }
         let _ = writeln!(out, " of {}", json.root.display());
         let _ = writeln!(
@@ -283,7 +283,9 @@ pub(crate) fn list(ctx: &Ctx) -> Result<()> {
                 human_time(s.created_ms),
                 s.stats.files,
                 human_bytes(s.stats.bytes),
-                s.label.as_deref().unwrap_or("-"),
+                s.label
+                    .as_deref()
+                    .map_or("-".into(), |l| one_line(l, LABEL_CELL)),
                 if s.protected { " (protected)" } else { "" }
             );
         }
@@ -293,6 +295,9 @@ pub(crate) fn list(ctx: &Ctx) -> Result<()> {
         out
     })
 }
+
+/// The most characters of a label a table shows (`cairn show` and `--json` give it whole).
+pub(crate) const LABEL_CELL: usize = 60;
 
 /// One entry of a snapshot in `cairn show --json`.
 #[derive(Debug, Serialize)]
@@ -368,7 +373,11 @@ pub(crate) fn show(ctx: &Ctx, name: &str) -> Result<()> {
         let st = &s.stats;
         let mut out = String::new();
         let _ = writeln!(out, "snapshot  {}", s.id);
-        let _ = writeln!(out, "label     {}", s.label.as_deref().unwrap_or("-"));
+        let _ = writeln!(
+            out,
+            "label     {}",
+            shown(s.label.as_deref().unwrap_or("-"))
+        );
         let _ = writeln!(out, "created   {} UTC", human_time(s.created_ms));
         let _ = writeln!(out, "workspace {} at {}", s.workspace_id, s.workspace_root);
         let _ = writeln!(
@@ -397,7 +406,7 @@ pub(crate) fn show(ctx: &Ctx, name: &str) -> Result<()> {
             if s.protected { ", protected" } else { "" }
         );
         if json.metadata.as_object().is_some_and(|o| !o.is_empty()) {
-            let _ = writeln!(out, "metadata  {}", json.metadata);
+            let _ = writeln!(out, "metadata  {}", shown(&json.metadata.to_string()));
         }
         for k in &json.skipped {
             let _ = writeln!(out, "skipped   {} ({})", k.path, k.reason.name());
@@ -548,7 +557,11 @@ pub(crate) fn diff(
             }
             let _ = writeln!(out, "{line}");
             for w in c.attribution.iter().flatten() {
-                let _ = writeln!(out, "     changed after {}", w);
+                let _ = writeln!(
+                    out,
+                    "     changed after {}",
+                    one_line(&w.to_string(), LABEL_CELL)
+                );
             }
             if with_patch {
                 if c.binary == Some(true) {
@@ -882,7 +895,9 @@ fn describe(store: &Store, id: &SnapshotId) -> String {
             id.short(),
             human_time(m.created_ms),
             m.stats.files,
-            m.label.as_deref().unwrap_or("-")
+            m.label
+                .as_deref()
+                .map_or("-".into(), |l| one_line(l, LABEL_CELL))
         ),
         Err(_) => format!("{}  (unreadable)", id.short()),
     }

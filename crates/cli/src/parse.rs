@@ -98,6 +98,26 @@ pub fn human_time(ms: i64) -> String {
     )
 }
 
+/// Text an agent or a user chose (a label, an entry's text, a metadata value) as human output
+/// shows it: control characters escaped as file names are ([`cairn_store::relpath::escape_controls`]),
+/// so that it cannot drive the terminal nor fake a line (issue 53.9). JSON keeps it exactly.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    cairn_store::relpath::escape_controls(std::borrow::Cow::Borrowed(text))
+}
+
+/// [`shown`] for one cell of a table: runs of white space made one space, and cut to `max`
+/// characters with an ellipsis.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = shown(&flat).into_owned();
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@ use crate::args::{EntryKindArg, ForkArgs, RewindArgs};
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::files::{done_text, plan_text};
-use crate::parse::human_time;
+use crate::parse::{human_time, one_line};
 use cairn_restore::Workspace;
 use cairn_rewind::{
     AppendOptions, Checkpoint, CheckpointId, Checkpoints, Entry, EntryId, EntryKind, Files,
@@ -138,16 +138,6 @@ pub(crate) fn resolve_entry(threads: &Threads, thread: &ThreadId, name: &str) ->
         &format!("entry of thread {thread}"),
         &format!("`cairn thread log {thread} --all` lists its entries"),
     )
-}
-
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    } else {
-        flat
-    }
 }
 
 fn log_text(json: &LogJson, all: bool) -> String {
@@ -482,7 +472,9 @@ fn choose(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
                     out,
                     "  {}  {:<13}  at {}  {}",
                     c.id,
-                    one_line(c.label.as_deref().unwrap_or(""), 13),
+                    // Whole (up to a table's cell): tool calls' ids differ at their end
+                    // (issue 53: two read `toolu_01Audi…` when cut to 12 characters).
+                    one_line(c.label.as_deref().unwrap_or(""), crate::files::LABEL_CELL),
                     c.entry_id
                         .as_ref()
                         .map(|e| e.as_str())
@@ -622,11 +614,17 @@ pub(crate) fn announce_rewind(
     Ok(Vec::new())
 }
 
-fn fork_text(r: &cairn_rewind::ForkReport, root: &Path) -> String {
+/// A fork's report for people; a plan whose id the fork chooses (`named` false) names none.
+fn fork_text(r: &cairn_rewind::ForkReport, root: &Path, named: bool) -> String {
     let mut out = if r.dry_run {
+        let id = if named {
+            r.thread_id.to_string()
+        } else {
+            format!("a new thread (its id is {UNCHOSEN_ID})")
+        };
         format!(
-            "plan: fork thread {} at {} as {}\n",
-            r.source_thread_id, r.at_entry_id, r.thread_id
+            "plan: fork thread {} at {} as {id}\n",
+            r.source_thread_id, r.at_entry_id
         )
     } else {
         format!(
@@ -651,39 +649,82 @@ fn fork_text(r: &cairn_rewind::ForkReport, root: &Path) -> String {
     out
 }
 
-/// The fork's workspace: `--into DIR` (made if missing, and for a dry run removed again if it
-/// was), else the current one.
+/// What opening a fork's workspace made that was not there: the topmost directory of `--into`
+/// made, and the topmost directory of its store made (in the data directory, or `.cairn`).
+/// A dry run (and a Studio plan) takes them away again with [`Made::undo`], so that it leaves
+/// the file system as it was (issue 53.8).
+#[derive(Debug, Default)]
+pub(crate) struct Made {
+    dir: Option<PathBuf>,
+    store: Option<PathBuf>,
+}
+
+impl Made {
+    /// Removes what was made: the store first (it may lie inside the directory), then the
+    /// directory.
+    pub(crate) fn undo(self) {
+        for path in [self.store, self.dir].into_iter().flatten() {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// The topmost directory of `path` that does not exist (`path` itself when only it is
+/// missing), or `None` when `path` exists.
+fn first_missing(path: &Path) -> Option<PathBuf> {
+    let mut missing = None;
+    for p in path.ancestors() {
+        if std::fs::symlink_metadata(p).is_ok() {
+            break;
+        }
+        missing = Some(p.to_path_buf());
+    }
+    missing
+}
+
+/// The fork's workspace: `--into DIR` (made if missing, with its store), else the current
+/// one, and what opening it made (see [`Made`]).
 pub(crate) fn fork_workspace(
     ctx: &Ctx,
     into: Option<&Path>,
-    dry_run: bool,
-) -> Result<(Option<Arc<Workspace>>, Option<PathBuf>)> {
+) -> Result<(Option<Arc<Workspace>>, Made)> {
     let Some(dir) = into else {
-        return Ok((None, None));
+        return Ok((None, Made::default()));
     };
     let dir = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
         ctx.root.join(dir)
     };
-    let made = if std::fs::symlink_metadata(&dir).is_err() {
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            CliError::new(
-                ErrorKind::of_io(&e),
-                format!("cannot create the fork's directory {}: {e}", dir.display()),
-            )
-            .with_path(&dir)
-        })?;
-        dry_run.then(|| dir.clone())
-    } else {
-        None
+    let mut made = Made {
+        dir: first_missing(&dir),
+        store: None,
     };
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        CliError::new(
+            ErrorKind::of_io(&e),
+            format!("cannot create the fork's directory {}: {e}", dir.display()),
+        )
+        .with_path(&dir)
+    })?;
     let fork_ctx = Ctx {
         root: dir,
         store: None,
         ..ctx.clone()
     };
-    Ok((Some(Arc::new(fork_ctx.open_workspace(true)?)), made))
+    // Where its store goes, to know whether opening it makes the store.
+    let store = std::fs::canonicalize(&fork_ctx.root)
+        .ok()
+        .and_then(|root| cairn_restore::home::locate(&root, None, true).ok())
+        .map(|(store, _, _)| store);
+    made.store = store.as_deref().and_then(first_missing);
+    match fork_ctx.open_workspace(true) {
+        Ok(ws) => Ok((Some(Arc::new(ws)), made)),
+        Err(e) => {
+            made.undo();
+            Err(e)
+        }
+    }
 }
 
 pub(crate) fn fork(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
@@ -704,13 +745,38 @@ pub(crate) fn fork(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
             args.force,
         )?;
     }
-    let (target, made) = fork_workspace(ctx, args.into.as_deref(), args.dry_run)?;
+    let (target, made) = fork_workspace(ctx, args.into.as_deref())?;
     let outcome = fork_with(ctx, args, &o, &thread, &entry, target);
-    if let Some(dir) = made {
-        // The dry run made the directory only to look at it: take it away again.
-        let _ = std::fs::remove_dir_all(dir);
+    if args.dry_run {
+        // The dry run made the directory and its store only to look at them: take them away
+        // again.
+        made.undo();
     }
     outcome
+}
+
+/// What a fork's dry run says of the new thread's id when `--new-id` does not name it: the
+/// fork chooses its id when it is made, so the plan shows none rather than one it would not get
+/// (issue 53.8).
+const UNCHOSEN_ID: &str = "chosen when the fork is made; pass --new-id to choose it";
+
+/// Prints a fork's dry run; unless `named` (`--new-id`), with no thread id but a note that
+/// the fork chooses it.
+fn emit_fork_plan(
+    ctx: &Ctx,
+    plan: &cairn_rewind::ForkReport,
+    root: &Path,
+    named: bool,
+) -> Result<()> {
+    let mut doc = serde_json::to_value(plan)
+        .map_err(|e| CliError::new(ErrorKind::Panic, format!("cannot encode the report: {e}")))?;
+    if !named {
+        doc["thread_id"] = serde_json::Value::Null;
+        doc["thread_id_note"] = UNCHOSEN_ID.into();
+    }
+    ctx.emit(&doc, || {
+        fork_text(plan, root, named) + "dry run: nothing was made\n"
+    })
 }
 
 fn fork_with(
@@ -740,12 +806,10 @@ fn fork_with(
     if args.dry_run || args.files {
         let plan = o.threads.fork(thread, entry, &options)?;
         if args.dry_run {
-            return ctx.emit(&plan, || {
-                fork_text(&plan, &root) + "dry run: nothing was made\n"
-            });
+            return emit_fork_plan(ctx, &plan, &root, args.new_id.is_some());
         }
         if !ctx.json {
-            print!("{}", fork_text(&plan, &root));
+            print!("{}", fork_text(&plan, &root, true));
         }
         // The fork makes the thread the plan named (issue 26: it made another id).
         options.new_thread_id = Some(plan.thread_id.clone());
@@ -767,7 +831,7 @@ fn fork_with(
         None => None,
     };
     ctx.emit(&report, || {
-        let mut out = fork_text(&report, &root);
+        let mut out = fork_text(&report, &root, true);
         match &link {
             Some(Ok(())) => {
                 let _ = writeln!(

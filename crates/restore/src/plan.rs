@@ -870,20 +870,41 @@ impl Planner<'_> {
         }
     }
 
+    /// Refuses the plan over `p`, which the safety snapshot could not keep: the reason says
+    /// the cause and the way past it (issue 53: a size or hard-link refusal said to check
+    /// permissions and ownership).
     fn deny(&mut self, p: &[u8], reason: KeptReason) {
+        // The ways past that every such path has.
+        const AWAY: &str = "move it out of the workspace first, or restore the other paths \
+                            only (name them: `cairn restore SNAPSHOT PATH...`, the `paths` option)";
         let why = match reason {
             KeptReason::Ignored | KeptReason::Excluded | KeptReason::ExcludedByGlob => {
-                "it is excluded or ignored now, so no snapshot could keep it"
+                format!("it is excluded or ignored now, so no snapshot could keep it; {AWAY}")
             }
-            KeptReason::Unreadable => "it cannot be read",
-            KeptReason::TooLarge => "it is larger than the snapshot's max_file_bytes",
-            KeptReason::Special => "it is a special file",
-            KeptReason::HoldsKept => "it is a directory holding files no snapshot keeps",
-            KeptReason::HardLink => "it has several hard links",
-            KeptReason::Changing => "it keeps changing",
-            _ => "it cannot be kept by the safety snapshot",
+            KeptReason::Unreadable => "it cannot be read".to_string(),
+            KeptReason::TooLarge => format!(
+                "it is larger than the snapshot's max_file_bytes, so the safety snapshot \
+                 (taken with the snapshot's settings) could not keep it; {AWAY}"
+            ),
+            KeptReason::Special => format!(
+                "it is a special file (a socket, FIFO or device), which no snapshot keeps; {AWAY}"
+            ),
+            KeptReason::HoldsKept => "it is a directory holding files no snapshot keeps; move \
+                                      those files out of the workspace first, or restore the \
+                                      other paths only (name them: `cairn restore SNAPSHOT \
+                                      PATH...`, the `paths` option)"
+                .to_string(),
+            KeptReason::HardLink => format!(
+                "it has several hard links and the snapshot refuses those (it was taken with \
+                 refuse_hard_links), so the safety snapshot could not keep it; {AWAY}, or make it \
+                 a file of its own (copy it, then put the copy in its place)"
+            ),
+            KeptReason::Changing => {
+                "it keeps changing; stop what writes it, then try again".to_string()
+            }
+            _ => "it cannot be kept by the safety snapshot".to_string(),
         };
-        self.denied.push((RelPath(p.to_vec()), why.to_string()));
+        self.denied.push((RelPath(p.to_vec()), why));
     }
 }
 

@@ -213,7 +213,12 @@ impl Workspace {
     /// watch` daemon of the workspace), only what changed is looked at (see
     /// [`crate::watch`]); [`Snapshot::walk`] says what was walked and why. A daemon takes the
     /// snapshot itself when `ctx` has no cancel token and no progress callback.
+    /// A label longer than [`cairn_store::MAX_LABEL_BYTES`] is refused with
+    /// `INVALID_ARGUMENT` before anything is done.
     pub fn snapshot(&self, options: &SnapshotOptions, ctx: Context<'_>) -> Result<SnapshotOutcome> {
+        if let Some(label) = &options.label {
+            cairn_store::check_label(label)?;
+        }
         journal::finish_before_snapshot(&self.site)?;
         let mut opts = self.with_own_settings(options);
         if opts.watch.is_none() {

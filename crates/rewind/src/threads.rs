@@ -869,7 +869,8 @@ impl Threads {
     }
 
     /// Takes a checkpoint by hand, at the thread's active leaf, whatever the automatic policy
-    /// says. The workspace is the run's, else `opts.workspace`.
+    /// says. The workspace is the run's, else `opts.workspace`. A label longer than
+    /// [`cairn_store::MAX_LABEL_BYTES`] is refused with `INVALID_ARGUMENT`.
     pub fn checkpoint(
         &self,
         thread: &ThreadId,
@@ -888,6 +889,7 @@ impl Threads {
         label: &str,
         opts: &CheckpointOptions,
     ) -> Result<Checkpoint> {
+        cairn_store::check_label(label)?;
         let (ws, policy, run_id) = match &opts.run {
             Some(run) => {
                 self.check_run_alive(run)?;

@@ -58,9 +58,9 @@ pub use remote::{
     Remote, RemoteConfig, RemoteGcOptions, RemoteGcReport, RemoteObject, RemoteStats,
 };
 pub use store::{
-    check_workspace_id, fix_mmap_threshold, is_store_dir, limit_heap_arenas, store_containing,
-    BrokenIndex, Compression, IdleLock, Layout, ObjectWriter, PutOutcome, SnapshotEntry,
-    SnapshotList, Store, StoreOptions, WriteStats, GITIGNORE,
+    check_label, check_workspace_id, fix_mmap_threshold, is_store_dir, limit_heap_arenas,
+    store_containing, BrokenIndex, Compression, IdleLock, Layout, ObjectWriter, PutOutcome,
+    SnapshotEntry, SnapshotList, Store, StoreOptions, WriteStats, GITIGNORE, MAX_LABEL_BYTES,
 };
 pub use tree::{encode_sorted, EntryKind, EntryRef, Tree, TreeEntry};
 

@@ -1151,6 +1151,23 @@ impl Store {
     }
 }
 
+/// The longest label a snapshot or a checkpoint may have, in bytes (issue 53.9: an agent
+/// controls labels, and one of megabytes would flood every listing that shows it).
+pub const MAX_LABEL_BYTES: usize = 1000;
+
+/// Checks a snapshot's or checkpoint's label: at most [`MAX_LABEL_BYTES`] bytes, else
+/// `INVALID_ARGUMENT` naming the limit.
+pub fn check_label(label: &str) -> Result<()> {
+    if label.len() <= MAX_LABEL_BYTES {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "a label of {} bytes is too long: labels hold at most {MAX_LABEL_BYTES} bytes; \
+         shorten it, and keep longer text in the metadata",
+        label.len()
+    )))
+}
+
 /// Checks a workspace id: 1 to 64 of `[A-Za-z0-9_.-]`, not starting with a dot.
 pub fn check_workspace_id(id: &str) -> Result<()> {
     let ok = !id.is_empty()

@@ -12,7 +12,7 @@
 use super::api::{blocking, ApiError, ApiResult};
 use super::Studio;
 use crate::error::{CliError, Result};
-use crate::threads::{fork_workspace, resolve_entry};
+use crate::threads::{fork_workspace, resolve_entry, Made};
 use axum::body::Bytes;
 use axum::extract::State;
 use cairn_restore::{ApplyOptions, Context, DriftPolicy, PlanOptions, Report, Workspace};
@@ -250,8 +250,8 @@ struct Planned {
     restore: Option<(Arc<Workspace>, cairn_restore::Plan)>,
     /// A fork's workspace.
     fork_target: Option<Arc<Workspace>>,
-    /// The fork's directory, when the plan made it (kept for the apply).
-    made: Option<PathBuf>,
+    /// The fork's directory and store, when the plan made them (kept for the apply).
+    made: Made,
 }
 
 /// The workspace a restore goes into: the served one, or a fork's directory made here.
@@ -330,7 +330,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 view,
                 restore: Some((ws, plan)),
                 fork_target: None,
-                made: None,
+                made: Made::default(),
             })
         }
         Op::Rewind => {
@@ -358,7 +358,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 view,
                 restore: None,
                 fork_target: None,
-                made: None,
+                made: Made::default(),
             })
         }
         Op::Fork => {
@@ -376,15 +376,15 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
             if let (true, Some(dir)) = (req.files, &into) {
                 threads.check_fork_target(&thread, s.opened.ws.as_ref(), dir, None, false)?;
             }
-            let (target, made) = fork_workspace(&s.ctx, into.as_deref(), true)?;
+            let (target, made) = fork_workspace(&s.ctx, into.as_deref())?;
             let planned = fork_plan(s, req, &thread, &entry, target.clone());
-            let made = match (made, keep_dir && planned.is_ok()) {
-                (Some(dir), false) => {
-                    // The plan made the directory only to look at it: take it away again.
-                    let _ = std::fs::remove_dir_all(dir);
-                    None
-                }
-                (made, _) => made,
+            let made = if keep_dir && planned.is_ok() {
+                made
+            } else {
+                // The plan made the directory and its store only to look at them: take them
+                // away again (issue 53.8).
+                made.undo();
+                Made::default()
             };
             let (plan, root) = planned?;
             request = OpRequest {
@@ -584,12 +584,12 @@ pub(crate) async fn plan(State(studio): State<Arc<Studio>>, bytes: Bytes) -> Api
 
 /// Carries out `req` if the plan the server would carry out now has `digest`.
 pub(crate) fn apply_op(s: &Studio, req: &OpRequest, digest: &str) -> Result<OpView> {
-    let p = plan_op(s, req, true)?;
-    let made = p.made.clone();
+    let mut p = plan_op(s, req, true)?;
+    let made = std::mem::take(&mut p.made);
     let outcome = apply_planned(s, req, digest, p);
-    if let (Some(dir), Err(_)) = (made, &outcome) {
-        // Nothing was made in it: take the directory the plan made away again.
-        let _ = std::fs::remove_dir_all(dir);
+    if outcome.is_err() {
+        // Nothing was made in them: take the directory and store the plan made away again.
+        made.undo();
     }
     outcome
 }

@@ -563,3 +563,97 @@ fn a_root_that_is_slash_or_a_pseudo_file_system_is_refused_unless_force_root() {
         "{out:?}"
     );
 }
+
+/// A label as an agent may choose it: a terminal escape that clears the screen, a bell, and a
+/// newline that would forge a row of a table.
+pub(crate) const HOSTILE: &str = "evil\u{1b}[2J\u{7}\nFAKE ROW";
+
+/// Asserts that `out` (a command's human output) carries no control character but newlines
+/// between its lines, no forged row, and the label escaped.
+pub(crate) fn assert_escaped(out: &str, what: &str) {
+    assert!(
+        !out.chars().any(|c| c.is_control() && c != '\n'),
+        "{what} printed a raw control character: {out:?}"
+    );
+    assert!(
+        !out.lines().any(|l| l.starts_with("FAKE ROW")),
+        "{what} let a newline forge a row: {out}"
+    );
+    assert!(out.contains("evil\\x1b[2J"), "{what}: {out}");
+}
+
+#[test]
+fn a_label_with_terminal_escapes_prints_escaped_in_snapshot_list_and_show() {
+    // Issue 53.9: an agent's label reached the terminal with raw ESC and BEL.
+    let f = Fixture::new();
+    let out = f
+        .cairn(&["snapshot", "--label", HOSTILE])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_escaped(&text, "snapshot");
+    assert!(text.contains("\\x07\\nFAKE ROW"), "{text}");
+    let id = f.json(&["list"])["snapshots"][0]["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    for args in [&["list"][..], &["show", &id]] {
+        let out = f.cairn(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}");
+        assert_escaped(&String::from_utf8_lossy(&out.stdout), &format!("{args:?}"));
+    }
+    // JSON keeps the label exactly.
+    assert_eq!(f.json(&["list"])["snapshots"][0]["label"], HOSTILE);
+}
+
+#[test]
+fn a_label_over_the_limit_is_refused_naming_the_limit() {
+    // Issue 53.9: labels were unbounded (8 MB through MCP).
+    let f = Fixture::new();
+    let long = "x".repeat(1001);
+    let e = json_error(&mut f.cairn(&["--json", "snapshot", "--label", &long]), 11);
+    assert_eq!(e["error"]["kind"], "INVALID_ARGUMENT", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1000 bytes")),
+        "{e}"
+    );
+    assert!(f.json(&["list"])["snapshots"]
+        .as_array()
+        .is_some_and(Vec::is_empty));
+    f.snapshot(&"x".repeat(1000));
+}
+
+#[test]
+fn a_size_or_hard_link_refusal_says_its_cause_and_the_way_past_it() {
+    // Issue 53, behaviour audit: these refusals said "check the permissions and ownership of
+    // the path", which neither is about.
+    let f = Fixture::new();
+    f.write("data.bin", "small\n");
+    let small = f.json(&["snapshot", "--max-file-bytes", "1KiB"])["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    f.write("data.bin", &"x".repeat(5000));
+    let e = json_error(&mut f.cairn(&["--json", "restore", &small, "--yes"]), 17);
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(!m.contains("permissions and ownership"), "{m}");
+    assert!(m.contains("max_file_bytes") && m.contains("move it"), "{m}");
+    assert!(m.contains("cairn restore") && m.contains("PATH"), "{m}");
+    assert_eq!(f.read("data.bin").map(|s| s.len()), Some(5000));
+
+    f.write("data.bin", "small\n");
+    let linked = f.json(&["snapshot", "--refuse-hard-links"])["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    std::fs::hard_link(f.path("data.bin"), f.root.with_file_name("outside-link")).expect("link");
+    std::fs::write(f.path("data.bin"), "changed\n").expect("write");
+    let e = json_error(&mut f.cairn(&["--json", "restore", &linked, "--yes"]), 17);
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(!m.contains("permissions and ownership"), "{m}");
+    assert!(m.contains("hard links") && m.contains("move it"), "{m}");
+    assert_eq!(f.read("data.bin").as_deref(), Some("changed\n"));
+}

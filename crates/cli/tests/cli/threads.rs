@@ -838,3 +838,125 @@ fn a_plain_restore_leaves_a_thread_database_inside_the_workspace_alone() {
         "the note survives: {log}"
     );
 }
+
+/// Every path under `dir` (recursively), as text, sorted: a picture of what is there.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            // SQLite's side files come and go with any read of the thread database.
+            let name = p.to_string_lossy().into_owned();
+            if name.ends_with("-wal") || name.ends_with("-shm") || name.ends_with("-holders") {
+                continue;
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(p.clone());
+            }
+            out.push(name);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_fork_dry_run_leaves_the_file_system_and_the_data_directory_as_they_were() {
+    // Issue 53.8: a dry run made NEW, NEW/x and a store in the data directory, and an empty
+    // `.cairn` in the workspace for `--into WS/.cairn/...`.
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let top = f.root.parent().expect("a parent").to_path_buf();
+    let nested = top.join("NEW/x/y");
+    let inside = f.root.join(".cairn/fork");
+    for into in [&nested, &inside] {
+        let before = listing(&top);
+        let into_s = into.to_str().expect("utf8");
+        let args = [
+            "fork",
+            "chat",
+            &u1,
+            "--files",
+            "--into",
+            into_s,
+            "--dry-run",
+        ];
+        let dry = f.json(&args);
+        assert_eq!(dry["dry_run"], true, "{dry}");
+        assert!(
+            dry["files"]["restore"].is_object(),
+            "the plan is shown: {dry}"
+        );
+        // And the human form, which opens the directory the same way.
+        f.cairn(&args).assert().success();
+        assert_eq!(listing(&top), before, "a dry run into {into_s} left things");
+    }
+}
+
+#[test]
+fn a_fork_dry_run_shows_the_thread_id_the_fork_will_get_or_none() {
+    // Issue 53.8: the dry run showed a random id the fork did not get.
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let dry = f.json(&["fork", "chat", &u1, "--dry-run"]);
+    assert!(dry["thread_id"].is_null(), "{dry}");
+    assert!(
+        dry["thread_id_note"]
+            .as_str()
+            .is_some_and(|n| n.contains("--new-id")),
+        "{dry}"
+    );
+    f.cairn(&["fork", "chat", &u1, "--dry-run"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("pass --new-id to choose it"));
+    let named = f.json(&["fork", "chat", &u1, "--new-id", "side", "--dry-run"]);
+    assert_eq!(named["thread_id"], "side", "{named}");
+    let made = f.json(&["fork", "chat", &u1, "--new-id", "side"]);
+    assert_eq!(made["thread_id"], named["thread_id"]);
+}
+
+#[test]
+fn entry_texts_and_checkpoint_labels_print_escaped_in_thread_log_and_the_rewind_listing() {
+    // Issue 53.9: an entry's text and a hook checkpoint's label (the agent's tool call id)
+    // reached the terminal with raw ESC and BEL.
+    use crate::agents::{hook, prompt, tool};
+    use crate::files::{assert_escaped, HOSTILE};
+    let f = Fixture::new();
+    std::fs::write(f.root.with_file_name("transcript.jsonl"), "{}\n").expect("transcript");
+    assert_eq!(hook(&f, &prompt(&f, "s1", HOSTILE), &[]).0, Some(0));
+    assert_eq!(hook(&f, &tool(&f, "s1", "Write", HOSTILE), &[]).0, Some(0));
+    for args in [
+        &["thread", "log", "claude-s1"][..],
+        &["rewind", "claude-s1"],
+    ] {
+        let out = f.cairn(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}");
+        assert_escaped(&String::from_utf8_lossy(&out.stdout), &format!("{args:?}"));
+    }
+}
+
+#[test]
+fn the_rewind_listing_tells_two_tool_checkpoints_apart() {
+    // Issue 53, behaviour audit: labels were cut to 12 characters, so two tool checkpoints
+    // both read `toolu_01Audi…`.
+    use crate::agents::{hook, prompt, tool};
+    let f = Fixture::new();
+    std::fs::write(f.root.with_file_name("transcript.jsonl"), "{}\n").expect("transcript");
+    assert_eq!(hook(&f, &prompt(&f, "s1", "go"), &[]).0, Some(0));
+    let (a, b) = (
+        "toolu_01AuditFirstCallAAAAAAAA",
+        "toolu_01AuditSecondCallBBBBBBB",
+    );
+    assert_eq!(hook(&f, &tool(&f, "s1", "Write", a), &[]).0, Some(0));
+    f.write("one.txt", "1\n");
+    assert_eq!(hook(&f, &tool(&f, "s1", "Write", b), &[]).0, Some(0));
+    let out = f.cairn(&["rewind", "claude-s1"]).output().expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains(a) && text.contains(b), "{text}");
+}
