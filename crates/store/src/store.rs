@@ -1106,25 +1106,40 @@ impl Store {
     }
 
     /// Resolves a snapshot name: a full id, a unique prefix of 4+ hex characters, or a label
-    /// (the newest snapshot with that label).
+    /// (the newest snapshot with that label). A prefix of one snapshot's id that is also
+    /// another's label is ambiguous (`INVALID_ARGUMENT`, naming both); a full id never is.
     pub fn resolve(&self, name: &str) -> Result<SnapshotId> {
         let ids = self.snapshot_ids()?;
         let is_hex =
             name.len() >= crate::id::MIN_PREFIX_LEN && name.bytes().all(|b| b.is_ascii_hexdigit());
+        let mut by_prefix = None;
         if is_hex {
             match resolve_prefix(name, "snapshot", ids.iter().map(|i| i.0)) {
-                Ok(id) => return Ok(SnapshotId(id)),
+                Ok(id) if name.len() == 64 => return Ok(SnapshotId(id)),
+                Ok(id) => by_prefix = Some(SnapshotId(id)),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }
         let (list, _) = self.list_snapshots()?;
-        if let Some(e) = list
+        let by_label = list
             .iter()
             .rev()
             .find(|e| e.manifest.label.as_deref() == Some(name))
-        {
-            return Ok(e.id);
+            .map(|e| e.id);
+        match (by_prefix, by_label) {
+            (Some(p), Some(l)) if p != l => {
+                return Err(Error::InvalidArgument(format!(
+                    "the name '{name}' is ambiguous: it is a prefix of snapshot {}'s id and the \
+                     label of snapshot {}; name the one you mean by its full id ({} or {})",
+                    p.short(),
+                    l.short(),
+                    p.to_hex(),
+                    l.to_hex()
+                )))
+            }
+            (Some(id), _) | (None, Some(id)) => return Ok(id),
+            (None, None) => {}
         }
         Err(Error::not_found(format!(
             "snapshot '{name}' (no id, prefix or label matches; `cairn list` shows them)"

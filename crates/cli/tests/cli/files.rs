@@ -657,3 +657,22 @@ fn a_size_or_hard_link_refusal_says_its_cause_and_the_way_past_it() {
     assert!(m.contains("hard links") && m.contains("move it"), "{m}");
     assert_eq!(f.read("data.bin").as_deref(), Some("changed\n"));
 }
+
+#[test]
+fn a_label_that_is_also_another_snapshots_id_prefix_is_ambiguous() {
+    // Issue 53, behaviour audit: such a name resolved silently to the id.
+    let f = Fixture::new();
+    let first = f.snapshot("first");
+    f.write("README.md", "changed\n");
+    let prefix = &first[..8];
+    let second = f.snapshot(prefix);
+    let e = json_error(&mut f.cairn(&["--json", "show", prefix]), 11);
+    assert_eq!(e["error"]["kind"], "INVALID_ARGUMENT", "{e}");
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("ambiguous"), "{m}");
+    assert!(m.contains(&first[..12]) && m.contains(&second[..12]), "{m}");
+    assert!(m.contains("full id"), "{m}");
+    // Each is still named by its full id.
+    assert_eq!(f.json(&["show", &first])["id"], first.as_str());
+    assert_eq!(f.json(&["show", &second])["id"], second.as_str());
+}
