@@ -436,8 +436,18 @@ pub fn find(store: &Store, id: &str) -> Result<Found> {
                 socket.display()
             )))
         }
-        // A watcher starting (it has its lock, not yet its socket) is taken for none.
-        Err(NoAnswer::Nobody) => return Ok(Found::None),
+        Err(NoAnswer::Nobody) => {
+            // A watcher starting (it has its lock, not yet its socket) is taken for none; a
+            // stopped one whose socket was removed is not.
+            let pid = lock::holder(&lock::lock_path(&socket))?.filter(|&p| lock::stopped(p));
+            return Ok(match pid {
+                Some(pid) => Found::Silent {
+                    pid: Some(pid),
+                    why: "stopped, and nothing listens on its socket".into(),
+                },
+                None => Found::None,
+            });
+        }
         Err(NoAnswer::Silent(why)) => why,
     };
     let lock = lock::lock_path(&socket);
@@ -773,7 +783,17 @@ fn take_lock(
             Ok(Response::Status(st)) => return Err(busy(format!("process {}", st.pid))),
             Ok(_) => return Err(busy("it did not say which process".into())),
             Err(NoAnswer::Nobody) => {
-                // Starting (or a prober's moment with the lock): wait for it to listen.
+                // Starting (or a prober's moment with the lock): wait for it to listen,
+                // unless it is stopped.
+                let stopped =
+                    lock::holder(&path)?.filter(|&p| lock::stopped(p) && p != std::process::id());
+                if let Some(pid) = stopped {
+                    if let Some(held) = lock::kill(pid, &path)? {
+                        return Ok((held, Some(pid)));
+                    }
+                    waited = std::time::Instant::now();
+                    continue;
+                }
                 if waited.elapsed() > TIMEOUT {
                     let who = match lock::holder(&path)? {
                         Some(pid) => format!("process {pid}, which does not listen"),
