@@ -636,10 +636,12 @@ type RewindReport struct {
 	ToEntryID string `json:"to_entry_id"` // "" for the start of the thread
 	DryRun    bool   `json:"dry_run"`
 	// Conversation: Rewound says the active leaf moved; Cut lists the entries taken off
-	// the active branch (they stay on a branch of their own).
+	// the active branch (they stay on a branch of their own); Restored those put back on it
+	// (a rewind to a "Before rewind" checkpoint brings back what a rewind cut).
 	Conversation struct {
 		Rewound        bool     `json:"rewound"`
 		Cut            []string `json:"cut"`
+		Restored       []string `json:"restored"`
 		PreviousLeafID string   `json:"previous_leaf_id"`
 	} `json:"conversation"`
 	Files  *FilesReport `json:"files"` // nil when the files were not restored

@@ -858,7 +858,7 @@ export interface RewindReport {
   threadId: ThreadId;
   toEntryId: EntryId | null;
   dryRun: boolean;
-  conversation: { rewound: boolean; cut: EntryId[]; previousLeafId: EntryId | null };
+  conversation: { rewound: boolean; cut: EntryId[]; restored: EntryId[]; previousLeafId: EntryId | null };
   files: FilesReport | null;
   memory: { staled: string[] };
   runs: RunsReport;

@@ -332,12 +332,24 @@ fn rewind_text(r: &cairn_rewind::RewindReport) -> String {
     } else {
         format!("rewound thread {} to {to}:\n", r.thread_id)
     };
-    let _ = writeln!(
-        out,
-        "  conversation: {} entries {} off the active branch (kept on a branch of their own)",
-        r.conversation.cut.len(),
-        if r.dry_run { "would be taken" } else { "taken" }
-    );
+    let c = &r.conversation;
+    if !c.cut.is_empty() || c.restored.is_empty() {
+        let _ = writeln!(
+            out,
+            "  conversation: {} entries {} off the active branch (kept on a branch of their own)",
+            c.cut.len(),
+            if r.dry_run { "would be taken" } else { "taken" }
+        );
+    }
+    if !c.restored.is_empty() {
+        // A rewind to a "Before rewind" checkpoint brings back what the rewind cut (issue 53).
+        let _ = writeln!(
+            out,
+            "  conversation: {} entries {} back on the active branch",
+            c.restored.len(),
+            if r.dry_run { "would be put" } else { "put" }
+        );
+    }
     match &r.files {
         Some(f) => {
             out.push_str(&files_plan_text(f, r.dry_run, &f.root, false));

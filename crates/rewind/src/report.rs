@@ -40,6 +40,11 @@ pub struct ConversationReport {
     pub rewound: bool,
     /// The entries taken off the active branch (they stay on a branch of their own), in order.
     pub cut: Vec<EntryId>,
+    /// The entries put back on the active branch, in order: a rewind to a point past the
+    /// active leaf (a "Before rewind" checkpoint, an entry of a branch a rewind cut) brings
+    /// them back.
+    #[serde(default)]
+    pub restored: Vec<EntryId>,
     /// The active leaf before the rewind.
     pub previous_leaf_id: Option<EntryId>,
 }

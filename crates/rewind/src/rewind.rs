@@ -803,8 +803,8 @@ impl Threads {
             let previous = lin.thread.active_leaf.clone();
             let mut conversation = ConversationReport {
                 rewound: false,
-                cut: Vec::new(),
                 previous_leaf_id: previous.clone(),
+                ..Default::default()
             };
             let mut memory = MemoryReport::default();
             let mut runs = RunsReport {
@@ -824,6 +824,7 @@ impl Threads {
                 memory.staled = stale_candidates(c, thread, &cut)?;
                 mark_stale(c, &memory.staled, id.as_str())?;
                 conversation.cut = cut;
+                conversation.restored = restored_list(&lin, request.point.as_ref());
                 let mut paused = Vec::new();
                 let mut durable = Vec::new();
                 for r in active_runs(c)?
@@ -1196,6 +1197,26 @@ pub(crate) fn insert_hold(
 }
 
 /// The entries of the active branch that are not `point` or before it.
+/// The entries a rewind to `point` puts back on the active branch: those from the root to
+/// `point` that are not on it now, first entry first.
+fn restored_list(lin: &Lineage, point: Option<&EntryId>) -> Vec<EntryId> {
+    let active: HashSet<&EntryId> = lin.active.iter().collect();
+    let mut back = Vec::new();
+    let mut seen = HashSet::new();
+    let mut cur = point.cloned();
+    while let Some(id) = cur {
+        if !seen.insert(id.clone()) {
+            break;
+        }
+        cur = lin.entries.get(&id).and_then(|l| l.parent_id.clone());
+        if !active.contains(&id) {
+            back.push(id);
+        }
+    }
+    back.reverse();
+    back
+}
+
 fn cut_list(lin: &Lineage, point: Option<&EntryId>) -> Vec<EntryId> {
     let mut keep = HashSet::new();
     let mut cur = point.cloned();
@@ -1269,6 +1290,7 @@ fn dry_report(
             ConversationReport {
                 rewound: previous.as_ref() != point,
                 cut,
+                restored: restored_list(lin, point),
                 previous_leaf_id: previous,
             },
             MemoryReport { staled },

@@ -326,11 +326,13 @@ class ThreadRuns:
 
 @dataclass(frozen=True)
 class ConversationReport:
-    """What a rewind did to the conversation: the entries cut from the active branch."""
+    """What a rewind did to the conversation: the entries cut from the active branch, and those
+    put back on it (a rewind to a "Before rewind" checkpoint brings back what a rewind cut)."""
 
     rewound: bool
     cut: list[str]
     previous_leaf_id: str | None
+    restored: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -412,7 +414,9 @@ class RewindReport:
             thread_id=d["thread_id"],
             to_entry_id=d.get("to_entry_id"),
             dry_run=bool(d.get("dry_run", False)),
-            conversation=ConversationReport(bool(c.get("rewound")), list(c.get("cut", [])), c.get("previous_leaf_id")),
+            conversation=ConversationReport(
+                bool(c.get("rewound")), list(c.get("cut", [])), c.get("previous_leaf_id"), list(c.get("restored", []))
+            ),
             files=FilesReport.from_json(d.get("files")),
             memory=MemoryReport(list(d.get("memory", {}).get("staled", []))),
             runs=RunsReport.from_json(d.get("runs")),

@@ -960,3 +960,33 @@ fn the_rewind_listing_tells_two_tool_checkpoints_apart() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(text.contains(a) && text.contains(b), "{text}");
 }
+
+#[test]
+fn rewinding_to_a_before_rewind_checkpoint_reports_the_entries_that_came_back() {
+    // Issue 53, behaviour audit: it said "0 entries taken off" and not that the cut entries
+    // came back.
+    let f = Fixture::new();
+    let (_, end1, _) = two_turns(&f);
+    let r = f.json(&["rewind", "chat", &end1, "--files", "--yes"]);
+    let cut = r["conversation"]["cut"].clone();
+    assert_eq!(cut.as_array().map(Vec::len), Some(2), "{r}");
+    let cp = r["files"]["before_rewind_checkpoint_id"]
+        .as_str()
+        .expect("a Before rewind checkpoint")
+        .to_string();
+    let plan = f.json(&["rewind", "chat", &cp, "--files", "--dry-run"]);
+    assert_eq!(plan["conversation"]["restored"], cut, "{plan}");
+    let out = f
+        .cairn(&["rewind", "chat", &cp, "--files", "--yes"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2 entries put back on the active branch"),
+        "{text}"
+    );
+    assert!(!text.contains("0 entries taken"), "{text}");
+    let log = f.json(&["thread", "log", "chat"]);
+    assert_eq!(log["entries"].as_array().map(Vec::len), Some(5));
+}
