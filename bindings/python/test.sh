@@ -28,8 +28,12 @@ echo "== Python: pip install ./bindings/python (builds libcairn with cargo) and 
 
 echo "== Python: pytest"
 cd "$HERE"
+# pytest's temporary directories live under the run's own directory, removed at the end
+# (by default they stay in /tmp/pytest-of-$USER).
+BASETEMP=$(mktemp -d -t cairn-pytest-XXXXXX)
+trap 'rm -rf "$BASETEMP"' EXIT
 set +e
-"$VPY" -m pytest -q "$@"
+"$VPY" -m pytest -q -p no:cacheprovider --basetemp="$BASETEMP/t" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

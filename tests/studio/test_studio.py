@@ -98,7 +98,12 @@ def browser():
               "--window-size=1500,950", "--no-first-run", "--no-default-browser-check"):
         o.add_argument(a)
     o.binary_location = shutil.which("chromium")
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=o)
+    # Chromium keeps its profile, crash reports and temporary files under the run's own
+    # directory, not in the home directory or /tmp of whoever runs the tests.
+    o.add_argument(f"--user-data-dir={TMP / 'chromium'}")
+    env = dict(os.environ, HOME=str(TMP), XDG_CONFIG_HOME=str(TMP / "config"),
+               XDG_CACHE_HOME=str(TMP / "cache"), TMPDIR=str(TMP))
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver"), env=env), options=o)
 
 
 def shot(driver, name):
