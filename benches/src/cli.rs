@@ -224,6 +224,48 @@ pub fn cairn_binary(args: &Args) -> Result<std::path::PathBuf, String> {
     Ok(bin)
 }
 
+/// Runs `cairn -C ROOT ARGS` with `CAIRN_HOME=home` and `stdin` (no `CAIRN_STORE`,
+/// `CAIRN_WATCH` or `CLAUDE_PROJECT_DIR` from the bench's environment), a whole process as an
+/// agent or a user runs it: its standard output and the milliseconds it took; one that fails
+/// is an error showing its standard error.
+pub fn cairn_timed(
+    cairn: &std::path::Path,
+    root: &std::path::Path,
+    home: &std::path::Path,
+    args: &[&str],
+    stdin: &str,
+) -> Result<(String, f64), String> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let t = std::time::Instant::now();
+    let mut child = std::process::Command::new(cairn)
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("CAIRN_HOME", home)
+        .env_remove("CAIRN_STORE")
+        .env_remove("CAIRN_WATCH")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", cairn.display()))?;
+    if let Some(mut i) = child.stdin.take() {
+        i.write_all(stdin.as_bytes())
+            .map_err(|e| format!("stdin: {e}"))?;
+    }
+    let out = child.wait_with_output().map_err(|e| format!("wait: {e}"))?;
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    if !out.status.success() {
+        return Err(format!(
+            "cairn {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), ms))
+}
+
 /// Bytes for people: `12.3 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB"];

@@ -34,32 +34,7 @@ fn timed(
     args: &[&str],
     stdin: &str,
 ) -> Result<f64, String> {
-    let t = Instant::now();
-    let mut child = Command::new(cairn)
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("CAIRN_HOME", home)
-        .env_remove("CAIRN_STORE")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", cairn.display()))?;
-    if let Some(mut i) = child.stdin.take() {
-        i.write_all(stdin.as_bytes())
-            .map_err(|e| format!("stdin: {e}"))?;
-    }
-    let out = child.wait_with_output().map_err(|e| format!("wait: {e}"))?;
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    if !out.status.success() {
-        return Err(format!(
-            "cairn {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(ms)
+    cli::cairn_timed(cairn, root, home, args, stdin).map(|(_, ms)| ms)
 }
 
 /// A `cairn mcp` server on pipes, spoken to as an MCP client speaks over stdio.

@@ -71,6 +71,11 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Code's 60 s hook timeout.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
+/// How often a client that has heard nothing from the daemon looks whether its process is
+/// stopped (from the lock's holder and `/proc`), to walk at once rather than at
+/// [`ANSWER_WITHIN`].
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
 /// How often a daemon working on a request says so (`Response::Working`).
 const BEAT: Duration = Duration::from_millis(250);
 
@@ -254,7 +259,8 @@ fn connect(path: &Path) -> std::io::Result<UnixStream> {
             Err(rustix::io::Errno::AGAIN) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
-                    "no connection within {} s (its queue of connections is full)",
+                    "no connection within {} s (its queue of connections is full: the watcher \
+                     process is stopped or stuck)",
                     ANSWER_WITHIN.as_secs()
                 ),
             )),
@@ -327,35 +333,60 @@ impl NoAnswer {
         use std::io::ErrorKind as K;
         match e.kind() {
             K::NotFound | K::ConnectionRefused => NoAnswer::Nobody,
-            K::WouldBlock | K::TimedOut => NoAnswer::Silent(format!(
-                "no answer within {} s ({e}; the watcher process is stopped or stuck)",
+            K::WouldBlock => NoAnswer::Silent(format!(
+                "no answer within {} s (the watcher process is stopped or stuck)",
                 ANSWER_WITHIN.as_secs()
             )),
+            K::TimedOut => NoAnswer::Silent(e.to_string()),
             _ => NoAnswer::Silent(e.to_string()),
         }
     }
 }
 
 /// One request, one answer: the daemon says `Working` at once and then every [`BEAT`]
-/// until it answers; each sign of life is awaited for [`ANSWER_WITHIN`], the answer for
-/// `total` at most.
+/// until it answers; each sign of life is awaited for [`ANSWER_WITHIN`] (less when the
+/// watcher's process is seen stopped: looked at every [`LOOK_EVERY`] of silence), the answer
+/// for `total` at most.
 fn ask(path: &Path, req: &Request, total: Duration) -> std::result::Result<Response, NoAnswer> {
+    use std::io::{Error as IoError, ErrorKind};
     let mut s = connect(path).map_err(NoAnswer::of)?;
     let asked = std::time::Instant::now();
+    let lock = lock::lock_path(path);
     let mut frames = || -> std::io::Result<Response> {
         s.set_write_timeout(Some(ANSWER_WITHIN))?;
         send(&mut s, req)?;
+        let mut heard = std::time::Instant::now();
         loop {
             let left = total.saturating_sub(asked.elapsed());
             if left.is_zero() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("working, but no answer within {} s", total.as_secs()),
+                return Err(IoError::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "working, but no answer within {} s (the watcher process is stuck)",
+                        total.as_secs()
+                    ),
                 ));
+            }
+            let silent = heard.elapsed();
+            if silent >= ANSWER_WITHIN {
+                return Err(ErrorKind::WouldBlock.into());
+            }
+            if silent >= LOOK_EVERY {
+                if let Some(pid) = lock::stopped_holder(&lock) {
+                    return Err(IoError::new(
+                        ErrorKind::TimedOut,
+                        format!(
+                            "its process {pid} is stopped (SIGSTOP, or Ctrl-Z in its terminal)"
+                        ),
+                    ));
+                }
+            }
+            if !readable(&s, LOOK_EVERY.min(ANSWER_WITHIN - silent).min(left)) {
+                continue;
             }
             s.set_read_timeout(Some(ANSWER_WITHIN.min(left)))?;
             match recv(&mut s)? {
-                Response::Working => continue,
+                Response::Working => heard = std::time::Instant::now(),
                 answer => return Ok(answer),
             }
         }
@@ -365,6 +396,17 @@ fn ask(path: &Path, req: &Request, total: Duration) -> std::result::Result<Respo
         NoAnswer::Nobody => NoAnswer::Silent("the connection was refused".into()),
         silent => silent,
     })
+}
+
+/// Whether `stream` has something to read (or was closed) within `within`.
+fn readable(stream: &UnixStream, within: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(stream, PollFlags::IN)];
+    let timeout = rustix::event::Timespec {
+        tv_sec: within.as_secs() as i64,
+        tv_nsec: i64::from(within.subsec_nanos()),
+    };
+    poll(&mut fds, Some(&timeout)).is_ok_and(|n| n > 0)
 }
 
 /// A daemon's answers to the snapshots of this process: its [`ChangeSource`].

@@ -114,6 +114,18 @@ pub(super) fn stopped(pid: u32) -> bool {
         .is_some_and(|state| state == "T" || state == "t")
 }
 
+/// The process holding the lock at `path` when it is stopped (see [`stopped`]): a client
+/// waiting for its answer walks at once. Quick, no waiting: a holder not yet known is not.
+pub(super) fn stopped_holder(path: &Path) -> Option<u32> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .read_to_string(&mut text)
+        .ok()?;
+    let pid = text.trim().parse::<u32>().ok()?;
+    (stopped(pid) && has_open(pid, path) && held(path).unwrap_or(false)).then_some(pid)
+}
+
 /// Kills process `pid` (SIGKILL, which also ends a stopped process), never this one, and
 /// waits until the lock at `path` is free (the kernel drops it as the process dies): the lock,
 /// taken, or `None` when another watcher took it first.
