@@ -738,3 +738,70 @@ fn a_new_watcher_takes_over_from_one_that_does_not_answer() {
     );
     assert_eq!(status(&f)["snapshots"], 1, "the new watcher took it");
 }
+
+// Issue 53: `--stop` and a new `cairn watch` kill a watcher that does not answer, whatever it
+// is doing, so its state must be safe to kill at any point. Killed (SIGKILL) at seeded moments
+// while it takes a snapshot another process asked for: that process still gets its snapshot
+// (it walks when the connection closes), the store verifies, and the snapshot holds the tree.
+// Seeded: `CAIRN_SEED` picks the seed (default: from the clock, printed).
+#[test]
+fn a_watcher_killed_at_any_moment_of_a_snapshot_leaves_a_store_that_verifies() {
+    let seed: u64 = std::env::var("CAIRN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("a_watcher_killed_at_any_moment: CAIRN_SEED={seed}");
+    let f = Fixture::new();
+    for i in 0..40 {
+        f.write(
+            &format!("src/m{i}/lib.rs"),
+            &format!("pub fn f{i}() {{}}\n"),
+        );
+    }
+    f.snapshot("base");
+    for round in 0..6u64 {
+        let mut d = Daemon::start(&f);
+        for i in 0..20 {
+            f.write(
+                &format!("src/m{i}/lib.rs"),
+                &format!("pub fn f{i}() -> u64 {{ {round} }}\n"),
+            );
+        }
+        let client = Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+            .arg("-C")
+            .arg(&f.root)
+            .args(["--json", "snapshot"])
+            .env("CAIRN_HOME", &f.home)
+            .env_remove("CAIRN_STORE")
+            .env_remove("CAIRN_WATCH")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run cairn");
+        // The moment: 0-40 ms into the client's run (its start, its question, the daemon's
+        // walk, its answer), from the seed.
+        let moment =
+            (seed.rotate_left(round as u32 * 7) ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15)) % 41;
+        std::thread::sleep(Duration::from_millis(moment));
+        d.child.kill().expect("SIGKILL");
+        d.wait_exit();
+        let out = client.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "round {round}, killed at {moment} ms: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let taken: Value = serde_json::from_slice(&out.stdout).expect("snapshot JSON");
+        f.cairn(&["verify"]).assert().success();
+        assert!(
+            same_files(&f, &taken, &snapshot(&f, Some("off"))),
+            "round {round}, killed at {moment} ms: {taken}"
+        );
+    }
+}
