@@ -35,6 +35,7 @@ pub mod fsutil;
 pub mod gc;
 pub mod home;
 pub mod id;
+pub mod location;
 pub mod lock;
 pub mod manifest;
 pub mod merge;

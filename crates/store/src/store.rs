@@ -293,6 +293,10 @@ pub struct SnapshotEntry {
 impl Store {
     /// Opens the store at `path`, creating it (owner-only) when `options.create` is set.
     ///
+    /// A store another user could change (a directory of it, or above it, owned by another
+    /// user or writable by others) is refused with `DENIED` unless
+    /// [`crate::location::UNSAFE_STORE_ENV`] names it; see [`crate::location`].
+    ///
     /// Every directory of the store must be a real directory: a symlink standing in for one is
     /// refused (`CORRUPT`), so nothing the store writes or deletes can land outside it.
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
@@ -311,6 +315,8 @@ impl Store {
                 root.display()
             )));
         }
+        // Before anything is read or made: a store another user could change is refused.
+        crate::location::check_store_location(root, &layout.dirs())?;
         for d in layout.dirs() {
             fsutil::ensure_dir(d)?;
         }

@@ -420,3 +420,59 @@ fn a_copied_workspace_is_a_new_one_until_adopted_and_adopt_refuses_while_the_ori
         "{v}"
     );
 }
+
+#[test]
+fn a_store_in_a_directory_another_user_owns_and_all_may_write_is_refused_until_opted_in() {
+    // Issue 53: CAIRN_HOME (or --store) in a directory of another user that every user may
+    // write: that user renamed snapshots/ and `cairn list` said 0 snapshots with exit 0. Now
+    // refused with DENIED naming the directory and the opt-in, which lets it in.
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: making a directory of another owner needs root");
+        return;
+    }
+    let f = Fixture::new();
+    let shared = f.root.with_file_name("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).expect("chown");
+    let store = shared.join("store");
+    let home = shared.join("cairn");
+    let with_home = |args: &[&str]| {
+        let mut c = f.cairn(args);
+        c.env("CAIRN_HOME", &home)
+            .env_remove(cairn_store::location::UNSAFE_STORE_ENV);
+        c
+    };
+    let by_store = |args: &[&str]| {
+        let mut c = f.cairn(&[&["--store", store.to_str().expect("utf-8")], args].concat());
+        c.env_remove(cairn_store::location::UNSAFE_STORE_ENV);
+        c
+    };
+    let refused = |mut cmd: Command| {
+        let v = json_error(&mut cmd, 17);
+        assert_eq!(v["error"]["kind"], "DENIED", "{v}");
+        assert_eq!(v["error"]["path"], shared.to_str().expect("utf-8"), "{v}");
+        let m = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            m.contains("uid 65534") && m.contains("CAIRN_UNSAFE_STORE_OK="),
+            "{m}"
+        );
+    };
+    // A store about to be made there, then stores made there with the opt-in.
+    refused(with_home(&["--json", "snapshot"]));
+    refused(by_store(&["--json", "snapshot"]));
+    for mut cmd in [with_home(&["snapshot"]), by_store(&["snapshot"])] {
+        cmd.env(cairn_store::location::UNSAFE_STORE_ENV, "*")
+            .assert()
+            .success();
+    }
+    refused(with_home(&["--json", "list"]));
+    refused(by_store(&["--json", "list"]));
+    let listed = by_store(&["--json", "list"])
+        .env(cairn_store::location::UNSAFE_STORE_ENV, &shared)
+        .output()
+        .expect("runs");
+    assert!(listed.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("json");
+    assert_eq!(v["snapshots"].as_array().map(Vec::len), Some(1), "{v}");
+}

@@ -11,6 +11,7 @@ mod gc;
 mod hostile;
 mod id;
 mod index_read;
+mod location;
 mod lock;
 mod manifest;
 mod merge;
