@@ -174,7 +174,7 @@ fn guarded_restore(
                 let id = j.id.clone();
                 let r = journal::recover_one(ws, j)?;
                 if !r.completed {
-                    return Err(obstruction(ws, r.obstructed));
+                    return Err(obstruction(ws, std::slice::from_ref(&r)));
                 }
                 if let Some(report) = journal::read(ws, &id)?.and_then(|j| j.report) {
                     return Ok(report);
@@ -182,10 +182,24 @@ fn guarded_restore(
             }
         }
     }
-    // A restore a crash left pending must be finished first.
-    for r in journal::recover_locked(ws)? {
-        if !r.completed {
-            return Err(obstruction(ws, r.obstructed));
+    let target = match source {
+        PlanSource::Earlier(p) => p.snapshot_id,
+        PlanSource::SafetyWalk(id, _) => id,
+    };
+    // A restore a crash or a failure left pending must be finished first, unless this one is
+    // its undo: restoring its safety snapshot, the files as they were before it. Then it is
+    // given up (ended as it stands) and the undo goes on, its own safety snapshot keeping what
+    // the unfinished restore had changed (issue 53: the undo its error names was refused
+    // until `cairn recover --give-up`).
+    let stuck: Vec<journal::Recovery> = journal::recover_locked(ws)?
+        .into_iter()
+        .filter(|r| !r.completed)
+        .collect();
+    if !stuck.is_empty() {
+        if stuck.iter().all(|r| r.safety == Some(target)) {
+            journal::give_up_locked(ws)?;
+        } else {
+            return Err(obstruction(ws, &stuck));
         }
     }
     let holds = hold::list(ws)?;
@@ -207,10 +221,6 @@ fn guarded_restore(
     if cancelled() {
         return Err(Error::Cancelled);
     }
-    let target = match source {
-        PlanSource::Earlier(p) => p.snapshot_id,
-        PlanSource::SafetyWalk(id, _) => id,
-    };
     let _op = ws
         .store()
         .begin_operation(OperationKind::Restore, &[target])?;
@@ -380,12 +390,32 @@ fn changed_since(ws: &Site, old: &Plan, new: &Plan) -> Error {
     }
 }
 
-fn obstruction(ws: &Site, paths: Vec<RelPath>) -> Error {
+/// The refusal of a restore while `stuck` (restores left unfinished) cannot finish: it names
+/// the ways on, their undo (restoring their safety snapshot) included.
+fn obstruction(ws: &Site, stuck: &[journal::Recovery]) -> Error {
+    let paths: Vec<RelPath> = stuck.iter().flat_map(|r| r.obstructed.clone()).collect();
+    let undo: Vec<String> = stuck
+        .iter()
+        .filter_map(|r| r.safety)
+        .map(|s| format!("`cairn restore {}`", s.to_hex()))
+        .collect();
+    let undo = match undo.len() {
+        0 => String::new(),
+        1 => format!(
+            ", or undo it by restoring its safety snapshot ({})",
+            undo[0]
+        ),
+        _ => format!(
+            ", or undo each by restoring its safety snapshot ({})",
+            undo.join(", ")
+        ),
+    };
     Error::Conflict {
-        detail: "an interrupted restore cannot finish: later edits, or paths it may not change, \
-                 stand in its way; resolve them and call recover (`cairn recover`), or end it as \
-                 it stands with give_up (`cairn recover --give-up`)"
-            .into(),
+        detail: format!(
+            "an interrupted restore cannot finish: later edits, or paths it may not change, \
+             stand in its way; resolve them and call recover (`cairn recover`), or end it as it \
+             stands with give_up (`cairn recover --give-up`){undo}"
+        ),
         first: paths.first().map(|p| ws.root().join(p.as_path())),
         paths,
     }

@@ -616,7 +616,7 @@ pub(crate) fn recover_one(ws: &Site, mut j: Journal) -> Result<Recovery> {
 }
 
 /// [`give_up`], under the restore lock.
-fn give_up_locked(ws: &Site) -> Result<Vec<Recovery>> {
+pub(crate) fn give_up_locked(ws: &Site) -> Result<Vec<Recovery>> {
     let mut out = Vec::new();
     for r in recover_locked(ws)? {
         if r.completed {

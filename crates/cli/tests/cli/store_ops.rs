@@ -343,22 +343,30 @@ fn immutable(path: &std::path::Path, on: bool) -> bool {
     }
 }
 
-#[test]
-fn a_path_no_one_may_change_never_wedges_the_workspace_and_give_up_ends_the_restore() {
-    let f = Fixture::new();
+/// A restore of snapshot `base` that fails after its journal was written: it must delete
+/// `stuck.txt`, made immutable, which no one may. `None` where chattr cannot do that.
+fn a_restore_failing_on_an_immutable_file(f: &Fixture) -> Option<std::process::Output> {
     f.snapshot("base");
     f.write("src/main.rs", "fn main() { changed() }\n");
     f.write("stuck.txt", "made immutable\n");
-    let stuck = f.path("stuck.txt");
-    if !immutable(&stuck, true) {
-        return;
+    if !immutable(&f.path("stuck.txt"), true) {
+        return None;
     }
-    // The restore must delete stuck.txt, which no one may: it fails after its journal was
-    // written, and says that a journal holds it and what finishes it.
-    let out = f
-        .cairn(&["--json", "restore", "base", "--yes"])
-        .output()
-        .expect("run");
+    Some(
+        f.cairn(&["--json", "restore", "base", "--yes"])
+            .output()
+            .expect("run"),
+    )
+}
+
+#[test]
+fn a_path_no_one_may_change_never_wedges_the_workspace_and_give_up_ends_the_restore() {
+    let f = Fixture::new();
+    let stuck = f.path("stuck.txt");
+    // It says that a journal holds it and what finishes it.
+    let Some(out) = a_restore_failing_on_an_immutable_file(&f) else {
+        return;
+    };
     let e: serde_json::Value = serde_json::from_slice(&out.stderr).expect("json error");
     let m = e["error"]["message"]
         .as_str()
@@ -527,4 +535,54 @@ fn verify_counts_the_bytes_of_what_it_checked_as_stored_before_compression() {
         .assert()
         .success()
         .stdout(predicate::str::contains("(3.8 MiB)"));
+}
+
+#[test]
+fn the_undo_of_a_restore_refused_at_apply_time_runs_through_its_safety_snapshot() {
+    // Issue 53, behaviour audit: after a restore that failed part way (a path no one may
+    // change), restoring its safety snapshot, the undo its error names, was refused until
+    // `cairn recover --give-up`.
+    let f = Fixture::new();
+    let stuck = f.path("stuck.txt");
+    let Some(failed) = a_restore_failing_on_an_immutable_file(&f) else {
+        return;
+    };
+    let safety = f.json(&["list"])["snapshots"]
+        .as_array()
+        .and_then(|s| s.last().cloned())
+        .and_then(|s| s["id"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    // Another restore is still refused, and the refusal names the undo.
+    let other = f
+        .cairn(&["--json", "restore", "base", "--yes"])
+        .output()
+        .expect("run");
+    let undo = f
+        .cairn(&["--json", "restore", &safety, "--yes"])
+        .output()
+        .expect("run");
+    let recover = f.cairn(&["--json", "recover"]).output().expect("run");
+    immutable(&stuck, false);
+    let message = String::from_utf8_lossy(&failed.stderr).into_owned();
+    assert!(
+        !failed.status.success() && message.contains(&safety[..12]),
+        "the failed restore names its safety snapshot: {message}"
+    );
+    let refusal = String::from_utf8_lossy(&other.stderr).into_owned();
+    assert!(
+        other.status.code() == Some(20) && refusal.contains(&format!("`cairn restore {safety}`")),
+        "{refusal}"
+    );
+    assert!(
+        undo.status.success(),
+        "the undo runs: {}",
+        String::from_utf8_lossy(&undo.stderr)
+    );
+    assert_eq!(
+        f.read("src/main.rs").as_deref(),
+        Some("fn main() { changed() }\n")
+    );
+    assert_eq!(f.read("stuck.txt").as_deref(), Some("made immutable\n"));
+    let r: serde_json::Value = serde_json::from_slice(&recover.stdout).expect("json");
+    assert_eq!(r["recovered"].as_array().map(Vec::len), Some(0), "{r}");
 }
