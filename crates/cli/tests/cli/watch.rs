@@ -18,17 +18,8 @@ struct Daemon {
 impl Daemon {
     /// `cairn -C ROOT watch ARGS` for the fixture, its output not captured.
     fn command(f: &Fixture, args: &[&str]) -> Command {
-        let mut c = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
-        c.arg("-C")
-            .arg(&f.root)
-            .arg("watch")
-            .args(args)
-            .env("CAIRN_HOME", &f.home)
-            .env_remove("CAIRN_STORE")
-            .env_remove("CAIRN_REMOTE")
-            .env_remove("CAIRN_THREADS_DB")
-            .env_remove("CAIRN_WATCH")
-            .stdin(Stdio::null())
+        let mut c = command(f, &[&["watch"], args].concat());
+        c.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         c
@@ -549,20 +540,7 @@ const GUARD: Duration = Duration::from_secs(60);
 /// and stderr; fails the test, killing it, if it still runs after [`GUARD`].
 fn run_guarded(f: &Fixture, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
     use std::io::{Read, Write};
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("cairn"))
-        .current_dir(&f.root)
-        .args(args)
-        .env("CAIRN_HOME", &f.home)
-        .env_remove("CAIRN_STORE")
-        .env_remove("CAIRN_REMOTE")
-        .env_remove("CAIRN_THREADS_DB")
-        .env_remove("CAIRN_WATCH")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cairn");
+    let mut child = spawn(f, args);
     let _ = child
         .stdin
         .take()
@@ -592,6 +570,31 @@ fn run_guarded(f: &Fixture, args: &[&str], stdin: &str) -> (Option<i32>, String,
         .expect("stderr")
         .read_to_string(&mut err);
     (status.code(), out, err)
+}
+
+/// `cairn -C ROOT ARGS` for the fixture, with none of the environment's Cairn settings.
+fn command(f: &Fixture, args: &[&str]) -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("cairn"));
+    c.arg("-C")
+        .arg(&f.root)
+        .args(args)
+        .env("CAIRN_HOME", &f.home)
+        .env_remove("CAIRN_STORE")
+        .env_remove("CAIRN_REMOTE")
+        .env_remove("CAIRN_THREADS_DB")
+        .env_remove("CAIRN_WATCH")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    c
+}
+
+/// `cairn -C ROOT ARGS` started, its three streams piped.
+fn spawn(f: &Fixture, args: &[&str]) -> Child {
+    command(f, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run cairn")
 }
 
 /// [`run_guarded`] of `cairn --json ARGS`, expected to succeed: its JSON.
@@ -772,18 +775,7 @@ fn a_watcher_killed_at_any_moment_of_a_snapshot_leaves_a_store_that_verifies() {
                 &format!("pub fn f{i}() -> u64 {{ {round} }}\n"),
             );
         }
-        let client = Command::new(assert_cmd::cargo::cargo_bin("cairn"))
-            .arg("-C")
-            .arg(&f.root)
-            .args(["--json", "snapshot"])
-            .env("CAIRN_HOME", &f.home)
-            .env_remove("CAIRN_STORE")
-            .env_remove("CAIRN_WATCH")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run cairn");
+        let client = spawn(&f, &["--json", "snapshot"]);
         // The moment: 0-40 ms into the client's run (its start, its question, the daemon's
         // walk, its answer), from the seed.
         let moment =
