@@ -25,7 +25,19 @@
 //!   before its watch was added have no event);
 //! - the token names another watcher (one restarted), is older than what is remembered, or
 //!   there is none: a full walk;
-//! - the root was moved or deleted: a full walk (and a daemon stops).
+//! - the root was moved or deleted: a full walk (and a daemon stops);
+//! - a file system was mounted or unmounted beneath the root, or a bind mount made or undone
+//!   (issue 53): what the path holds changed with no event in the directory above it. The
+//!   watcher keeps the mounts beneath the root from `/proc/self/mountinfo`, whose descriptor
+//!   `poll` reports (`POLLPRI`) after each change of the mount table; each mount point whose
+//!   mounts changed is walked whole once and watched as it is now. The table is the mount
+//!   namespace of the watcher's process: a `cairn watch` daemon sees its own (a snapshot walked
+//!   in another namespace, as a container may have, sees mounts of that one the daemon does
+//!   not). A directory holding a file bind mount is walked by every snapshot (a write through
+//!   the file's source makes its event in the source's directory).
+//!
+//! A directory reachable by two paths (a bind mount of a directory of the tree elsewhere in
+//! it) has one watch, whose events are reported under every path it is watched by.
 //!
 //! Directories whose entries changed within [`RACY_WINDOW_NS`] before the token's time are
 //! reported again, so a file recorded in its racy window is looked at by the next snapshot
@@ -45,8 +57,9 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::RawDir;
 use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -141,7 +154,8 @@ pub struct WatchStatus {
     pub root: String,
     /// Directories watched.
     pub watches: u64,
-    /// Subtrees not watched (walked by every snapshot), and why, by path.
+    /// Subtrees not watched (walked by every snapshot), and why, by path: those inotify
+    /// cannot watch, and those mounts make walked (a directory holding a file bind mount).
     pub unwatched: Vec<String>,
     /// Directories remembered as changed.
     pub changed: u64,
@@ -229,6 +243,86 @@ const UNWATCHABLE_FS: &[(i64, &str)] = &[
     (0x0BD0_0BD0, "Lustre"),
 ];
 
+/// The mounts beneath the root (issue 53): see the module documentation.
+struct Mounts {
+    /// `/proc/self/mountinfo`, open: `poll` reports `POLLPRI` on it once after each change of
+    /// the mount table since the last `poll` of this descriptor (proc(5)).
+    fd: OwnedFd,
+    /// The mounts at or beneath the root: the mount point relative to the root, and the
+    /// mount's id (two mounts stacked on one point are two).
+    under: BTreeSet<(Vec<u8>, u64)>,
+    /// A directory was moved: the mount points beneath it moved with it, which changes no
+    /// mount and so is not reported, and `under` is read again before it is compared.
+    moved: bool,
+}
+
+/// The mount table of the calling process's mount namespace.
+const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// [`MOUNTINFO`], open to be polled.
+fn open_mountinfo() -> std::io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        MOUNTINFO,
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// The mounts at or beneath `root` (a canonical path) in `table`, the text of
+/// [`MOUNTINFO`]: each line's first field is the mount's id and its fifth the mount point,
+/// with a space, tab, newline or backslash written as `\ooo` in octal.
+fn mounts_under(table: &[u8], root: &[u8]) -> BTreeSet<(Vec<u8>, u64)> {
+    table
+        .split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let mut fields = line.split(|&b| b == b' ');
+            let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+            let point = unescape_octal(fields.nth(3)?);
+            let rel = if root == b"/" {
+                point.strip_prefix(b"/")?
+            } else {
+                match point.strip_prefix(root)? {
+                    [] => &[],
+                    [b'/', rest @ ..] => rest,
+                    _ => return None,
+                }
+            };
+            Some((rel.to_vec(), id))
+        })
+        .collect()
+}
+
+/// A field of [`MOUNTINFO`] with its `\ooo` escapes undone.
+fn unescape_octal(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let digits = field
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)) && d[0] <= b'3');
+        match (field[i], digits) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |n, b| n * 8 + (b - b'0')));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `rel`'s parent directory and name (the parent of a name at the root is `""`).
+fn split_parent(rel: &[u8]) -> (&[u8], &[u8]) {
+    match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (b"", rel),
+    }
+}
+
 struct State {
     fd: OwnedFd,
     /// Written each time events are read (see [`Watcher::events_fd`]).
@@ -241,6 +335,9 @@ struct State {
     racy_window: Duration,
     /// Watch descriptor to directory path (relative to the root).
     wds: HashMap<i32, Vec<u8>>,
+    /// The other paths of a watched directory reachable by more than one (a bind mount of a
+    /// directory of the tree elsewhere in it), by watch descriptor.
+    aliases: HashMap<i32, Vec<Vec<u8>>>,
     /// Directory path to watch descriptor.
     paths: BTreeMap<Vec<u8>, i32>,
     /// The last token issued.
@@ -254,6 +351,11 @@ struct State {
     fresh: BTreeMap<Vec<u8>, Mark>,
     /// Subtrees not watched, and why.
     unwatched: BTreeMap<Vec<u8>, String>,
+    /// The mounts beneath the root, `None` when [`MOUNTINFO`] could not be opened.
+    mounts: Option<Mounts>,
+    /// Subtrees walked by every snapshot because of mounts, and why: the directories holding
+    /// a file bind mount, or the whole tree when the mount table cannot be read.
+    mount_walked: BTreeMap<Vec<u8>, String>,
     token_times: BTreeMap<u64, Instant>,
     overflowed: bool,
     overflows: u64,
@@ -335,6 +437,22 @@ impl Watcher {
         let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)
             .map_err(|e| crate::Error::io("start inotify", &root, e.into()))?;
         let events_read = new_eventfd();
+        // Opened before the table is read: a change after the reading is reported.
+        let mounts = open_mountinfo().and_then(|fd| {
+            let table = std::fs::read(MOUNTINFO)?;
+            Ok(Mounts {
+                fd,
+                under: mounts_under(&table, root.as_os_str().as_bytes()),
+                moved: false,
+            })
+        });
+        let mut mount_walked = BTreeMap::new();
+        if let Err(e) = &mounts {
+            mount_walked.insert(
+                Vec::new(),
+                format!("mounts cannot be followed ({MOUNTINFO}: {e})"),
+            );
+        }
         let mut state = State {
             fd,
             root: root.clone(),
@@ -343,6 +461,7 @@ impl Watcher {
             max_watches: options.max_watches,
             racy_window: options.racy_window,
             wds: HashMap::new(),
+            aliases: HashMap::new(),
             paths: BTreeMap::new(),
             seq: 0,
             floor: 1,
@@ -350,6 +469,8 @@ impl Watcher {
             changed: HashMap::new(),
             fresh: BTreeMap::new(),
             unwatched: BTreeMap::new(),
+            mounts: mounts.ok(),
+            mount_walked,
             token_times: BTreeMap::new(),
             overflowed: false,
             overflows: 0,
@@ -360,16 +481,19 @@ impl Watcher {
             read_events: events_read.clone(),
         };
         state.watch_tree(b"", Some(root_fd));
+        state.find_file_mounts();
         let state = Arc::new(Mutex::new(state));
         let stop = Arc::new(AtomicBool::new(false));
         // Without an eventfd the thread still sees `stop` within its poll's timeout.
         let wake = new_eventfd();
         let thread = if options.background {
             let (state, stop, woken) = (state.clone(), stop.clone(), wake.clone());
+            // The thread's own: each open of the table is told of a change once.
+            let mounts = open_mountinfo().ok();
             Some(
                 std::thread::Builder::new()
                     .name("cairn-watch".into())
-                    .spawn(move || read_events(&state, &stop, woken.as_deref()))
+                    .spawn(move || read_events(&state, &stop, woken.as_deref(), mounts))
                     .map_err(|e| crate::Error::io("start the watcher thread", &root, e))?,
             )
         } else {
@@ -479,8 +603,14 @@ impl Drop for Watcher {
 
 /// The watcher's thread: waits for events (at most 200 ms at a time) and reads them as they
 /// come, so the kernel's queue does not fill between snapshots; once a second it checks that
-/// the root is still there. `wake`, when readable, means the watcher is being dropped.
-fn read_events(state: &Mutex<State>, stop: &AtomicBool, wake: Option<&OwnedFd>) {
+/// the root is still there. `wake`, when readable, means the watcher is being dropped;
+/// `mounts` (the mount table, open), when it reports `POLLPRI`, that the mounts changed.
+fn read_events(
+    state: &Mutex<State>,
+    stop: &AtomicBool,
+    wake: Option<&OwnedFd>,
+    mounts: Option<OwnedFd>,
+) {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut watched: Option<(u64, OwnedFd)> = None;
     let mut last_root_check = Instant::now();
@@ -497,6 +627,10 @@ fn read_events(state: &Mutex<State>, stop: &AtomicBool, wake: Option<&OwnedFd>) 
         }
         let Some((_, fd)) = &watched else { return };
         let mut fds = vec![PollFd::new(fd, PollFlags::IN)];
+        // Not `IN`, which the table always reports.
+        if let Some(m) = &mounts {
+            fds.push(PollFd::new(m, PollFlags::PRI));
+        }
         if let Some(w) = wake {
             fds.push(PollFd::new(w, PollFlags::IN));
         }
@@ -505,7 +639,9 @@ fn read_events(state: &Mutex<State>, stop: &AtomicBool, wake: Option<&OwnedFd>) 
             tv_nsec: 200_000_000,
         };
         let ready = matches!(poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
-            && fds[0].revents().contains(PollFlags::IN);
+            && (fds[0].revents().contains(PollFlags::IN)
+                || (mounts.is_some()
+                    && fds[1].revents().intersects(PollFlags::PRI | PollFlags::ERR)));
         if stop.load(Ordering::SeqCst) {
             return;
         }
@@ -566,13 +702,15 @@ impl State {
             .iter()
             .map(|(p, d)| p.len() + 96 + d.names.keys().map(|n| n.len() + 56).sum::<usize>())
             .sum::<usize>()
-            + self.fresh.keys().map(|p| p.len() + 48).sum::<usize>();
+            + self.fresh.keys().map(|p| p.len() + 48).sum::<usize>()
+            + (self.aliases.values().flatten())
+                .map(|p| p.len() * 2 + 64)
+                .sum::<usize>();
         WatchStatus {
             root: self.root.to_string_lossy().into_owned(),
             watches: self.wds.len() as u64,
             unwatched: self
-                .unwatched
-                .iter()
+                .walked_always()
                 .map(|(p, why)| format!("{}: {why}", String::from_utf8_lossy(p)))
                 .collect(),
             changed: self.changed.len() as u64,
@@ -636,9 +774,14 @@ impl State {
                     continue;
                 }
             };
-            // Two paths for one inode (a bind mount inside the tree): the later one wins.
-            if let Some(old) = self.wds.insert(wd, rel.clone()) {
-                self.paths.remove(&old);
+            // Two paths for one inode (a bind mount inside the tree): one watch, its events
+            // reported under both.
+            match self.wds.get(&wd) {
+                Some(p) if *p != rel => self.aliases.entry(wd).or_default().push(rel.clone()),
+                Some(_) => {}
+                None => {
+                    self.wds.insert(wd, rel.clone());
+                }
             }
             self.paths.insert(rel.clone(), wd);
             // Listed after the watch is in place: a directory made after the listing has an
@@ -697,8 +840,7 @@ impl State {
         );
         for p in gone {
             if let Some(wd) = self.paths.remove(&p) {
-                self.wds.remove(&wd);
-                let _ = inotify::remove_watch(&self.fd, wd);
+                self.unwatch_path(&p, wd);
             }
         }
         let under: Vec<Vec<u8>> = self
@@ -710,6 +852,161 @@ impl State {
         for p in under {
             self.unwatched.remove(&p);
         }
+    }
+
+    /// Forgets that the directory watched by `wd` is reached at `path`; its watch is removed
+    /// once no path is left to it.
+    fn unwatch_path(&mut self, path: &[u8], wd: i32) {
+        if let Some(others) = self.aliases.get_mut(&wd) {
+            if let Some(i) = others.iter().position(|p| p == path) {
+                others.swap_remove(i);
+            } else if self.wds.get(&wd).is_some_and(|p| p == path) {
+                let next = others.pop().expect("aliases are never left empty");
+                self.wds.insert(wd, next);
+            }
+            if others.is_empty() {
+                self.aliases.remove(&wd);
+            }
+        } else if self.wds.get(&wd).is_some_and(|p| p == path) {
+            self.wds.remove(&wd);
+            let _ = inotify::remove_watch(&self.fd, wd);
+        }
+    }
+
+    /// Every path the directory watched by `wd` is watched at (none for a watch forgotten).
+    fn paths_of(&self, wd: i32) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self.wds.get(&wd).cloned().into_iter().collect();
+        if let Some(others) = self.aliases.get(&wd) {
+            out.extend(others.iter().cloned());
+        }
+        out
+    }
+
+    /// Sees whether the mount table changed (a `poll` of its descriptor that does not wait)
+    /// and if so makes each mount point beneath the root whose mounts changed walked whole by
+    /// the next query, and watches it as it is now (issue 53). Returns whether the mounts
+    /// beneath the root changed.
+    fn check_mounts(&mut self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let Some(mounts) = &self.mounts else {
+            return false;
+        };
+        let mut fds = [PollFd::new(&mounts.fd, PollFlags::PRI)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if !matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0) && !mounts.moved {
+            return false;
+        }
+        // A mount over the root or one of its ancestors replaces the root.
+        self.check_root();
+        let table = match std::fs::read(MOUNTINFO) {
+            Ok(t) => t,
+            Err(e) => {
+                self.forget(&format!(
+                    "the mount table changed and could not be read ({MOUNTINFO}: {e})"
+                ));
+                return true;
+            }
+        };
+        let under = mounts_under(&table, self.root.as_os_str().as_bytes());
+        // Also read after a directory moved, so that a later change is compared with the
+        // paths as they are then. A change between the move and this reading keeps the old
+        // path, whose parent is no longer watched: skipped below, as the move's own events
+        // made the new path walked whole and watched after it.
+        let old = self
+            .mounts
+            .as_mut()
+            .map(|m| {
+                m.moved = false;
+                std::mem::replace(&mut m.under, under.clone())
+            })
+            .unwrap_or_default();
+        let mut points: Vec<Vec<u8>> = old
+            .symmetric_difference(&under)
+            .map(|(p, _)| p.clone())
+            .collect();
+        if points.is_empty() {
+            // A change elsewhere (another tree's mounts, a remount).
+            return false;
+        }
+        points.sort();
+        points.dedup();
+        let mark = self.mark();
+        let mut done: Vec<Vec<u8>> = Vec::new();
+        for rel in points {
+            if rel.is_empty() || done.iter().any(|d| is_under(&rel, d)) {
+                continue;
+            }
+            let (parent, name) = split_parent(&rel);
+            // Where the watcher does not look (left out, in the store, walked every time
+            // anyway), neither does this.
+            if rel.split(|&b| b == b'/').any(crate::Excludes::is_default)
+                || !self.paths.contains_key(parent)
+            {
+                continue;
+            }
+            let parent = parent.to_vec();
+            self.note(&parent, Some(name), mark);
+            self.unwatch_tree(&rel);
+            self.watch_tree(&rel, None);
+            self.fresh.insert(rel.clone(), mark);
+            done.push(rel);
+        }
+        self.find_file_mounts();
+        true
+    }
+
+    /// Finds the directories holding a mount of something not a directory (a file bind
+    /// mount), walked by every snapshot: a write through the file's source makes its event in
+    /// the source's directory, not in theirs.
+    fn find_file_mounts(&mut self) {
+        let Some(mounts) = &self.mounts else {
+            return;
+        };
+        self.mount_walked.clear();
+        let Ok((root_fd, _)) = crate::walk::open_root(&self.root) else {
+            return;
+        };
+        let mut found = BTreeMap::new();
+        for (rel, _) in &mounts.under {
+            let (parent, name) = split_parent(rel);
+            if rel.is_empty() || rel.split(|&b| b == b'/').any(crate::Excludes::is_default) {
+                continue;
+            }
+            let dir = if parent.is_empty() {
+                rustix::io::dup(&root_fd).map_err(std::io::Error::from)
+            } else {
+                cairn_store::fsutil::open_dir_path_beneath(&root_fd, parent)
+            };
+            let is_dir = dir.ok().and_then(|d| {
+                rustix::fs::statat(
+                    &d,
+                    std::ffi::OsStr::from_bytes(name),
+                    rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .ok()
+            });
+            if is_dir.is_some_and(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory
+            }) {
+                found.insert(
+                    parent.to_vec(),
+                    format!(
+                        "it holds a file bind mount ({}), whose writes make no event here",
+                        String::from_utf8_lossy(name)
+                    ),
+                );
+            }
+        }
+        self.mount_walked = found;
+    }
+
+    /// The subtrees walked by every snapshot, and why: those not watched, and those that
+    /// mounts make walked.
+    fn walked_always(&self) -> impl Iterator<Item = (&Vec<u8>, &String)> {
+        self.unwatched.iter().chain(self.mount_walked.iter())
     }
 
     /// Reads every event queued.
@@ -739,6 +1036,13 @@ impl State {
         for (wd, mask, name) in events {
             self.event(wd, mask, name);
         }
+        // After the events: a mount change before this drain is in the table now.
+        if self.check_mounts() {
+            self.last_event = Some(Instant::now());
+            if let Some(fd) = &self.read_events {
+                let _ = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes());
+            }
+        }
         if self.changed.len() + self.fresh.len() > MAX_MARKS {
             self.forget("too many changes were remembered");
         }
@@ -750,41 +1054,72 @@ impl State {
             self.overflowed = true;
             return;
         }
-        let Some(dir) = self.wds.get(&wd).cloned() else {
+        let dirs = self.paths_of(wd);
+        if dirs.is_empty() {
             return;
-        };
+        }
         if mask.contains(ReadFlags::IGNORED) {
             self.wds.remove(&wd);
-            if self.paths.get(&dir) == Some(&wd) {
-                self.paths.remove(&dir);
+            self.aliases.remove(&wd);
+            for dir in &dirs {
+                if self.paths.get(dir) == Some(&wd) {
+                    self.paths.remove(dir);
+                }
             }
-            if dir.is_empty() {
+            if dirs.iter().any(|d| d.is_empty()) {
                 self.gone = true;
             }
             return;
         }
         if mask.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF) {
-            if dir.is_empty() {
+            if dirs.iter().any(|d| d.is_empty()) {
                 self.gone = true;
             }
             return;
         }
         let mark = self.mark();
-        self.note(&dir, name.as_deref(), mark);
-        let Some(name) = name else { return };
-        if !mask.contains(ReadFlags::ISDIR) || crate::Excludes::is_default(&name) {
-            return;
+        for dir in dirs {
+            self.note(&dir, name.as_deref(), mark);
+            let Some(name) = &name else { continue };
+            if !mask.contains(ReadFlags::ISDIR) || crate::Excludes::is_default(name) {
+                continue;
+            }
+            let path = join(&dir, name);
+            if mask.intersects(ReadFlags::MOVED_FROM | ReadFlags::MOVED_TO) {
+                if let Some(m) = &mut self.mounts {
+                    m.moved = true;
+                }
+            }
+            if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
+                if mask.contains(ReadFlags::DELETE) {
+                    self.dead_elsewhere(&path, mark);
+                }
+                self.unwatch_tree(&path);
+                self.fresh.insert(path, mark);
+            } else if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+                // Moved within the tree (a MOVED_FROM before) or in from outside: watched
+                // anew, and walked whole by the next snapshot.
+                self.unwatch_tree(&path);
+                self.watch_tree(&path, None);
+                self.fresh.insert(path, mark);
+            }
         }
-        let path = join(&dir, &name);
-        if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
-            self.unwatch_tree(&path);
-            self.fresh.insert(path, mark);
-        } else if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
-            // Moved within the tree (a MOVED_FROM before) or in from outside: watched anew,
-            // and walked whole by the next snapshot.
-            self.unwatch_tree(&path);
-            self.watch_tree(&path, None);
-            self.fresh.insert(path, mark);
+    }
+
+    /// A directory deleted at `path` that the tree still reaches by another path (the source
+    /// of a bind mount in it): there it is now a dead directory, which cannot be listed, so
+    /// each other path is looked at again in its parent and walked whole.
+    fn dead_elsewhere(&mut self, path: &[u8], mark: Mark) {
+        let Some(&wd) = self.paths.get(path) else {
+            return;
+        };
+        for other in self.paths_of(wd) {
+            if is_under(&other, path) || other.is_empty() {
+                continue;
+            }
+            let (parent, name) = split_parent(&other);
+            self.note(parent, Some(name), mark);
+            self.fresh.insert(other.clone(), mark);
         }
     }
 
@@ -869,6 +1204,7 @@ impl State {
         self.fd = fd;
         self.generation += 1;
         self.wds.clear();
+        self.aliases.clear();
         self.paths.clear();
         self.unwatched.clear();
         match crate::walk::open_root(&self.root) {
@@ -922,14 +1258,13 @@ impl State {
                 dirs.sort();
                 names.sort();
                 let mut subtrees = reported(&mut self.fresh.iter());
-                subtrees.extend(self.unwatched.keys().cloned());
+                subtrees.extend(self.walked_always().map(|(p, _)| p.clone()));
                 subtrees.sort();
                 subtrees.dedup();
-                let note = (!self.unwatched.is_empty()).then(|| {
-                    let (first, why) = self.unwatched.iter().next().expect("not empty");
+                let note = self.walked_always().next().map(|(first, why)| {
                     format!(
                         "{} directories not watched, walked every time ({}: {why})",
-                        self.unwatched.len(),
+                        self.unwatched.len() + self.mount_walked.len(),
                         String::from_utf8_lossy(first)
                     )
                 });
