@@ -1346,3 +1346,33 @@ impl Partial {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mounts_beneath_the_root_are_read_from_mountinfo_with_its_escapes_undone() {
+        // Issue 53: `/proc/self/mountinfo` writes a space in a mount point as `\040` and a
+        // backslash as `\134`; a sibling whose name begins with the root's is not beneath it.
+        let table = b"22 1 0:21 / / rw - ext4 /dev/sda1 rw\n\
+            40 22 0:40 / /home/u/ws rw - ext4 /dev/sdb1 rw\n\
+            41 40 0:41 / /home/u/ws/my\\040mnt rw - tmpfs tmpfs rw\n\
+            42 22 0:42 / /home/u/ws2 rw - tmpfs tmpfs rw\n\
+            43 41 0:43 /sub /home/u/ws/my\\040mnt/b\\134c\\0 rw - tmpfs tmpfs rw\n";
+        let got: Vec<(Vec<u8>, u64)> = mounts_under(table, b"/home/u/ws").into_iter().collect();
+        assert_eq!(
+            got,
+            vec![
+                (b"".to_vec(), 40),
+                (b"my mnt".to_vec(), 41),
+                (b"my mnt/b\\c\\0".to_vec(), 43)
+            ]
+        );
+        assert_eq!(
+            mounts_under(table, b"/").len(),
+            5,
+            "everything is beneath /"
+        );
+    }
+}
