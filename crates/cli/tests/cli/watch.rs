@@ -797,3 +797,67 @@ fn a_watcher_killed_at_any_moment_of_a_snapshot_leaves_a_store_that_verifies() {
         );
     }
 }
+
+/// Not a test on its own: with `CAIRN_TEST_STUCK_WATCHER=SOCKET`, this process stands for a
+/// watcher stuck but not stopped (issue 53): it binds the socket, never accepts, holds the
+/// watcher's lock beside it with its pid in it, and waits to be killed.
+#[test]
+fn helper_stands_for_a_stuck_watcher_until_killed() {
+    use std::io::Write;
+    let Some(socket) = std::env::var_os("CAIRN_TEST_STUCK_WATCHER").map(PathBuf::from) else {
+        return;
+    };
+    let dir = std::fs::File::open(socket.parent().expect("a directory")).expect("open");
+    let short = format!(
+        "/proc/self/fd/{}/watch.sock",
+        std::os::fd::AsRawFd::as_raw_fd(&dir)
+    );
+    let _deaf = std::os::unix::net::UnixListener::bind(&short).expect("bind");
+    let mut lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(socket.with_file_name("watch.lock"))
+        .expect("the lock file");
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    lock.set_len(0).expect("truncate");
+    writeln!(lock, "{}", std::process::id()).expect("write the pid");
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+// Issue 53: a watcher that holds the workspace and never answers, though not stopped (stuck),
+// is killed by a new `cairn watch` once it stayed silent three times in a row, and the new
+// one takes over.
+#[test]
+fn a_new_watcher_takes_over_from_one_stuck_after_it_stays_silent() {
+    use std::os::unix::process::ExitStatusExt;
+    let f = Fixture::new();
+    f.snapshot("base");
+    let sock = socket(&f);
+    let mut stuck = Daemon {
+        child: Command::new(std::env::current_exe().expect("this test binary"))
+            .args([
+                "--exact",
+                "watch::helper_stands_for_a_stuck_watcher_until_killed",
+            ])
+            .env("CAIRN_TEST_STUCK_WATCHER", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the helper"),
+    };
+    let pid = stuck.child.id();
+    wait_for(
+        || status(&f)["not_answering"]["pid"] == pid,
+        "the stuck helper to hold the workspace",
+    );
+    let new = Daemon::start(&f);
+    assert_eq!(stuck.wait_exit().signal(), Some(9), "killed with SIGKILL");
+    let st = status(&f);
+    assert_eq!(st["pid"], new.child.id(), "{st}");
+    assert_eq!(st["took_over"], pid, "{st}");
+}
