@@ -285,11 +285,10 @@ enum MountNamespace {
 const IN_MOUNT_NAMESPACE: &str = "CAIRN_TEST_IN_MOUNT_NAMESPACE";
 
 /// Runs the test `name` (of this module) again in a child process of the test binary, in a
-/// private mount namespace made by `unshare --mount` (as root, else with `--map-root-user`
-/// where unprivileged user namespaces are allowed), so its mounts never reach the machine's
-/// and go with the child (issue 53). A test process has several threads, so it cannot
-/// `unshare` itself. Fails the test where no namespace can be made, saying why, unless
-/// `CAIRN_TEST_NO_MOUNT=1`.
+/// private mount namespace made by `unshare --mount` (which needs root), so its mounts never
+/// reach the machine's and go with the child (issue 53). A test process has several threads,
+/// so it cannot `unshare` itself. Fails the test where no namespace can be made, saying why,
+/// unless `CAIRN_TEST_NO_MOUNT=1`.
 fn mount_namespace(name: &str) -> MountNamespace {
     if std::env::var_os(IN_MOUNT_NAMESPACE).is_some() {
         return MountNamespace::Inside;
@@ -297,31 +296,17 @@ fn mount_namespace(name: &str) -> MountNamespace {
     let module = module_path!().split_once("::").map_or("", |(_, m)| m);
     let test = format!("{module}::{name}");
     let exe = std::env::current_exe().expect("the test binary's path");
-    let mut refused = Vec::new();
-    for how in [&[][..], &["--map-root-user"][..]] {
-        let namespace = ["--mount", "--propagation", "private"];
-        let probe = Command::new("unshare")
-            .args(how)
-            .args(namespace)
-            .arg("true")
-            .output();
-        match probe {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => {
-                refused.push(format!(
-                    "unshare {} refused: {}",
-                    how.join(" "),
-                    String::from_utf8_lossy(&o.stderr).trim()
-                ));
-                continue;
-            }
-            Err(e) => {
-                refused.push(format!("unshare could not run: {e}"));
-                break;
-            }
-        }
+    let namespace = ["--mount", "--propagation", "private"];
+    let why = match Command::new("unshare").args(namespace).arg("true").output() {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "unshare --mount refused: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("unshare could not run: {e}")),
+    };
+    let Some(why) = why else {
         let out = Command::new("unshare")
-            .args(how)
             .args(namespace)
             .arg(&exe)
             .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
@@ -340,8 +325,7 @@ fn mount_namespace(name: &str) -> MountNamespace {
             "{test} did not run in its mount namespace (above)"
         );
         return MountNamespace::RanInChild;
-    }
-    let why = refused.join("; ");
+    };
     if std::env::var("CAIRN_TEST_NO_MOUNT").as_deref() == Ok("1") {
         eprintln!("{test}: could not mount ({why}); skipped, as CAIRN_TEST_NO_MOUNT=1 says");
         return MountNamespace::Skip;
