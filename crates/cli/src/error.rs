@@ -40,7 +40,7 @@ Exit codes (stable; 10 + the error kind's code, as in cairn.h):
 }
 pub(crate) use exit_codes_table;
 
-/// The exit-code table, printed under `cairn --help` and copied in the README.
+/// The exit-code table, printed under `cairn --help` (the README links there).
 pub const EXIT_CODES_HELP: &str = exit_codes_table!();
 
 /// An error the command reports.
