@@ -44,7 +44,7 @@ pub enum Compression {
 pub const TREE_LEVEL: i32 = 1;
 
 impl Default for Compression {
-    /// zstd level 3: measured in `docs/PERFORMANCE.md` to shrink source-like trees about 3x at
+    /// zstd level 3: measured (docs/PERFORMANCE.md) to shrink source-like trees 2-5x at
     /// a cost well below the hashing that precedes it.
     fn default() -> Self {
         Compression::Zstd { level: 3 }
@@ -1764,7 +1764,8 @@ fn trim_heap() {}
 /// long-lived process that takes a snapshot now and then (the `cairn watch` daemon), called
 /// before it starts threads. glibc gives threads that contend an arena each, up to 8 per
 /// core, and keeps in each what it freed: a daemon whose snapshots ran on a new thread each
-/// and on the walk's pool held 13-16 MiB of freed memory more than live (docs/PERFORMANCE.md).
+/// and on the walk's pool held 13-16 MiB of freed memory more than live (measured when
+/// this was added; see the git log).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 pub fn limit_heap_arenas(n: i32) {
