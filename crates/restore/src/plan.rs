@@ -186,18 +186,29 @@ pub enum DriftPolicy {
 
 /// How a restore is planned. `Default` is the safest choice. A dry run is a plan:
 /// [`crate::Workspace::plan`], and [`crate::Report::dry_run`] for its report.
-#[derive(Debug, Clone, Default)]
+///
+/// It is also the scope a rewind keeps in its stored request (cairn-rewind's `Files` seam), in
+/// JSON: `paths`, `reference`, `on_drift`, each optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PlanOptions {
+    /// Restore only these paths (each a file, link or directory with everything under it,
+    /// relative to the root); empty: the whole workspace. Everything else is left untouched:
+    /// the plan, the safety snapshot's undo and the journal cover exactly these paths.
+    pub paths: Vec<RelPath>,
     /// A snapshot to compare the current files with (say, the last checkpoint of the thread
     /// being rewound): paths the restore would change that differ from it are `drifted`.
     pub reference: Option<SnapshotId>,
     /// What to do with drifted paths (kept in the plan: applying it checks it again with the
     /// same policy).
     pub on_drift: DriftPolicy,
-    /// Restore only these paths (each a file, link or directory with everything under it,
-    /// relative to the root); empty: the whole workspace. Everything else is left untouched:
-    /// the plan, the safety snapshot's undo and the journal cover exactly these paths.
-    pub paths: Vec<RelPath>,
+}
+
+impl PlanOptions {
+    /// Whether it plans the whole workspace without a drift check.
+    pub fn is_whole(&self) -> bool {
+        self.paths.is_empty() && self.reference.is_none()
+    }
 }
 
 /// What a restore changes and leaves alone: part of its [`Plan`], repeated in its [`crate::Report`].

@@ -12,23 +12,23 @@ use std::path::Path;
 /// The data of a `restore_applied` event: a restore report's ids and counts (its lists of
 /// restored and deleted paths can be long), with its chosen `paths` and `drifted` paths whole.
 pub(crate) fn restore_data(
-    report: &serde_json::Value,
+    report: &cairn_restore::Report,
     workspace_id: &str,
     root: &Path,
 ) -> serde_json::Value {
-    let count = |k: &str| report[k].as_array().map_or(0, Vec::len);
+    let s = &report.summary;
     serde_json::json!({
         "workspace_id": workspace_id,
         "root": root.to_string_lossy(),
-        "snapshot_id": report["snapshot_id"],
-        "safety_snapshot_id": report["safety_snapshot_id"],
-        "paths": report["paths"],
-        "drifted": report["drifted"],
-        "restored": count("restored"),
-        "deleted": count("deleted"),
-        "kept": count("kept"),
-        "unchanged": report["unchanged"],
-        "journal": report["journal"],
+        "snapshot_id": report.snapshot_id,
+        "safety_snapshot_id": report.safety_snapshot_id,
+        "paths": report.paths,
+        "drifted": s.drifted,
+        "restored": s.restored.len(),
+        "deleted": s.deleted.len(),
+        "kept": s.kept.len(),
+        "unchanged": s.unchanged,
+        "journal": report.journal,
     })
 }
 
@@ -92,8 +92,7 @@ impl Threads {
         if report.dry_run {
             return Ok(());
         }
-        let doc = serde_json::to_value(report).expect("a restore report always serialises");
-        let data = restore_data(&doc, workspace_id, root);
+        let data = restore_data(report, workspace_id, root);
         self.inner.write("record a restore", |c| {
             emit(c, None, EventKind::RestoreApplied, data.clone())
         })

@@ -5,8 +5,8 @@
 //! fakes that record the calls.
 
 use crate::error::FilesError;
+use cairn_restore::{Plan, PlanOptions, Report};
 use cairn_store::SnapshotId;
-use std::any::Any;
 use std::path::Path;
 
 /// What a checkpoint is taken with.
@@ -22,62 +22,60 @@ pub struct CheckpointRequest {
     pub max_file_bytes: u64,
 }
 
-/// Which part of the files a restore covers, and what it does with paths edited since the
-/// checkpoint being left ([`Files::plan_scoped`]). `Default`: every path, no drift check.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlanScope {
-    /// Only these paths, relative to the root (a directory with everything under it); empty:
-    /// the whole workspace.
-    #[serde(default)]
-    pub paths: Vec<cairn_store::RelPath>,
-    /// The snapshot the files are compared with: a path the restore would change whose
-    /// content differs from it was edited by someone else since (it is `drifted`).
-    #[serde(default)]
-    pub reference: Option<SnapshotId>,
-    /// What to do with drifted paths.
-    #[serde(default)]
-    pub on_drift: cairn_restore::DriftPolicy,
-}
-
-impl PlanScope {
-    /// Whether it is the whole workspace without a drift check.
-    pub fn is_whole(&self) -> bool {
-        self.paths.is_empty() && self.reference.is_none()
-    }
-}
-
-/// A restore planned by [`Files::plan`]: a dry run, to be handed back to [`Files::apply`].
+/// A restore planned by [`Files::plan`]: a dry run, to be handed back to [`Files::apply`],
+/// which restores exactly what it lists (its paths, with its drift rule) or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilePlan {
-    /// The snapshot to restore.
-    pub target: SnapshotId,
-    /// The plan as the workspace reports it (its dry-run report), serialised.
-    pub report: serde_json::Value,
-    /// How many paths the restore would change (write, delete, re-mode).
-    pub changes: u64,
-    /// Something holds the workspace (a command it runs, a hold): the restore would be refused.
-    pub busy: bool,
-    /// The workspace's own plan value, for [`Files::apply`].
-    pub detail: Option<Box<dyn Any + Send + Sync>>,
+    /// The workspace's plan: every change, with the paths and drift rule it was planned with.
+    pub plan: Plan,
 }
 
-impl std::fmt::Debug for FilePlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FilePlan")
-            .field("target", &self.target)
-            .field("report", &self.report)
-            .field("changes", &self.changes)
-            .field("busy", &self.busy)
-            .finish_non_exhaustive()
+impl FilePlan {
+    /// Wraps a plan. An implementation of [`Files`] other than `cairn-restore`'s `Workspace` (a
+    /// test fake) builds its [`Plan`] by its public fields.
+    pub fn new(plan: Plan) -> FilePlan {
+        FilePlan { plan }
+    }
+
+    /// The snapshot to restore.
+    pub fn target(&self) -> SnapshotId {
+        self.plan.snapshot_id
+    }
+
+    /// Something holds the workspace (a command it runs, a hold): the restore would be refused.
+    pub fn busy(&self) -> bool {
+        self.plan.summary.busy
+    }
+
+    /// Its dry-run report.
+    pub fn report(&self) -> Report {
+        Report::dry_run(&self.plan)
     }
 }
 
 /// What a restore did.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+///
+/// Stored in the thread database while a rewind is under way (`rewinds.files`): in JSON its
+/// `report` is written as a JSON value is (keys in alphabetical order), as it always was.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileOutcome {
-    /// The workspace's restore report, serialised.
-    pub report: serde_json::Value,
+    /// The workspace's restore report.
+    #[serde(serialize_with = "as_json_value")]
+    pub report: Report,
     /// The snapshot taken of the files before they changed, if any changed.
     pub safety_snapshot_id: Option<SnapshotId>,
+}
+
+/// Writes `value` as its `serde_json::Value` would be written (object keys sorted), so the
+/// stored form of a [`FileOutcome`] keeps the bytes it had when its report was a `Value`.
+fn as_json_value<T: serde::Serialize, S: serde::Serializer>(
+    value: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    serde_json::to_value(value)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(s)
 }
 
 /// A workspace whose files the rewind layer checkpoints and restores.
@@ -114,7 +112,11 @@ pub trait Files: Send + Sync {
     /// [`Files::plan`] of only some paths, or with a drift check; [`Files::apply`] of the plan
     /// keeps to the same scope. The default plans the whole workspace and refuses any other
     /// scope with `INVALID_ARGUMENT`.
-    fn plan_scoped(&self, target: &SnapshotId, scope: &PlanScope) -> Result<FilePlan, FilesError> {
+    fn plan_scoped(
+        &self,
+        target: &SnapshotId,
+        scope: &PlanOptions,
+    ) -> Result<FilePlan, FilesError> {
         if scope.is_whole() {
             return self.plan(target);
         }
@@ -127,8 +129,8 @@ pub trait Files: Send + Sync {
         ))
     }
 
-    /// Applies a plan, journalled under `key` (unique to this rewind or fork), after a safety
-    /// snapshot of what it changes.
+    /// Applies a plan as it was planned (its paths, its drift rule: never more), journalled
+    /// under `key` (unique to this rewind or fork), after a safety snapshot of what it changes.
     fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError>;
 
     /// After a crash: whether the restore journalled under `key` finished (the files are those
@@ -164,4 +166,43 @@ pub enum Interrupted {
         /// The safety snapshot: the files as they were before it.
         safety: Option<SnapshotId>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_store::{ObjectId, RelPath};
+
+    // Issue 61: the outcome kept in `rewinds.files` reads and writes as it did when its report
+    // was a `serde_json::Value`.
+    #[test]
+    fn a_stored_file_outcome_keeps_the_bytes_it_had_when_its_report_was_a_json_value() {
+        let id = SnapshotId(ObjectId::of(b"target"));
+        let report = Report {
+            snapshot_id: id,
+            dry_run: false,
+            summary: cairn_restore::Summary {
+                restored: vec![RelPath::from("a.txt")],
+                unchanged: 2,
+                ..Default::default()
+            },
+            paths: vec![RelPath::from("a.txt")],
+            safety_snapshot_id: Some(id),
+            operations: 1,
+            as_planned: true,
+            journal: Some("j1".into()),
+        };
+        let outcome = FileOutcome {
+            report: report.clone(),
+            safety_snapshot_id: Some(id),
+        };
+        let text = serde_json::to_string(&outcome).expect("encode");
+        let old = serde_json::json!({
+            "report": serde_json::to_value(&report).expect("a value"),
+            "safety_snapshot_id": id,
+        });
+        assert_eq!(text, serde_json::to_string(&old).expect("encode"));
+        let back: FileOutcome = serde_json::from_str(&text).expect("decode");
+        assert_eq!(back, outcome);
+    }
 }

@@ -197,7 +197,7 @@ impl Threads {
             }
             let plan = plan_restore(&self.inner, p.ws.as_ref(), &p.chosen);
             let plan = match plan {
-                Ok(plan) if plan.busy => Err(busy_workspace(p.ws.as_ref(), Some(&p.root))),
+                Ok(plan) if plan.busy() => Err(busy_workspace(p.ws.as_ref(), Some(&p.root))),
                 other => other,
             };
             if let Err(e) = plan {
@@ -329,7 +329,7 @@ impl Threads {
                 opts.lease_wait,
             )?;
             let plan = plan_restore(&self.inner, p.ws.as_ref(), &p.chosen)?;
-            if plan.busy {
+            if plan.busy() {
                 return Err(busy_workspace(p.ws.as_ref(), Some(&p.root)));
             }
             p.ws.apply(&plan, &format!("cairn-fork-{fork_id}"))
@@ -352,7 +352,7 @@ impl Threads {
         report.snapshots_copied = p.to_copy.clone();
         report.files = Some(files_report(
             &p.chosen,
-            outcome.report,
+            Some(&outcome.report),
             outcome.safety_snapshot_id,
         ));
         let text = serde_json::to_string(&report).unwrap_or_default();
@@ -602,7 +602,7 @@ impl Threads {
             self.forget_copies(p, &[p.chosen.snapshot_id]);
         }
         let plan = plan?;
-        Ok(files_report(&p.chosen, plan.report, None))
+        Ok(files_report(&p.chosen, Some(&plan.report()), None))
     }
 
     /// Deletes snapshots copied into the fork's store for a fork that did not happen (or a dry

@@ -63,7 +63,7 @@ pub use check::DbCheck;
 pub use db::SCHEMA_VERSION;
 pub use db::{is_pg_url, redact_url};
 pub use error::{DbError, Error, FilesError, FilesFailure, Result};
-pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted, PlanScope};
+pub use files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted};
 pub use fork::ForkOptions;
 pub use ids::{CheckpointId, EntryId, ForkId, MemoryId, RewindId, RunId, ThreadId, ToolCallId};
 pub use model::{

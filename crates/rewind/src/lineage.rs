@@ -66,7 +66,7 @@ pub(crate) struct ChosenFiles {
     pub(crate) root: PathBuf,
     /// Which paths, and the drift check (default: every path, none).
     #[serde(default)]
-    pub(crate) scope: crate::files::PlanScope,
+    pub(crate) scope: cairn_restore::PlanOptions,
 }
 
 impl Lineage {

@@ -489,7 +489,7 @@ impl Threads {
         }
         self.refuse(&survey, thread, target, opts.force, "rewind")?;
         if let (Some(ws), Some(p)) = (&ws, &plan) {
-            if p.busy {
+            if p.busy() {
                 return Err(busy_workspace(ws.as_ref(), ws_root.as_deref()));
             }
         }
@@ -568,7 +568,7 @@ impl Threads {
                 )?;
                 if waited || !forced.interrupted.is_empty() {
                     let fresh = plan_restore(&self.inner, ws.as_ref(), ch)?;
-                    if fresh.busy {
+                    if fresh.busy() {
                         return Err(busy_workspace(ws.as_ref(), Some(root)));
                     }
                     plan = Some(fresh);
@@ -861,7 +861,7 @@ impl Threads {
             }
             let files = match (&request.files, outcome) {
                 (Some(ch), Some(o)) => {
-                    let mut f = files_report(ch, o.report, o.safety_snapshot_id);
+                    let mut f = files_report(ch, Some(&o.report), o.safety_snapshot_id);
                     if let Some(safety) = o.safety_snapshot_id {
                         f.before_rewind_checkpoint_id = Some(record_before_rewind(
                             c,
@@ -874,7 +874,7 @@ impl Threads {
                     }
                     Some(f)
                 }
-                (Some(ch), None) => Some(files_report(ch, serde_json::Value::Null, None)),
+                (Some(ch), None) => Some(files_report(ch, None, None)),
                 _ => None,
             };
             let report = RewindReport {
@@ -1255,11 +1255,16 @@ pub(crate) fn busy_workspace(ws: &dyn Files, root: Option<&std::path::Path>) -> 
     }
 }
 
+/// The files part of a rewind's or fork's report, with the restore's report (`None`: the files
+/// were not restored) as the JSON value the report keeps.
 pub(crate) fn files_report(
     ch: &ChosenFiles,
-    restore: serde_json::Value,
+    restore: Option<&cairn_restore::Report>,
     safety: Option<cairn_store::SnapshotId>,
 ) -> FilesReport {
+    let restore = restore.map_or(serde_json::Value::Null, |r| {
+        serde_json::to_value(r).expect("a restore report always serialises")
+    });
     FilesReport {
         entry_id: ch.entry_id.clone(),
         checkpoint_id: ch.checkpoint_id.clone(),
@@ -1316,7 +1321,7 @@ fn dry_report(
         conversation,
         files: chosen
             .zip(plan)
-            .map(|(ch, p)| files_report(ch, p.report.clone(), None)),
+            .map(|(ch, p)| files_report(ch, Some(&p.report()), None)),
         memory: mem,
         runs: RunsReport {
             going: s.going_ids(),

@@ -4,19 +4,10 @@
 //! interrupted is known to have finished by its journal.
 
 use crate::error::FilesError;
-use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted, PlanScope};
-use cairn_restore::{ApplyOptions, Context, Plan, PlanOptions, Report, Workspace};
+use crate::files::{CheckpointRequest, FileOutcome, FilePlan, Files, Interrupted};
+use cairn_restore::{ApplyOptions, Context, PlanOptions, Workspace};
 use cairn_store::{ErrorKind, SnapshotId, Store};
 use std::path::Path;
-
-fn json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, FilesError> {
-    serde_json::to_value(value).map_err(|e| {
-        FilesError::msg(
-            ErrorKind::Corrupt,
-            format!("a restore report does not encode: {e}"),
-        )
-    })
-}
 
 impl Files for Workspace {
     fn id(&self) -> &str {
@@ -59,43 +50,28 @@ impl Files for Workspace {
     }
 
     fn plan(&self, target: &SnapshotId) -> Result<FilePlan, FilesError> {
-        self.plan_scoped(target, &PlanScope::default())
+        self.plan_scoped(target, &PlanOptions::default())
     }
 
-    fn plan_scoped(&self, target: &SnapshotId, scope: &PlanScope) -> Result<FilePlan, FilesError> {
-        let options = PlanOptions {
-            paths: scope.paths.clone(),
-            reference: scope.reference,
-            on_drift: scope.on_drift,
-        };
-        let plan =
-            Workspace::plan(self, target, &options, Context::default()).map_err(FilesError::new)?;
-        Ok(FilePlan {
-            target: *target,
-            report: json(&Report::dry_run(&plan))?,
-            changes: plan.actions.len() as u64,
-            busy: plan.summary.busy,
-            detail: Some(Box::new(plan)),
-        })
+    fn plan_scoped(
+        &self,
+        target: &SnapshotId,
+        scope: &PlanOptions,
+    ) -> Result<FilePlan, FilesError> {
+        Workspace::plan(self, target, scope, Context::default())
+            .map(FilePlan::new)
+            .map_err(FilesError::new)
     }
 
+    /// Applies the plan as it was planned: its paths, checked again against its reference with
+    /// its own drift policy.
     fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError> {
         let options = ApplyOptions::with_key(Some(key.to_string()));
-        let report = match plan.detail.as_ref().and_then(|d| d.downcast_ref::<Plan>()) {
-            // Checked again against the safety snapshot as it was planned (with its own drift
-            // policy).
-            Some(p) => Workspace::apply(self, p, &options, Context::default()),
-            None => self.restore(
-                &plan.target,
-                &PlanOptions::default(),
-                &options,
-                Context::default(),
-            ),
-        }
-        .map_err(FilesError::new)?;
+        let report = Workspace::apply(self, &plan.plan, &options, Context::default())
+            .map_err(FilesError::new)?;
         Ok(FileOutcome {
-            report: json(&report)?,
             safety_snapshot_id: report.safety_snapshot_id,
+            report,
         })
     }
 
@@ -106,10 +82,18 @@ impl Files for Workspace {
         if let Some(j) = self.journal_for_key(key).map_err(FilesError::new)? {
             let given_up = self.journal_given_up(&j.id).map_err(FilesError::new)?;
             if j.target == *target && j.finished() && !given_up {
-                let report = match &j.report {
-                    Some(r) => json(r)?,
-                    None => serde_json::Value::Null,
-                };
+                let report = j.report.clone().ok_or_else(|| {
+                    FilesError::msg(
+                        ErrorKind::Corrupt,
+                        format!(
+                            "restore journal {} of workspace {} is done but holds no report; \
+                             run `cairn recover` in {}",
+                            j.id,
+                            Workspace::id(self),
+                            Workspace::root(self).display()
+                        ),
+                    )
+                })?;
                 return Ok(Some(FileOutcome {
                     report,
                     safety_snapshot_id: j.safety,

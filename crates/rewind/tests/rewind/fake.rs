@@ -1,8 +1,9 @@
 //! A fake workspace behind the `Files` seam: its files are a map kept in a JSON file beside
 //! the root (so a child process sees the same workspace), and every call is recorded.
 
+use cairn_restore::{Plan, Report, Summary};
 use cairn_rewind::{CheckpointRequest, FileOutcome, FilePlan, Files, FilesError};
-use cairn_store::{ErrorKind, ObjectId, SnapshotId};
+use cairn_store::{ErrorKind, ObjectId, RelPath, SnapshotId, TreeId};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -179,24 +180,44 @@ impl Fake {
         id
     }
 
-    fn diff(
-        current: &BTreeMap<String, String>,
-        target: &BTreeMap<String, String>,
-    ) -> serde_json::Value {
-        let restored: Vec<&String> = target
+    /// What restoring `target` over `current` changes.
+    fn diff(current: &BTreeMap<String, String>, target: &BTreeMap<String, String>) -> Summary {
+        let restored = target
             .iter()
             .filter(|(k, v)| current.get(*k) != Some(*v))
-            .map(|(k, _)| k)
+            .map(|(k, _)| RelPath::from(k.as_str()))
             .collect();
-        let deleted: Vec<&String> = current
+        let deleted = current
             .keys()
             .filter(|k| !target.contains_key(*k))
+            .map(|k| RelPath::from(k.as_str()))
             .collect();
         let unchanged = target
             .iter()
             .filter(|(k, v)| current.get(*k) == Some(*v))
-            .count();
-        serde_json::json!({ "restored": restored, "deleted": deleted, "unchanged": unchanged })
+            .count() as u64;
+        Summary {
+            restored,
+            deleted,
+            unchanged,
+            ..Default::default()
+        }
+    }
+
+    /// A plan of `target` whose changes are `summary`'s (the fake keeps no trees or actions).
+    fn plan_of(target: &SnapshotId, summary: Summary) -> Plan {
+        let tree = TreeId(ObjectId::of(b"a fake workspace keeps no trees"));
+        Plan {
+            snapshot_id: *target,
+            target_root: tree,
+            current_root: tree,
+            capture: Default::default(),
+            actions: Vec::new(),
+            summary,
+            reference: None,
+            paths: Vec::new(),
+            on_drift: Default::default(),
+        }
     }
 }
 
@@ -247,25 +268,16 @@ impl Files for Fake {
             .snapshots
             .get(&target.to_hex())
             .ok_or_else(|| err(ErrorKind::NotFound, "no such snapshot"))?;
-        let mut report = Fake::diff(&s.files, want);
-        let changes = report["restored"].as_array().map_or(0, |a| a.len())
-            + report["deleted"].as_array().map_or(0, |a| a.len());
-        let busy = self.hooks.lock().busy;
-        report["snapshot_id"] = serde_json::json!(target);
-        report["dry_run"] = serde_json::json!(true);
-        report["busy"] = serde_json::json!(busy);
-        Ok(FilePlan {
-            target: *target,
-            report,
-            changes: changes as u64,
-            busy,
-            detail: None,
-        })
+        let summary = Summary {
+            busy: self.hooks.lock().busy,
+            ..Fake::diff(&s.files, want)
+        };
+        Ok(FilePlan::new(Fake::plan_of(target, summary)))
     }
 
     fn apply(&self, plan: &FilePlan, key: &str) -> Result<FileOutcome, FilesError> {
         self.record(Call::Apply {
-            target: plan.target,
+            target: plan.target(),
             key: key.to_string(),
         });
         let gate = self.hooks.lock().gate.take();
@@ -296,16 +308,22 @@ impl Files for Fake {
             let mut s = self.load();
             let want = s
                 .snapshots
-                .get(&plan.target.to_hex())
+                .get(&plan.target().to_hex())
                 .cloned()
                 .ok_or_else(|| err(ErrorKind::NotFound, "no such snapshot"))?;
-            let mut report = Fake::diff(&s.files, &want);
-            let changed = report["restored"].as_array().is_some_and(|a| !a.is_empty())
-                || report["deleted"].as_array().is_some_and(|a| !a.is_empty());
-            let safety = changed.then(|| self.take(&mut s));
-            report["snapshot_id"] = serde_json::json!(plan.target);
-            report["dry_run"] = serde_json::json!(false);
-            report["busy"] = serde_json::json!(false);
+            let summary = Fake::diff(&s.files, &want);
+            let operations = (summary.restored.len() + summary.deleted.len()) as u64;
+            let safety = (operations > 0).then(|| self.take(&mut s));
+            let report = Report {
+                snapshot_id: plan.target(),
+                dry_run: false,
+                summary,
+                paths: Vec::new(),
+                safety_snapshot_id: safety,
+                operations,
+                as_planned: true,
+                journal: None,
+            };
             s.files = want;
             let outcome = FileOutcome {
                 report,
@@ -314,7 +332,7 @@ impl Files for Fake {
             s.journals.insert(
                 key.to_string(),
                 Journal {
-                    target: plan.target.to_hex(),
+                    target: plan.target().to_hex(),
                     done: true,
                     outcome: outcome.clone(),
                 },

@@ -14,5 +14,6 @@ mod processes;
 mod real;
 mod rewind;
 mod runs;
+mod seam;
 mod threads;
 mod util;

@@ -528,16 +528,11 @@ impl Files for Crashing {
         key: &str,
     ) -> Result<cairn_rewind::FileOutcome, cairn_rewind::FilesError> {
         if self.mid {
-            let p = plan
-                .detail
-                .as_ref()
-                .and_then(|d| d.downcast_ref::<cairn_restore::Plan>())
-                .expect("a real plan");
             let options = cairn_restore::ApplyOptions {
                 key: Some(key.into()),
                 crash_after_ops: Some(1),
             };
-            let _ = self.ws.apply(p, &options, Default::default());
+            let _ = self.ws.apply(&plan.plan, &options, Default::default());
             unreachable!("killed after one operation");
         }
         let _ = Files::apply(&self.ws, plan, key);
