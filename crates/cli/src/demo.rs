@@ -301,6 +301,13 @@ pub(crate) fn demo(ctx: &Ctx, keep: bool) -> Result<()> {
         );
         println!("Try it on your own project: `cairn snapshot`, edit, `cairn diff <id> --patch`, `cairn restore <id>`;");
         println!("or keep a thread: `cairn thread new`, `cairn thread append`, `cairn rewind THREAD ENTRY --files`.");
+        if let Ok(exe) = std::env::current_exe() {
+            println!(
+                "The `cairn` that ran this demo is {}; `cargo install --path crates/cli` from a \
+                 checkout puts it on your PATH.",
+                exe.display()
+            );
+        }
     }
     let directory = tmp.path().to_path_buf();
     if keep {

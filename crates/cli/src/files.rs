@@ -4,7 +4,7 @@
 use crate::args::{PruneArgs, RestoreArgs, SnapshotArgs};
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
-use crate::parse::{human_bytes, human_time, one_line, shown};
+use crate::parse::{count, human_bytes, human_time, one_line, shown};
 use crate::patch;
 use cairn_restore::{ApplyOptions, Context, KeptPath, KeptReason, PlanOptions, Report};
 use cairn_snapshot::{ChangeKind, EntryInfo};
@@ -164,8 +164,8 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
         let _ = writeln!(out, " of {}", json.root.display());
         let _ = writeln!(
             out,
-            "  {} files ({}), {} read, {} reused, {} stored, {} ms",
-            s.files,
+            "  {} ({}), {} read, {} reused, {} stored, {} ms",
+            count(s.files, "file", "files"),
             human_bytes(s.bytes),
             s.hashed,
             s.reused,
@@ -382,10 +382,10 @@ pub(crate) fn show(ctx: &Ctx, name: &str) -> Result<()> {
         let _ = writeln!(out, "workspace {} at {}", s.workspace_id, s.workspace_root);
         let _ = writeln!(
             out,
-            "holds     {} files, {} directories, {} symlinks, {}",
-            st.files,
-            st.dirs,
-            st.symlinks,
+            "holds     {}, {}, {}, {}",
+            count(st.files, "file", "files"),
+            count(st.dirs, "directory", "directories"),
+            count(st.symlinks, "symlink", "symlinks"),
             human_bytes(st.bytes)
         );
         let _ = writeln!(
@@ -702,8 +702,8 @@ fn kept_reason(k: &KeptPath) -> String {
 /// command when it is not the one the command runs in.
 pub(crate) fn done_text(report: &Report, other_root: Option<&std::path::Path>) -> String {
     let mut out = format!(
-        "restored {} paths, deleted {}, {} {}\n",
-        report.summary.restored.len(),
+        "restored {}, deleted {}, {} {}\n",
+        count(report.summary.restored.len() as u64, "path", "paths"),
         report.summary.deleted.len(),
         report.summary.unchanged,
         unchanged_words(report)
@@ -837,8 +837,8 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     ctx.confirm(
         "restore",
         &format!(
-            "Restore {} paths and delete {} in {}?",
-            dry.summary.restored.len(),
+            "Restore {} and delete {} in {}?",
+            count(dry.summary.restored.len() as u64, "path", "paths"),
             dry.summary.deleted.len(),
             ws.root().display()
         ),
@@ -891,10 +891,10 @@ pub struct PruneJson {
 fn describe(store: &Store, id: &SnapshotId) -> String {
     match store.read_manifest(id) {
         Ok(m) => format!(
-            "{}  {}  {} files  {}",
+            "{}  {}  {}  {}",
             id.short(),
             human_time(m.created_ms),
-            m.stats.files,
+            count(m.stats.files, "file", "files"),
             m.label
                 .as_deref()
                 .map_or("-".into(), |l| one_line(l, LABEL_CELL))

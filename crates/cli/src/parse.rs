@@ -60,6 +60,14 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     n.checked_mul(secs).map(Duration::from_secs).ok_or_else(bad)
 }
 
+/// A count with its noun for people: `1 path`, `0 paths`, `2 paths`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    match n.into() {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    }
+}
+
 /// A size for people: `812 B`, `4.1 KiB`, `2.0 GiB`.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -121,6 +129,13 @@ pub fn one_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_one_takes_the_singular_and_any_other_the_plural() {
+        assert_eq!(count(1u64, "path", "paths"), "1 path");
+        assert_eq!(count(0u64, "path", "paths"), "0 paths");
+        assert_eq!(count(2u64, "entry", "entries"), "2 entries");
+    }
 
     #[test]
     fn sizes_parse_with_decimal_and_binary_units() {

@@ -4,7 +4,7 @@ use crate::args::{EntryKindArg, ForkArgs, RewindArgs};
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::files::{done_text, plan_text};
-use crate::parse::{human_time, one_line};
+use crate::parse::{count, human_time, one_line};
 use cairn_restore::Workspace;
 use cairn_rewind::{
     AppendOptions, Checkpoint, CheckpointId, Checkpoints, Entry, EntryId, EntryKind, Files,
@@ -336,8 +336,8 @@ fn rewind_text(r: &cairn_rewind::RewindReport) -> String {
     if !c.cut.is_empty() || c.restored.is_empty() {
         let _ = writeln!(
             out,
-            "  conversation: {} entries {} off the active branch (kept on a branch of their own)",
-            c.cut.len(),
+            "  conversation: {} {} off the active branch (kept on a branch of their own)",
+            count(c.cut.len() as u64, "entry", "entries"),
             if r.dry_run { "would be taken" } else { "taken" }
         );
     }
@@ -345,8 +345,8 @@ fn rewind_text(r: &cairn_rewind::RewindReport) -> String {
         // A rewind to a "Before rewind" checkpoint brings back what the rewind cut (issue 53).
         let _ = writeln!(
             out,
-            "  conversation: {} entries {} back on the active branch",
-            c.restored.len(),
+            "  conversation: {} {} back on the active branch",
+            count(c.restored.len() as u64, "entry", "entries"),
             if r.dry_run { "would be put" } else { "put" }
         );
     }
@@ -572,7 +572,8 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         ctx.confirm(
             "rewind",
             &format!(
-                "Rewind thread {thread} to {point}, restoring {restored} paths and deleting {deleted} in {}?",
+                "Rewind thread {thread} to {point}, restoring {} and deleting {deleted} in {}?",
+                count(restored as u64, "path", "paths"),
                 o.ws.root().display()
             ),
             args.yes,
@@ -647,8 +648,8 @@ fn fork_text(r: &cairn_rewind::ForkReport, root: &Path, named: bool) -> String {
     if !r.snapshots_copied.is_empty() {
         let _ = writeln!(
             out,
-            "  {} checkpoints {} into the fork's store",
-            r.snapshots_copied.len(),
+            "  {} {} into the fork's store",
+            count(r.snapshots_copied.len() as u64, "checkpoint", "checkpoints"),
             if r.dry_run { "to copy" } else { "copied" }
         );
     }
@@ -829,7 +830,8 @@ fn fork_with(
         ctx.confirm(
             "fork",
             &format!(
-                "Fork thread {thread} at {entry}, restoring {restored} paths and deleting {deleted} in {}?",
+                "Fork thread {thread} at {entry}, restoring {} and deleting {deleted} in {}?",
+                count(restored as u64, "path", "paths"),
                 root.display()
             ),
             args.yes,

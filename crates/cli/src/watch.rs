@@ -3,6 +3,7 @@
 use crate::args::WatchArgs;
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
+use crate::parse::count;
 use cairn_restore::watch::{self, DaemonStatus, ServeEnd};
 use cairn_snapshot::WatchOptions;
 use cairn_store::{ErrorKind, Store};
@@ -89,9 +90,9 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         let json = WatchJson::running(st);
         let _ = ctx.emit(&json, || {
             let mut out = format!(
-                "watching {}: {} directories (process {}, socket {})\n",
+                "watching {}: {} (process {}, socket {})\n",
                 st.root.display(),
-                st.watch.watches,
+                count(st.watch.watches as u64, "directory", "directories"),
                 st.pid,
                 st.socket.display()
             );
@@ -226,14 +227,14 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
     ctx.emit(&json, || {
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         let mut out = format!(
-            "watching {} (process {}): {} directories watched, {} changed since it started, \
-             {} queue overflows\n  memory {:.1} MiB (peak {:.1} MiB), processor {} ms, {} \
+            "watching {} (process {}): {} watched, {} changed since it started, \
+             {}\n  memory {:.1} MiB (peak {:.1} MiB), processor {} ms, {} \
              snapshots taken for other processes\n",
             st.root.display(),
             st.pid,
-            st.watch.watches,
+            count(st.watch.watches as u64, "directory", "directories"),
             st.watch.changed,
-            st.watch.overflows,
+            count(st.watch.overflows, "queue overflow", "queue overflows"),
             mib(st.memory_bytes),
             mib(st.peak_memory_bytes),
             st.cpu_ms,
