@@ -8,6 +8,7 @@ use crate::journal::{self, Journal, Recovery, StrayStaged};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
+use crate::watch::client;
 use crate::{apply, home};
 use cairn_snapshot::{
     CaptureSettings, Context, Options as SnapshotOptions, Snapshot, WatchOptions, Watcher,
@@ -226,15 +227,17 @@ impl Workspace {
                 opts.watch = Some(w);
             } else {
                 let bound = ctx.cancel.is_some() || ctx.progress.is_some();
-                match crate::watch::delegate(self, &opts, !bound) {
-                    crate::watch::Delegated::Taken(snapshot) => {
+                let remote = self.options().store_options.remote.is_some();
+                match client::delegate(self.store(), self.id(), self.root(), remote, &opts, !bound)
+                {
+                    client::Delegated::Taken(snapshot) => {
                         return Ok(SnapshotOutcome {
                             snapshot: *snapshot,
                             prune: self.prune_after(),
                         });
                     }
-                    crate::watch::Delegated::Ask(client) => opts.watch = Some(Arc::new(client)),
-                    crate::watch::Delegated::None => {}
+                    client::Delegated::Ask(client) => opts.watch = Some(Arc::new(client)),
+                    client::Delegated::None => {}
                 }
             }
         }
