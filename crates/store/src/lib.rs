@@ -24,7 +24,7 @@
 //! The on-disk formats are documented in `docs/FORMAT.md`.
 
 // `deny`, not `forbid`: the exceptions are two glibc allocator calls (`malloc_trim`,
-// `mallopt`) for the long-lived `cairn watch` daemon, in `store.rs`.
+// `mallopt`) for the long-lived `cairn watch` daemon, in `store/heap.rs`.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
