@@ -11,11 +11,10 @@ use super::protocol::{
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use cairn_snapshot::{ChangeSource, Changes, Options as SnapshotOptions, Snapshot, Watcher};
-#[cfg(doc)]
 use cairn_store::Store;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -137,11 +136,7 @@ pub fn serve(
         watcher,
         socket: socket.clone(),
         snapshots: std::sync::atomic::AtomicU64::new(0),
-        packs_merged: std::sync::atomic::AtomicU64::new(0),
-        merge_error: parking_lot::Mutex::new(None),
-        merging: AtomicBool::new(false),
-        merge_stop: Arc::new(AtomicBool::new(false)),
-        merges_stopped: std::sync::atomic::AtomicU32::new(0),
+        merges: Merges::default(),
         taking: parking_lot::Mutex::new(()),
         last_snapshot: parking_lot::Mutex::new(None),
         released_kib: std::sync::atomic::AtomicU64::new(0),
@@ -152,8 +147,7 @@ pub fn serve(
         walked_ahead: std::sync::atomic::AtomicU64::new(0),
         answered_ahead: std::sync::atomic::AtomicU64::new(0),
         store_allowed: AtomicBool::new(false),
-        storing: parking_lot::Mutex::new(None),
-        asking: std::sync::atomic::AtomicU64::new(0),
+        store_ahead: StoreAhead::default(),
         overflows_asked: std::sync::atomic::AtomicU64::new(0),
         stored_ahead: std::sync::atomic::AtomicU64::new(0),
         cache_writing: AtomicBool::new(false),
@@ -175,7 +169,7 @@ pub fn serve(
                     .name("cairn-watch-merge".into())
                     .spawn_scoped(scope, move || served.merge());
                 if spawned.is_err() {
-                    served.merging.store(false, Ordering::SeqCst);
+                    served.merges.unclaim();
                 }
             }
             served.settle_written();
@@ -249,7 +243,7 @@ pub fn serve(
             }
         };
         // A merge under way stops, rather than hold the daemon's end.
-        served.merge_stop.store(true, Ordering::SeqCst);
+        served.merges.stop();
         end
     });
     // Only our own socket (still holding the lock: no other daemon has bound since, unless
@@ -377,22 +371,132 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// The merges of the store's small packs the daemon makes while idle (see [`Served::merge`]):
+/// one at a time, stopped by a snapshot as it begins, and after [`MERGES_STOPPED_AT_MOST`]
+/// stopped in a row, one that is not stopped.
+#[derive(Default)]
+struct Merges {
+    /// A merge runs (on a thread of its own), or was claimed to.
+    running: AtomicBool,
+    /// Set by a snapshot (asked for or walked ahead) as it begins: the merge under way
+    /// stops ([`cairn_store::merge::MergeOptions::stop`]).
+    stop: Arc<AtomicBool>,
+    /// Merges stopped one after the other.
+    stopped_in_a_row: AtomicU32,
+    /// Small packs merged.
+    packs_merged: AtomicU64,
+    /// Why the last merge failed, if it did.
+    error: parking_lot::Mutex<Option<String>>,
+}
+
+impl Merges {
+    /// Stops the merge under way, if any (a snapshot begins, or the daemon ends).
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Claims the next merge, its stop cleared, to be run by [`Merges::run`] (or given back by
+    /// [`Merges::unclaim`]): `false` when one is claimed or runs already. Called while no
+    /// snapshot is under way: one that begins after this stops it.
+    fn claim(&self) -> bool {
+        if self.running.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.stop.store(false, Ordering::SeqCst);
+        true
+    }
+
+    /// Gives back a claim whose merge could not be started.
+    fn unclaim(&self) {
+        self.running.store(false, Ordering::SeqCst);
+    }
+
+    /// Runs the merge claimed of `store`'s small packs: stoppable unless
+    /// [`MERGES_STOPPED_AT_MOST`] were stopped in a row; counts what it merged, keeps why it
+    /// failed, and gives the claim back.
+    fn run(&self, store: &Store) {
+        let stoppable = self.stopped_in_a_row.load(Ordering::Relaxed) < MERGES_STOPPED_AT_MOST;
+        let merged = store.merge_small_packs(&cairn_store::merge::MergeOptions {
+            stop: stoppable.then(|| self.stop.clone()),
+            ..Default::default()
+        });
+        match merged {
+            Ok(report) => {
+                self.packs_merged
+                    .fetch_add(report.packs_merged, Ordering::Relaxed);
+                if report.stopped {
+                    self.stopped_in_a_row.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.stopped_in_a_row.store(0, Ordering::Relaxed);
+                }
+                *self.error.lock() = None;
+            }
+            Err(e) => *self.error.lock() = Some(e.to_string()),
+        }
+        self.running.store(false, Ordering::SeqCst);
+    }
+
+    /// Small packs merged so far.
+    fn packs_merged(&self) -> u64 {
+        self.packs_merged.load(Ordering::Relaxed)
+    }
+
+    /// Why the last merge failed, if it did.
+    fn error(&self) -> Option<String> {
+        self.error.lock().clone()
+    }
+}
+
+/// The store ahead under way (see [`Served::walk_ahead`]) and the snapshots asked for that
+/// wait to begin: a snapshot asked for cancels the store ahead under way rather than wait for
+/// it, and none begins while one waits.
+#[derive(Default)]
+struct StoreAhead {
+    /// Cancels the store ahead under way.
+    storing: parking_lot::Mutex<Option<cairn_store::cancel::CancelToken>>,
+    /// Snapshots asked for that wait to begin.
+    asking: AtomicU64,
+}
+
+impl StoreAhead {
+    /// A snapshot asked for waits for its turn (`wait`): the store ahead under way is
+    /// cancelled, and none begins until `wait` returns.
+    fn asked<T>(&self, wait: impl FnOnce() -> T) -> T {
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        if let Some(storing) = self.storing.lock().take() {
+            storing.cancel();
+        }
+        let turn = wait();
+        self.asking.fetch_sub(1, Ordering::SeqCst);
+        turn
+    }
+
+    /// A store ahead cancelled by `cancel` is about to begin: `false` (it does not) when a
+    /// snapshot asked for waits already (it may have looked for a token to cancel before this
+    /// one was set).
+    fn begin(&self, cancel: &cairn_store::cancel::CancelToken) -> bool {
+        *self.storing.lock() = Some(cancel.clone());
+        if self.asking.load(Ordering::SeqCst) > 0 {
+            self.storing.lock().take();
+            return false;
+        }
+        true
+    }
+
+    /// The store ahead (or walk ahead) is over.
+    fn end(&self) {
+        self.storing.lock().take();
+    }
+}
+
 struct Served<'a> {
     ws: &'a Workspace,
     watcher: Arc<Watcher>,
     socket: PathBuf,
     /// Snapshots taken for others.
     snapshots: std::sync::atomic::AtomicU64,
-    /// Small packs merged while idle, and why the last merge failed (if it did).
-    packs_merged: std::sync::atomic::AtomicU64,
-    merge_error: parking_lot::Mutex<Option<String>>,
-    /// A merge runs (on a thread of its own: see [`Served::merge`]).
-    merging: AtomicBool,
-    /// Set by a snapshot (asked for or walked ahead) as it begins: the merge under way
-    /// stops ([`cairn_store::merge::MergeOptions::stop`]).
-    merge_stop: Arc<AtomicBool>,
-    /// Merges stopped one after the other (see [`Served::merge`]).
-    merges_stopped: std::sync::atomic::AtomicU32,
+    /// The merges of small packs while idle (see [`Served::merge`]).
+    merges: Merges,
     /// Held while one is taken, so they are taken one at a time.
     taking: parking_lot::Mutex<()>,
     /// When the last snapshot taken for others ended, until the memory it left is given
@@ -420,10 +524,8 @@ struct Served<'a> {
     /// ahead begins, so that there is at most one per snapshot asked for (a file written
     /// every few tens of milliseconds would otherwise be read again at each pause).
     store_allowed: AtomicBool,
-    /// Cancels the store ahead under way: a snapshot asked for does not wait for it.
-    storing: parking_lot::Mutex<Option<cairn_store::cancel::CancelToken>>,
-    /// Snapshots asked for that wait to begin: a store ahead does not begin then.
-    asking: std::sync::atomic::AtomicU64,
+    /// The store ahead under way, and the snapshots asked for that wait to begin.
+    store_ahead: StoreAhead,
     /// The watcher's queue overflows when the last snapshot was asked for: a store ahead
     /// after another would walk the whole tree, and the snapshot asked for next again.
     overflows_asked: std::sync::atomic::AtomicU64,
@@ -469,11 +571,7 @@ impl Served<'_> {
             self.give_back_memory();
         }
         // Set free while no snapshot is under way: one that begins after this stops it.
-        if self.merging.swap(true, Ordering::SeqCst) {
-            return false;
-        }
-        self.merge_stop.store(false, Ordering::SeqCst);
-        true
+        self.merges.claim()
     }
 
     /// Merges the store's small packs once there are many: each snapshot that wrote an
@@ -485,28 +583,7 @@ impl Served<'_> {
     /// [`MERGES_STOPPED_AT_MOST`] merges stopped in a row (snapshots that always come just
     /// as the daemon begins to merge), the next one is not stopped: packs would pile up.
     fn merge(&self) {
-        let stoppable = self.merges_stopped.load(Ordering::Relaxed) < MERGES_STOPPED_AT_MOST;
-        let merged = self
-            .ws
-            .store()
-            .merge_small_packs(&cairn_store::merge::MergeOptions {
-                stop: stoppable.then(|| self.merge_stop.clone()),
-                ..Default::default()
-            });
-        match merged {
-            Ok(report) => {
-                self.packs_merged
-                    .fetch_add(report.packs_merged, Ordering::Relaxed);
-                if report.stopped {
-                    self.merges_stopped.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    self.merges_stopped.store(0, Ordering::Relaxed);
-                }
-                *self.merge_error.lock() = None;
-            }
-            Err(e) => *self.merge_error.lock() = Some(e.to_string()),
-        }
-        self.merging.store(false, Ordering::SeqCst);
+        self.merges.run(self.ws.store());
     }
 
     /// Once the stat cache write a snapshot left is done, and no snapshot is under way: puts
@@ -584,7 +661,7 @@ impl Served<'_> {
         let Some(_one_at_a_time) = self.taking.try_lock() else {
             return;
         };
-        self.merge_stop.store(true, Ordering::SeqCst);
+        self.merges.stop();
         let Some(opts) = self.asked.lock().clone() else {
             return;
         };
@@ -631,10 +708,8 @@ impl Served<'_> {
         // begin (it may have looked for a token to cancel before this one was set) keeps it
         // from beginning.
         let cancel = store_only.then(cairn_store::cancel::CancelToken::new);
-        if store_only {
-            self.storing.lock().clone_from(&cancel);
-            if self.asking.load(Ordering::SeqCst) > 0 {
-                self.storing.lock().take();
+        if let Some(cancel) = &cancel {
+            if !self.store_ahead.begin(cancel) {
                 return;
             }
         }
@@ -651,7 +726,7 @@ impl Served<'_> {
                 ..Default::default()
             },
         );
-        self.storing.lock().take();
+        self.store_ahead.end();
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         match walked {
             Ok(ahead) if store_only => {
@@ -730,8 +805,8 @@ impl Served<'_> {
             peak_memory_bytes: proc_status_kib("VmHWM:") * 1024,
             cpu_ms: cpu_ms(),
             snapshots: self.snapshots.load(Ordering::Relaxed),
-            packs_merged: self.packs_merged.load(Ordering::Relaxed),
-            merge_error: self.merge_error.lock().clone(),
+            packs_merged: self.merges.packs_merged(),
+            merge_error: self.merges.error(),
             walked_ahead: self.walked_ahead.load(Ordering::Relaxed),
             answered_ahead: self.answered_ahead.load(Ordering::Relaxed),
             stored_ahead: self.stored_ahead.load(Ordering::Relaxed),
@@ -816,17 +891,12 @@ impl Served<'_> {
         let ws = self.ws;
         // A store ahead under way stops (what it stored is found by this snapshot's walk),
         // and none begins until this one has.
-        self.asking.fetch_add(1, Ordering::SeqCst);
-        if let Some(storing) = self.storing.lock().take() {
-            storing.cancel();
-        }
-        let _one_at_a_time = self.taking.lock();
-        self.asking.fetch_sub(1, Ordering::SeqCst);
+        let _one_at_a_time = self.store_ahead.asked(|| self.taking.lock());
         // Its client went away while it waited for the one before.
         if cancel.is_cancelled() {
             return None;
         }
-        self.merge_stop.store(true, Ordering::SeqCst);
+        self.merges.stop();
         if req.store != ws.store().path()
             || req.workspace_id != ws.id()
             || req.root != ws.root()
