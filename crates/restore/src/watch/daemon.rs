@@ -135,7 +135,7 @@ pub fn serve(
         ws,
         watcher,
         socket: socket.clone(),
-        snapshots: std::sync::atomic::AtomicU64::new(0),
+        tally: Tally::default(),
         merges: Merges::default(),
         taking: parking_lot::Mutex::new(()),
         last_snapshot: parking_lot::Mutex::new(None),
@@ -144,12 +144,9 @@ pub fn serve(
         asked: parking_lot::Mutex::new(None),
         covered: parking_lot::Mutex::new(None),
         walking_ahead: AtomicBool::new(false),
-        walked_ahead: std::sync::atomic::AtomicU64::new(0),
-        answered_ahead: std::sync::atomic::AtomicU64::new(0),
         store_allowed: AtomicBool::new(false),
         store_ahead: StoreAhead::default(),
         overflows_asked: std::sync::atomic::AtomicU64::new(0),
-        stored_ahead: std::sync::atomic::AtomicU64::new(0),
         cache_writing: AtomicBool::new(false),
         took_over,
     };
@@ -371,6 +368,36 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// What the daemon counts for its status ([`DaemonStatus`]).
+#[derive(Debug, Clone, Copy)]
+enum Count {
+    /// Snapshots taken for others.
+    Snapshots,
+    /// Snapshots walked ahead.
+    WalkedAhead,
+    /// Snapshots answered with one walked ahead.
+    AnsweredAhead,
+    /// Changes whose objects were stored ahead.
+    StoredAhead,
+}
+
+/// The daemon's counts, one per [`Count`]: each only grows, and is read for the status
+/// alone (no other state is ordered by it).
+#[derive(Default)]
+struct Tally([AtomicU64; 4]);
+
+impl Tally {
+    /// Counts one more `count`.
+    fn add(&self, count: Count) {
+        self.0[count as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many `count` so far.
+    fn get(&self, count: Count) -> u64 {
+        self.0[count as usize].load(Ordering::Relaxed)
+    }
+}
+
 /// The merges of the store's small packs the daemon makes while idle (see [`Served::merge`]):
 /// one at a time, stopped by a snapshot as it begins, and after [`MERGES_STOPPED_AT_MOST`]
 /// stopped in a row, one that is not stopped.
@@ -493,8 +520,8 @@ struct Served<'a> {
     ws: &'a Workspace,
     watcher: Arc<Watcher>,
     socket: PathBuf,
-    /// Snapshots taken for others.
-    snapshots: std::sync::atomic::AtomicU64,
+    /// What it counts for its status.
+    tally: Tally,
     /// The merges of small packs while idle (see [`Served::merge`]).
     merges: Merges,
     /// Held while one is taken, so they are taken one at a time.
@@ -518,8 +545,6 @@ struct Served<'a> {
     covered: parking_lot::Mutex<Option<std::time::Instant>>,
     /// A walk ahead runs.
     walking_ahead: AtomicBool,
-    walked_ahead: std::sync::atomic::AtomicU64,
-    answered_ahead: std::sync::atomic::AtomicU64,
     /// A change may be stored ahead: set by each snapshot asked for, cleared as a store
     /// ahead begins, so that there is at most one per snapshot asked for (a file written
     /// every few tens of milliseconds would otherwise be read again at each pause).
@@ -529,7 +554,6 @@ struct Served<'a> {
     /// The watcher's queue overflows when the last snapshot was asked for: a store ahead
     /// after another would walk the whole tree, and the snapshot asked for next again.
     overflows_asked: std::sync::atomic::AtomicU64,
-    stored_ahead: std::sync::atomic::AtomicU64,
     /// A stat cache write was pending at the last look (see [`Served::settle_written`]).
     cache_writing: AtomicBool,
     /// The watcher this one killed as it started, for not answering.
@@ -730,13 +754,13 @@ impl Served<'_> {
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         match walked {
             Ok(ahead) if store_only => {
-                self.stored_ahead.fetch_add(1, Ordering::Relaxed);
+                self.tally.add(Count::StoredAhead);
                 // Dropped before the next snapshot can begin: its stat cache is back in the
                 // memo for it.
                 drop(ahead);
             }
             Ok(ahead) => {
-                self.walked_ahead.fetch_add(1, Ordering::Relaxed);
+                self.tally.add(Count::WalkedAhead);
                 *self.ahead.lock() = Some(ahead);
             }
             Err(_) => {}
@@ -778,7 +802,7 @@ impl Served<'_> {
             _ => return None,
         }
         let mut counted = |s: &Snapshot| {
-            self.answered_ahead.fetch_add(1, Ordering::Relaxed);
+            self.tally.add(Count::AnsweredAhead);
             answer(s);
         };
         ahead
@@ -804,12 +828,12 @@ impl Served<'_> {
             memory_bytes: proc_status_kib("VmRSS:") * 1024,
             peak_memory_bytes: proc_status_kib("VmHWM:") * 1024,
             cpu_ms: cpu_ms(),
-            snapshots: self.snapshots.load(Ordering::Relaxed),
+            snapshots: self.tally.get(Count::Snapshots),
             packs_merged: self.merges.packs_merged(),
             merge_error: self.merges.error(),
-            walked_ahead: self.walked_ahead.load(Ordering::Relaxed),
-            answered_ahead: self.answered_ahead.load(Ordering::Relaxed),
-            stored_ahead: self.stored_ahead.load(Ordering::Relaxed),
+            walked_ahead: self.tally.get(Count::WalkedAhead),
+            answered_ahead: self.tally.get(Count::AnsweredAhead),
+            stored_ahead: self.tally.get(Count::StoredAhead),
             took_over: self.took_over,
         }
     }
@@ -866,7 +890,7 @@ impl Served<'_> {
     /// Counts the snapshot `s` taken, and the answer that carries it.
     fn taken(&self, s: &Snapshot) -> Response {
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
-        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        self.tally.add(Count::Snapshots);
         Response::Snapshot(Box::new(WireSnapshot {
             id: s.id,
             root: s.root,
