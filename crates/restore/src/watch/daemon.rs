@@ -141,12 +141,9 @@ pub fn serve(
         last_snapshot: parking_lot::Mutex::new(None),
         released_kib: std::sync::atomic::AtomicU64::new(0),
         ahead: parking_lot::Mutex::new(None),
-        asked: parking_lot::Mutex::new(None),
-        covered: parking_lot::Mutex::new(None),
+        asked: Asked::default(),
         walking_ahead: AtomicBool::new(false),
-        store_allowed: AtomicBool::new(false),
         store_ahead: StoreAhead::default(),
-        overflows_asked: std::sync::atomic::AtomicU64::new(0),
         cache_writing: AtomicBool::new(false),
         took_over,
     };
@@ -398,6 +395,74 @@ impl Tally {
     }
 }
 
+/// What the last snapshot asked for leaves for the walks ahead (see [`Served::walk_ahead`]):
+/// the options they walk with, the changes already covered, and whether one store ahead may
+/// still follow it.
+#[derive(Default)]
+struct Asked {
+    /// The options of the last snapshot asked for (label, metadata and protection left out):
+    /// the next is walked ahead with them.
+    options: parking_lot::Mutex<Option<SnapshotOptions>>,
+    /// The watcher's last event when the last snapshot (asked for or walked ahead) began:
+    /// every change up to it is in that snapshot or reported to it.
+    covered: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// A change may be stored ahead: set by each snapshot asked for, cleared as a store
+    /// ahead begins, so that there is at most one per snapshot asked for (a file written
+    /// every few tens of milliseconds would otherwise be read again at each pause).
+    store_allowed: AtomicBool,
+    /// The watcher's queue overflows when the last snapshot was asked for: a store ahead
+    /// after another would walk the whole tree, and the snapshot asked for next again.
+    overflows: AtomicU64,
+}
+
+impl Asked {
+    /// A snapshot is asked for with `options` (label, metadata and protection left out), as
+    /// `watcher` stands: the walks ahead take its options, it covers every change so far, and
+    /// one store ahead may follow it.
+    fn snapshot_asked(&self, options: SnapshotOptions, watcher: &Watcher) {
+        *self.options.lock() = Some(options);
+        *self.covered.lock() = watcher.last_event();
+        self.overflows.store(watcher.overflows(), Ordering::SeqCst);
+        self.store_allowed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a snapshot was asked for yet (none walks ahead before).
+    fn any(&self) -> bool {
+        self.options.lock().is_some()
+    }
+
+    /// The options to walk ahead with: the last snapshot asked for's.
+    fn options(&self) -> Option<SnapshotOptions> {
+        self.options.lock().clone()
+    }
+
+    /// Whether every change up to `last` (the watcher's last event) is covered by the last
+    /// snapshot asked for or walked ahead.
+    fn covers(&self, last: std::time::Instant) -> bool {
+        self.covered.lock().is_some_and(|c| c >= last)
+    }
+
+    /// Whether a store ahead may still follow the last snapshot asked for.
+    fn store_allowed(&self) -> bool {
+        self.store_allowed.load(Ordering::SeqCst)
+    }
+
+    /// A store ahead begins: no other until the next snapshot asked for.
+    fn store_begins(&self) {
+        self.store_allowed.store(false, Ordering::SeqCst);
+    }
+
+    /// A walk ahead begins: it covers every change `watcher` has seen.
+    fn walk_begins(&self, watcher: &Watcher) {
+        *self.covered.lock() = watcher.last_event();
+    }
+
+    /// Whether `watcher`'s queue overflowed since the last snapshot was asked for.
+    fn overflowed_since(&self, watcher: &Watcher) -> bool {
+        watcher.overflows() != self.overflows.load(Ordering::SeqCst)
+    }
+}
+
 /// The merges of the store's small packs the daemon makes while idle (see [`Served::merge`]):
 /// one at a time, stopped by a snapshot as it begins, and after [`MERGES_STOPPED_AT_MOST`]
 /// stopped in a row, one that is not stopped.
@@ -537,23 +602,12 @@ struct Served<'a> {
     released_kib: std::sync::atomic::AtomicU64,
     /// The snapshot walked ahead, not yet asked for (see [`Served::walk_ahead`]).
     ahead: parking_lot::Mutex<Option<cairn_snapshot::Ahead<'a>>>,
-    /// The options of the last snapshot asked for (label, metadata and protection left out):
-    /// the next is walked ahead with them.
-    asked: parking_lot::Mutex<Option<SnapshotOptions>>,
-    /// The watcher's last event when the last snapshot (asked for or walked ahead) began:
-    /// every change up to it is in that snapshot or reported to it.
-    covered: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// What the last snapshot asked for left for the walks ahead.
+    asked: Asked,
     /// A walk ahead runs.
     walking_ahead: AtomicBool,
-    /// A change may be stored ahead: set by each snapshot asked for, cleared as a store
-    /// ahead begins, so that there is at most one per snapshot asked for (a file written
-    /// every few tens of milliseconds would otherwise be read again at each pause).
-    store_allowed: AtomicBool,
     /// The store ahead under way, and the snapshots asked for that wait to begin.
     store_ahead: StoreAhead,
-    /// The watcher's queue overflows when the last snapshot was asked for: a store ahead
-    /// after another would walk the whole tree, and the snapshot asked for next again.
-    overflows_asked: std::sync::atomic::AtomicU64,
     /// A stat cache write was pending at the last look (see [`Served::settle_written`]).
     cache_writing: AtomicBool,
     /// The watcher this one killed as it started, for not answering.
@@ -648,18 +702,18 @@ impl Served<'_> {
     /// in for a snapshot asked for afterwards. `None`: none is due.
     fn ahead_due(&self) -> Option<(std::time::Instant, bool)> {
         if self.ws.options().store_options.remote.is_some()
-            || self.asked.lock().is_none()
+            || !self.asked.any()
             || self.walking_ahead.load(Ordering::SeqCst)
         {
             return None;
         }
         let last = self.watcher.last_event()?;
-        if self.covered.lock().is_some_and(|c| c >= last) {
+        if self.asked.covers(last) {
             return None;
         }
         let walk = last + self.watcher.racy_window() + AHEAD_MARGIN;
         let store = last + STORE_AFTER;
-        if store < walk && self.store_allowed.load(Ordering::SeqCst) {
+        if store < walk && self.asked.store_allowed() {
             return Some((store, true));
         }
         Some((walk, false))
@@ -686,13 +740,13 @@ impl Served<'_> {
             return;
         };
         self.merges.stop();
-        let Some(opts) = self.asked.lock().clone() else {
+        let Some(opts) = self.asked.options() else {
             return;
         };
         if store_only {
-            self.store_allowed.store(false, Ordering::SeqCst);
+            self.asked.store_begins();
         } else {
-            *self.covered.lock() = self.watcher.last_event();
+            self.asked.walk_begins(&self.watcher);
         }
         // The one walked before is stale: its stat cache goes back to the memo first.
         drop(self.ahead.lock().take());
@@ -703,7 +757,7 @@ impl Served<'_> {
         // Only worth it when it walks no more than the changes: not after an overflow (the
         // whole tree), nor with subtrees without a watch (every snapshot walks them).
         if store_only
-            && (self.watcher.overflows() != self.overflows_asked.load(Ordering::SeqCst)
+            && (self.asked.overflowed_since(&self.watcher)
                 || !self.watcher.status().unwatched.is_empty())
         {
             return;
@@ -950,16 +1004,15 @@ impl Served<'_> {
         opts.own_files = req.own_files.clone();
         opts.watch = Some(self.watcher.clone());
         let opts = ws.with_own_settings(&opts);
-        *self.asked.lock() = Some(SnapshotOptions {
-            label: None,
-            metadata: Default::default(),
-            protect: false,
-            ..opts.clone()
-        });
-        *self.covered.lock() = self.watcher.last_event();
-        self.overflows_asked
-            .store(self.watcher.overflows(), Ordering::SeqCst);
-        self.store_allowed.store(true, Ordering::SeqCst);
+        self.asked.snapshot_asked(
+            SnapshotOptions {
+                label: None,
+                metadata: Default::default(),
+                protect: false,
+                ..opts.clone()
+            },
+            &self.watcher,
+        );
         let mut answered = false;
         let mut answer = |s: &Snapshot| {
             reply.answer(&self.taken(s));
