@@ -92,7 +92,7 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
             let mut out = format!(
                 "watching {}: {} (process {}, socket {})\n",
                 st.root.display(),
-                count(st.watch.watches as u64, "directory", "directories"),
+                count(st.watch.watches, "directory", "directories"),
                 st.pid,
                 st.socket.display()
             );
@@ -232,7 +232,7 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
              snapshots taken for other processes\n",
             st.root.display(),
             st.pid,
-            count(st.watch.watches as u64, "directory", "directories"),
+            count(st.watch.watches, "directory", "directories"),
             st.watch.changed,
             count(st.watch.overflows, "queue overflow", "queue overflows"),
             mib(st.memory_bytes),
