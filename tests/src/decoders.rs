@@ -145,10 +145,14 @@ pub fn pack(data: &[u8]) {
     entries.dedup_by_key(|e| e.id);
     let index = PackIndex::from_bytes(PackIndex::encode(entries), origin())
         .expect("an index PackIndex::encode wrote is accepted");
-    let dir = scratch_dir();
-    let path = dir.join(format!("pack-{}", std::process::id()));
+    // A scratch file per call, unlinked once open: the open file reads on, and nothing is left
+    // in the temporary directory.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("cairn-fuzz-pack-{}-{n}", std::process::id()));
     std::fs::write(&path, file).expect("the scratch pack is written");
     let f = std::fs::File::open(&path).expect("the scratch pack opens");
+    std::fs::remove_file(&path).expect("the scratch pack is unlinked");
     for e in index.entries() {
         let e = e.expect("an index PackIndex::encode wrote decodes");
         let result = cairn_store::pack::read_record(&f, &path, &e).and_then(|stored| {
@@ -162,18 +166,6 @@ pub fn pack(data: &[u8]) {
             Err(err) => assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}"),
         }
     }
-}
-
-/// A directory for scratch files, one per process, removed by the operating system's
-/// temporary-file cleaning (the fuzz targets run for a bounded time).
-fn scratch_dir() -> std::path::PathBuf {
-    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("cairn-fuzz-{}", std::process::id()));
-        std::fs::create_dir_all(&d).expect("the scratch directory is made");
-        d
-    })
-    .clone()
 }
 
 /// Manifests: anything that decodes encodes back to a manifest that decodes to the same value,
