@@ -498,11 +498,16 @@ pub fn sweep(store: &Store, options: &GcOptions) -> Result<GcReport> {
             done.push(p.clone());
         }
         let w = writer.take().expect("writer present");
+        let mut new_pack = None;
         if w.object_count() > 0 {
-            let (_id, new_path, _) = w.finish(&layout.tmp, &layout.packs, None)?;
+            let (id, new_path, _) = w.finish(&layout.tmp, &layout.packs, None)?;
             freed -= std::fs::metadata(&new_path).map(|m| m.len()).unwrap_or(0) as i64;
+            new_pack = Some(id);
         }
-        for p in done {
+        // A pack is named by its bytes: a repacked pack whose bytes the new one repeats exactly
+        // (a collection killed after writing it left it beside the packs it came from) IS the
+        // new pack, and removing it would remove every object just copied (as the merge does).
+        for p in done.into_iter().filter(|p| Some(p.id) != new_pack) {
             let mut dead = 0u64;
             for e in p.index.entries() {
                 dead += u64::from(!reach.contains(&e?.id));

@@ -370,3 +370,59 @@ fn a_store_directory_replaced_by_a_symlink_makes_the_collector_refuse_and_delete
         assert!(store.has_snapshot(&live.id), "{sub}");
     }
 }
+
+#[test]
+fn a_collection_after_one_killed_past_its_repack_keeps_the_pack_it_writes_again() {
+    // Found by the reliability suite's gc crash loop: a collection killed after its repacked
+    // pack was in place, but before the packs it came from were removed, left that pack beside
+    // them; the next collection repacked them all into the same bytes, so the same pack id,
+    // and then removed the "old" pack of that id: every live object it held was lost.
+    let dir = temp();
+    let store = Store::open(dir.path().join("store"), options(Compression::None)).expect("opens");
+    let op = store
+        .begin_operation(OperationKind::Snapshot, &[])
+        .expect("begins");
+    let w = store.writer(&op);
+    let live = w
+        .put(cairn_store::ObjectKind::Blob, b"live\n")
+        .expect("stored");
+    for i in 0..4 {
+        w.put(cairn_store::ObjectKind::Blob, &noise(i, 1000))
+            .expect("stored");
+    }
+    let tree =
+        cairn_store::Tree::new(vec![crate::util::file_entry(b"live", live.id, 5)]).expect("valid");
+    let root = w.put_tree(&tree).expect("stored");
+    w.commit().expect("commits");
+    store
+        .write_manifest(&op, &crate::util::manifest(root, None, 1))
+        .expect("written");
+    drop(op);
+    let packs = &store.layout().packs;
+    let before: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(packs)
+        .expect("packs")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            let bytes = std::fs::read(&p).expect("read");
+            (p, bytes)
+        })
+        .collect();
+    // The first collection repacks; putting the old pack back leaves what a kill between the
+    // repack's rename and the old pack's removal leaves.
+    store.gc(&no_grace()).expect("collects");
+    for (p, bytes) in &before {
+        std::fs::write(p, bytes).expect("put back");
+    }
+    let store = Store::open(store.path(), options(Compression::None)).expect("reopens");
+    assert_eq!(files_ending(packs, ".pack").len(), 2);
+    // Every pack repacked, the one the killed collection wrote among them.
+    let mut all = no_grace();
+    all.max_packs = 1;
+    store.gc(&all).expect("collects again");
+    let again = Store::open(store.path(), StoreOptions::default()).expect("reopens");
+    for s in [&store, &again] {
+        assert_eq!(s.read_object(&live.id).expect("reads").1, b"live\n");
+        assert_eq!(s.read_tree(&root).expect("reads"), tree);
+        assert!(s.verify().expect("verifies").is_ok());
+    }
+}
