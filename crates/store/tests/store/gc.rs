@@ -109,9 +109,20 @@ fn the_plan_is_a_dry_run_that_changes_nothing() {
 /// One pack of a small live blob and its tree and `dead` larger dead blobs, collected
 /// through a handle opened after it was written when `reopen` (which loads the index from
 /// disk, as every other process does); the live objects read back and the dead are gone.
-fn repack_keeps_live_objects(dead: usize, reopen: bool) {
-    let dir = temp();
-    let store = Store::open(dir.path().join("store"), options(Compression::None)).expect("opens");
+/// A store in `dir` with one pack: a snapshot of one live blob (`live\n`) and `dead`
+/// unreachable blobs of 1,000 bytes. Returns the store, the live blob, the snapshot's root
+/// tree and the dead blobs.
+fn one_pack_of_live_and_dead(
+    dir: &Path,
+    dead: usize,
+) -> (
+    Store,
+    ObjectId,
+    cairn_store::TreeId,
+    cairn_store::Tree,
+    Vec<ObjectId>,
+) {
+    let store = Store::open(dir.join("store"), options(Compression::None)).expect("opens");
     let op = store
         .begin_operation(OperationKind::Snapshot, &[])
         .expect("begins");
@@ -134,6 +145,12 @@ fn repack_keeps_live_objects(dead: usize, reopen: bool) {
         .write_manifest(&op, &crate::util::manifest(root, None, 1))
         .expect("written");
     drop(op);
+    (store, live.id, root, tree, dead)
+}
+
+fn repack_keeps_live_objects(dead: usize, reopen: bool) {
+    let dir = temp();
+    let (store, live_id, root, tree, dead) = one_pack_of_live_and_dead(dir.path(), dead);
     let old_pack = files_ending(&store.layout().packs, ".pack");
     assert_eq!(old_pack.len(), 1);
     let store = if reopen {
@@ -156,7 +173,7 @@ fn repack_keeps_live_objects(dead: usize, reopen: bool) {
     // Read back through this handle and a new one.
     let again = Store::open(store.path(), StoreOptions::default()).expect("reopens");
     for s in [&store, &again] {
-        assert_eq!(s.read_object(&live.id).expect("reads").1, b"live\n");
+        assert_eq!(s.read_object(&live_id).expect("reads").1, b"live\n");
         assert_eq!(s.read_tree(&root).expect("reads"), tree);
         assert!(s.verify().expect("verifies").is_ok());
     }
@@ -378,26 +395,7 @@ fn a_collection_after_one_killed_past_its_repack_keeps_the_pack_it_writes_again(
     // them; the next collection repacked them all into the same bytes, so the same pack id,
     // and then removed the "old" pack of that id: every live object it held was lost.
     let dir = temp();
-    let store = Store::open(dir.path().join("store"), options(Compression::None)).expect("opens");
-    let op = store
-        .begin_operation(OperationKind::Snapshot, &[])
-        .expect("begins");
-    let w = store.writer(&op);
-    let live = w
-        .put(cairn_store::ObjectKind::Blob, b"live\n")
-        .expect("stored");
-    for i in 0..4 {
-        w.put(cairn_store::ObjectKind::Blob, &noise(i, 1000))
-            .expect("stored");
-    }
-    let tree =
-        cairn_store::Tree::new(vec![crate::util::file_entry(b"live", live.id, 5)]).expect("valid");
-    let root = w.put_tree(&tree).expect("stored");
-    w.commit().expect("commits");
-    store
-        .write_manifest(&op, &crate::util::manifest(root, None, 1))
-        .expect("written");
-    drop(op);
+    let (store, live_id, root, tree, _) = one_pack_of_live_and_dead(dir.path(), 4);
     let packs = &store.layout().packs;
     let before: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(packs)
         .expect("packs")
@@ -421,7 +419,7 @@ fn a_collection_after_one_killed_past_its_repack_keeps_the_pack_it_writes_again(
     store.gc(&all).expect("collects again");
     let again = Store::open(store.path(), StoreOptions::default()).expect("reopens");
     for s in [&store, &again] {
-        assert_eq!(s.read_object(&live.id).expect("reads").1, b"live\n");
+        assert_eq!(s.read_object(&live_id).expect("reads").1, b"live\n");
         assert_eq!(s.read_tree(&root).expect("reads"), tree);
         assert!(s.verify().expect("verifies").is_ok());
     }
