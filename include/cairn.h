@@ -578,10 +578,12 @@ cairn_status cairn_threads_runs(const struct cairn_threads *t,
  point, and with `"memory": false` restores only its files. Options, may be empty:
  `{"files": bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key":
  str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id, "paths": [path],
- "on_drift": "refuse"|"keep"|"overwrite"}`: with files, `paths` restores only those paths
- (relative to the root), and `on_drift` checks for paths edited since the thread's newest
- checkpoint in the workspace (default: no check). `workspace` NULL: the default one. Writes
- the rewind report as JSON.
+ "on_drift": "refuse"|"keep"|"overwrite", "continuation": {"data": any, "names": [str]}}`:
+ with files, `paths` restores only those paths (relative to the root), and `on_drift`
+ checks for paths edited since the thread's newest checkpoint in the workspace (default: no
+ check); `continuation` is the agent's conversation half, kept with the rewind (its `data`
+ comes back in the report's `continuation`) and its `names` given to the thread when the
+ rewind completes. `workspace` NULL: the default one. Writes the rewind report as JSON.
 
  # Safety
  `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or

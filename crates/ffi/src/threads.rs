@@ -708,6 +708,7 @@ pub(crate) struct RewindJson {
     from_run: Option<String>,
     paths: Vec<String>,
     on_drift: Option<cairn_restore::DriftPolicy>,
+    continuation: Option<cairn_rewind::Continuation>,
 }
 
 fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> FfiResult<RewindOptions> {
@@ -720,6 +721,7 @@ fn rewind_options(o: RewindJson, ws: Option<Arc<dyn Files>>) -> FfiResult<Rewind
         force: o.force,
         key: o.key,
         from_run: o.from_run.map(RunId::new),
+        continuation: o.continuation,
         ..RewindOptions::default()
     };
     if let Some(m) = o.memory {
@@ -763,10 +765,12 @@ fn rewind_like(
 /// point, and with `"memory": false` restores only its files. Options, may be empty:
 /// `{"files": bool, "memory": bool (default true), "dry_run": bool, "force": bool, "key":
 /// str, "tool_settle_ms": n, "lease_wait_ms": n, "from_run": run id, "paths": [path],
-/// "on_drift": "refuse"|"keep"|"overwrite"}`: with files, `paths` restores only those paths
-/// (relative to the root), and `on_drift` checks for paths edited since the thread's newest
-/// checkpoint in the workspace (default: no check). `workspace` NULL: the default one. Writes
-/// the rewind report as JSON.
+/// "on_drift": "refuse"|"keep"|"overwrite", "continuation": {"data": any, "names": [str]}}`:
+/// with files, `paths` restores only those paths (relative to the root), and `on_drift`
+/// checks for paths edited since the thread's newest checkpoint in the workspace (default: no
+/// check); `continuation` is the agent's conversation half, kept with the rewind (its `data`
+/// comes back in the report's `continuation`) and its `names` given to the thread when the
+/// rewind completes. `workspace` NULL: the default one. Writes the rewind report as JSON.
 ///
 /// # Safety
 /// `t` live; inputs valid; `workspace` NULL or live; `out` writable; `err_out` NULL or

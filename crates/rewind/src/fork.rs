@@ -6,11 +6,12 @@ use crate::files::Files;
 use crate::ids::{CheckpointId, EntryId, ForkId, ThreadId};
 use crate::lineage::{ChosenFiles, Lineage};
 use crate::model::{CheckpointRef, EventKind};
+use crate::names::check_id_free;
 use crate::report::{ForkReport, RunsReport};
 use crate::rewind::{busy_workspace, files_report, insert_hold, plan_restore, FilesFrom};
-use crate::rows::{emit, load_checkpoint, note_workspace, thread_exists};
+use crate::rows::{emit, load_checkpoint, note_workspace};
 use crate::sql::params;
-use crate::threads::{canonical_root, thread_exists_error, Threads};
+use crate::threads::{canonical_root, Threads};
 use cairn_store::{SnapshotId, Store};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -128,9 +129,7 @@ impl Threads {
         let new_id = match &opts.new_thread_id {
             Some(id) => {
                 id.check()?;
-                if self.inner.read(|c| thread_exists(c, id))? {
-                    return Err(thread_exists_error(id));
-                }
+                self.inner.read(|c| check_id_free(c, id))?;
                 id.clone()
             }
             None => ThreadId::generate(),
@@ -212,9 +211,7 @@ impl Threads {
             file_checkpoint_at.as_ref().map(|r| r.checkpoint_id.clone());
         let files_on = prepared.is_some();
         let forked = self.inner.write("make a fork", |c| {
-            if thread_exists(c, &new_id)? {
-                return Err(thread_exists_error(&new_id));
-            }
+            check_id_free(c, &new_id)?;
             let mut forced = crate::guard::Forced::default();
             let mut going = Vec::new();
             if files_on {
@@ -632,6 +629,12 @@ impl Threads {
                 .db("release a hold")?;
             c.execute(
                 "DELETE FROM thread_workspaces WHERE thread_id = ?1",
+                [thread],
+            )
+            .db("take back a fork")?;
+            c.execute(
+                "DELETE FROM thread_names WHERE thread_id = ?1 \
+                 AND thread_id IN (SELECT id FROM threads WHERE state = 'pending')",
                 [thread],
             )
             .db("take back a fork")?;

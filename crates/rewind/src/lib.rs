@@ -49,6 +49,7 @@ pub mod ids;
 mod lineage;
 mod memory;
 pub mod model;
+mod names;
 pub mod policy;
 pub mod report;
 mod rewind;
@@ -71,6 +72,7 @@ pub use model::{
     EventKind, MemoryItem, MemoryKind, MemoryStatus, NewEntry, NewMemory, RunInfo, RunStatus,
     Thread, ThreadRuns, FILE_CHECKPOINT_KEY,
 };
+pub use names::Continuation;
 pub use policy::{Checkpoints, EffectivePolicy};
 pub use report::{
     BlockedRewind, ConversationReport, FilesReport, ForkReport, MemoryReport, Recovery,

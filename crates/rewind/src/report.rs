@@ -30,6 +30,11 @@ pub struct RewindReport {
     pub runs: RunsReport,
     /// The rewind was finished when the database was opened after a crash.
     pub recovered: bool,
+    /// The data of the rewind's [`crate::Continuation`] (what the agent needs to continue its
+    /// conversation from the point), also when recovery finished it or its key was repeated;
+    /// for a dry run, what would be recorded.
+    #[serde(default)]
+    pub continuation: Option<serde_json::Value>,
 }
 
 /// The conversation part of a rewind.

@@ -24,6 +24,7 @@ use crate::ids::{CheckpointId, EntryId, RewindId, RunId, ThreadId};
 use crate::lineage::{Candidate, ChosenFiles, Lineage};
 use crate::memory::{mark_stale, stale_candidates};
 use crate::model::{root_bytes, roots_overlap, EntryKind, EventKind, RunStatus};
+use crate::names::{check_names, names_of, record_names, Continuation};
 use crate::report::{
     BlockedRewind, ConversationReport, FilesReport, MemoryReport, Recovery, RewindReport,
     RunsReport, BEFORE_REWIND,
@@ -77,6 +78,12 @@ pub struct RewindOptions {
     /// workspace (the files being left) by someone other than the rewind, and refuse, keep
     /// them or overwrite them (their content is then in the safety snapshot). `None`: no check.
     pub on_drift: Option<cairn_restore::DriftPolicy>,
+    /// The agent's conversation half (issue 54): what it needs to continue its conversation
+    /// from the rewind's point, and names the thread is found by from then on. Checked with
+    /// the other checks, kept in the rewind's record before any file changes, and its names
+    /// given to the thread in the transaction that completes the rewind (or the recovery that
+    /// finishes it after a crash). `None`: none.
+    pub continuation: Option<Continuation>,
 }
 
 impl Default for RewindOptions {
@@ -93,6 +100,7 @@ impl Default for RewindOptions {
             from_run: None,
             paths: Vec::new(),
             on_drift: None,
+            continuation: None,
         }
     }
 }
@@ -111,6 +119,7 @@ impl std::fmt::Debug for RewindOptions {
             .field("from_run", &self.from_run)
             .field("paths", &self.paths)
             .field("on_drift", &self.on_drift)
+            .field("continuation", &self.continuation)
             .finish()
     }
 }
@@ -134,6 +143,8 @@ pub struct RewindRecord {
     pub created_ms: i64,
     /// When it ended.
     pub finished_ms: Option<i64>,
+    /// The data of its [`Continuation`], if it had one.
+    pub continuation: Option<serde_json::Value>,
 }
 
 /// Which points a rewind may go to.
@@ -170,6 +181,9 @@ struct Request {
     going: Vec<RunId>,
     interrupted: Vec<RunId>,
     dropped: Vec<RunId>,
+    /// The agent's conversation half (absent in records of older builds).
+    #[serde(default)]
+    continuation: Option<Continuation>,
 }
 
 struct RecordRow {
@@ -325,9 +339,12 @@ impl Threads {
             .db("read rewinds")?
             .query_map([thread], |r| {
                 let request: String = r.get(4)?;
-                let point = serde_json::from_str::<Request>(&request)
-                    .ok()
-                    .and_then(|q| q.point);
+                let request = serde_json::from_str::<Request>(&request).ok();
+                let continuation = request
+                    .as_ref()
+                    .and_then(|q| q.continuation.as_ref())
+                    .map(|k| k.data.clone());
+                let point = request.and_then(|q| q.point);
                 Ok(RewindRecord {
                     id: r.get(0)?,
                     thread_id: r.get(1)?,
@@ -337,6 +354,7 @@ impl Threads {
                     error: r.get(5)?,
                     created_ms: r.get(6)?,
                     finished_ms: r.get(7)?,
+                    continuation,
                 })
             })
             .db("read rewinds")?
@@ -450,6 +468,8 @@ impl Threads {
         if let Some(run) = &opts.from_run {
             self.check_from_run(run, thread, ws_root.as_deref())?;
         }
+        self.inner
+            .read(|c| check_names(c, thread, names_of(opts.continuation.as_ref())))?;
         let chosen = match (&ws, &ws_root) {
             (Some(ws), Some(root)) => {
                 let mut ch = self.choose_files(&lin, point.as_ref(), &from, ws.as_ref(), root)?;
@@ -475,7 +495,7 @@ impl Threads {
         };
         let survey = self.inner.read(|c| self.survey(c, thread, target, None))?;
         if opts.dry_run {
-            return self.inner.read(|c| {
+            let mut report = self.inner.read(|c| {
                 dry_report(
                     c,
                     &lin,
@@ -485,7 +505,9 @@ impl Threads {
                     plan.as_ref(),
                     &survey,
                 )
-            });
+            })?;
+            report.continuation = opts.continuation.as_ref().map(|k| k.data.clone());
+            return Ok(report);
         }
         self.refuse(&survey, thread, target, opts.force, "rewind")?;
         if let (Some(ws), Some(p)) = (&ws, &plan) {
@@ -507,10 +529,13 @@ impl Threads {
             going: survey.going_ids(),
             interrupted: Vec::new(),
             dropped: Vec::new(),
+            continuation: opts.continuation.clone(),
         };
         let forced = self.inner.write("start a rewind", |c| {
             let s = self.survey(c, thread, target, Some(&guard.op))?;
             self.refuse(&s, thread, target, opts.force, "rewind")?;
+            // Again where the record is written: no other rewind took a name since.
+            check_names(c, thread, names_of(opts.continuation.as_ref()))?;
             let forced = if opts.force {
                 self.force_runs(c, &s, files_on, &format!("RUN_INTERRUPTED: forced rewind {id}"))?
             } else {
@@ -877,6 +902,7 @@ impl Threads {
                 (Some(ch), None) => Some(files_report(ch, None, None)),
                 _ => None,
             };
+            record_names(c, thread, names_of(request.continuation.as_ref()))?;
             let report = RewindReport {
                 rewind_id: Some(id.clone()),
                 thread_id: thread.clone(),
@@ -887,6 +913,7 @@ impl Threads {
                 memory,
                 runs,
                 recovered,
+                continuation: request.continuation.as_ref().map(|k| k.data.clone()),
             };
             let text = serde_json::to_string(&report).map_err(|e| corrupt(id, e))?;
             close_record(
@@ -1155,6 +1182,28 @@ fn record_row(r: &crate::sql::Row) -> crate::sql::SqlResult<RecordRow> {
     })
 }
 
+/// The continuations of the rewinds not finished yet (started, or with their files done), with
+/// their records and threads: the names they will give are promised.
+pub(crate) fn unfinished_continuations(
+    c: &Conn<'_>,
+) -> Result<Vec<(RewindId, ThreadId, Option<Continuation>)>> {
+    let rows: Vec<(RewindId, ThreadId, String)> = c
+        .prepare(
+            "SELECT id, thread_id, request FROM rewinds WHERE state IN ('started', 'files_done')",
+        )
+        .db("read rewind records")?
+        .query_map((), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .db("read rewind records")?
+        .collect::<crate::sql::SqlResult<_>>()
+        .db("read rewind records")?;
+    rows.into_iter()
+        .map(|(id, thread, text)| {
+            let request: Request = decode(&id, &text)?;
+            Ok((id, thread, request.continuation))
+        })
+        .collect()
+}
+
 /// Marks the thread's interrupted rewinds that recovery could not decide as superseded by a
 /// new one: their conversation switch must never run after it.
 fn supersede_dead(threads: &Threads, c: &Conn<'_>, thread: &ThreadId, by: &RewindId) -> Result<()> {
@@ -1330,6 +1379,7 @@ fn dry_report(
             durable,
         },
         recovered: false,
+        continuation: None,
     })
 }
 

@@ -11,7 +11,7 @@ use crate::model::{
 use crate::policy::{Checkpoints, EffectivePolicy};
 use crate::rows::{
     active_entries, emit, lineage_entries, load_checkpoint, load_entry, note_workspace,
-    require_thread, thread_exists, HoldRow,
+    require_thread, HoldRow,
 };
 use crate::runs::{Run, RunShared};
 use crate::sql::{params, Conn, OptionalExtension, PgClient};
@@ -464,9 +464,7 @@ impl Threads {
         };
         check_object(&metadata, "thread metadata")?;
         self.inner.write("create a thread", |c| {
-            if thread_exists(c, &id)? {
-                return Err(thread_exists_error(&id));
-            }
+            crate::names::check_id_free(c, &id)?;
             c.execute(
                 "INSERT INTO threads (id, created_ms, metadata) VALUES (?1, ?2, ?3)",
                 params![id, c.now_ms(), metadata.to_string()],

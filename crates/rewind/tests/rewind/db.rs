@@ -59,7 +59,7 @@ fn a_database_of_schema_version_1_is_upgraded_in_place_with_its_data() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!((version, SCHEMA_VERSION), (2, 2));
+    assert_eq!((version, SCHEMA_VERSION), (3, 3));
 }
 
 #[test]
