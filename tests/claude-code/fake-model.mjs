@@ -2,14 +2,19 @@
 // Scripted fake of the Anthropic Messages API, used to drive the real Claude
 // Code CLI in scripts/test-claude-code. Dependency-free (Node >= 18).
 //
-// Usage: node fake-model.mjs [PORT|0] [PROJECT_DIR] [LOG_FILE]
-// Prints the chosen port as the first line of stdout.
+// Usage: node fake-model.mjs [PORT|0] [PROJECT_DIR] [LOG_FILE] [REQUESTS_FILE]
+// Prints the chosen port as the first line of stdout. REQUESTS_FILE gets one
+// JSON line per request of the main agent (one that carries the Write and Bash
+// tools): {"n", "kind", "prompt", "body"}, body being the request as sent.
 //
-// Script (decided statelessly from the conversation in each request):
+// Script (decided statelessly from the conversation in each request; the turn
+// is the last user message that is not a tool result):
 //   prompt containing "FIRST":  tool_use Write notes.txt -> tool_use Bash
 //                               `rm README.md` -> text "done" (end_turn)
+//   prompt containing "SECOND": tool_use Bash `rm notes.txt hello.txt &&
+//                               echo changed >> keep.txt` -> text (end_turn)
 //   any other prompt:           text only
-//   requests without the Write tool (titles, quota checks, ...): short text
+//   requests without the Write and Bash tools (titles, --bare, ...): short text
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,9 +22,11 @@ import path from 'node:path';
 const port = Number(process.argv[2] || 0);
 const projectDir = process.argv[3] || process.cwd();
 const logFile = process.argv[4] || null;
+const requestsFile = process.argv[5] || null;
 
 export const WRITE_ID = 'toolu_01CairnFakeWrite0001';
 export const BASH_ID = 'toolu_01CairnFakeBash00001';
+export const BASH2_ID = 'toolu_01CairnFakeBash00002';
 
 let counter = 0;
 let lastPrompt = '';
@@ -70,6 +77,11 @@ function decide(body) {
     .slice(start + 1)
     .filter((m) => m.role === 'user' && hasToolResult(m)).length;
 
+  const bash = (id, command, description) => ({
+    blocks: [{ type: 'tool_use', id, name: 'Bash', input: { command, description } }],
+    stop: 'tool_use',
+  });
+
   if (/\bFIRST\b/.test(prompt)) {
     if (results === 0) {
       return {
@@ -90,22 +102,24 @@ function decide(body) {
       };
     }
     if (results === 1) {
-      return {
-        kind: 'first/bash',
-        blocks: [
-          {
-            type: 'tool_use',
-            id: BASH_ID,
-            name: 'Bash',
-            input: { command: 'rm README.md', description: 'Remove README.md' },
-          },
-        ],
-        stop: 'tool_use',
-      };
+      return { kind: 'first/bash', ...bash(BASH_ID, 'rm README.md', 'Remove README.md') };
     }
     return { kind: 'first/done', ...text('done') };
   }
-  return { kind: 'other', ...text('second answer, no tools') };
+  if (/\bSECOND\b/.test(prompt)) {
+    if (results === 0) {
+      return {
+        kind: 'second/bash',
+        ...bash(
+          BASH2_ID,
+          'rm notes.txt hello.txt && echo changed >> keep.txt',
+          'Delete two files, edit keep.txt',
+        ),
+      };
+    }
+    return { kind: 'second/done', ...text('deleted notes.txt and hello.txt, edited keep.txt') };
+  }
+  return { kind: 'other', ...text('answer, no tools') };
 }
 
 function usage() {
@@ -198,6 +212,10 @@ const server = http.createServer((req, res) => {
           `-> ${d.kind} stop=${d.stop}` +
           (lastPrompt ? ` prompt=${JSON.stringify(lastPrompt.slice(-300))}` : ''),
       );
+      if (requestsFile && d.kind !== 'side') {
+        const line = { n: counter, kind: d.kind, prompt: lastPrompt, body };
+        fs.appendFileSync(requestsFile, `${JSON.stringify(line)}\n`);
+      }
       if (body.stream) return sendStream(res, id, model, d.blocks, d.stop);
       return sendJson(res, 200, {
         id,
