@@ -1,143 +1,100 @@
-//! Cairn in the agents people run: `cairn hook claude-code`, run by Claude Code on its hook
-//! events, and `cairn init claude-code`, which installs those hooks in its settings.
+//! Cairn in the agents people run: `cairn hook AGENT`, run by the agent on its hook events,
+//! `cairn init AGENT`, which installs those hooks in its settings, and the agent's half of a
+//! rewind (where its conversation continues, `cairn resume`). What each agent is lives in
+//! `cairn_agents`; this module acts on its events.
 
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::threads::open;
+use cairn_agents::{Agent, Event};
 use cairn_rewind::{
     AppendOptions, CheckpointKind, CheckpointOptions, Files, NewEntry, ThreadId, Threads,
 };
-use cairn_store::ErrorKind;
-use serde::{Deserialize, Serialize};
+use cairn_store::{Classify, ErrorKind};
+use serde::Serialize;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The tools whose call may change files: a checkpoint is taken before each.
-pub const FILE_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"];
-
-/// The exit code of a hook that failed: Claude Code shows its stderr and goes on (2 would
+/// The exit code of a hook that failed: the agent shows its stderr and goes on (2 would
 /// block the prompt or the tool).
 pub const HOOK_FAILED: i32 = 1;
 
-/// The hook document Claude Code writes on stdin (the fields Cairn reads).
-#[derive(Debug, Deserialize)]
-struct HookInput {
-    session_id: String,
-    #[serde(default)]
-    transcript_path: Option<PathBuf>,
-    #[serde(default)]
-    cwd: Option<PathBuf>,
-    hook_event_name: String,
-    #[serde(default)]
-    prompt: Option<String>,
-    #[serde(default)]
-    tool_name: Option<String>,
-    #[serde(default)]
-    tool_use_id: Option<String>,
-    /// The subagent whose tool call it is (absent for the main agent).
-    #[serde(default)]
-    agent_id: Option<String>,
-    /// The subagent's type, when Claude Code says.
-    #[serde(default)]
-    agent_type: Option<String>,
-}
-
-/// The thread of a Claude Code session: `claude-` and the session id (bytes a thread id does
-/// not take become `_`).
-pub fn session_thread(session_id: &str) -> ThreadId {
-    let clean: String = session_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_.:@-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(120)
-        .collect();
-    ThreadId::new(format!("claude-{clean}"))
-}
-
-/// The thread of the session, made on first use.
-fn session(threads: &Threads, id: &ThreadId) -> Result<()> {
-    match threads.thread(id) {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => {
-            match threads.create_thread(
-                Some(id.clone()),
-                serde_json::json!({ "agent": "claude-code" }),
-            ) {
-                Ok(_) => Ok(()),
-                // Another hook of the same session made it meanwhile.
-                Err(_) if threads.thread(id).is_ok() => Ok(()),
-                Err(e) => Err(e.into()),
-            }
+impl From<cairn_agents::Error> for CliError {
+    fn from(e: cairn_agents::Error) -> Self {
+        let err = CliError::new(e.kind(), e.to_string());
+        match e.path() {
+            Some(p) => err.with_path(p),
+            None => err,
         }
+    }
+}
+
+/// The thread a session of `agent` records into: the one a rewind named for it (its
+/// continued conversation), else its own, made on first use.
+pub(crate) fn session_thread(
+    threads: &Threads,
+    agent: &dyn Agent,
+    session_id: &str,
+) -> Result<ThreadId> {
+    let own = agent.thread_of(session_id);
+    match threads.resolve(&own) {
+        Ok(t) => return Ok(t),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e.into()),
+    }
+    match threads.create_thread(
+        Some(own.clone()),
+        serde_json::json!({ "agent": agent.name() }),
+    ) {
+        Ok(_) => Ok(own),
+        // Another hook of the same session made it meanwhile.
+        Err(_) if threads.thread(&own).is_ok() => Ok(own),
         Err(e) => Err(e.into()),
     }
 }
 
-/// The admission key of a prompt: the same delivery of the same prompt (the session, the text
-/// and how long the transcript was) is one entry; the same words typed again later are another.
-fn prompt_key(input: &HookInput, prompt: &str) -> String {
-    let transcript_len = input
-        .transcript_path
-        .as_deref()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
-    let mut h = cairn_store::Hasher::new();
-    h.update(input.session_id.as_bytes());
-    h.update(&[0]);
-    h.update(prompt.as_bytes());
-    h.update(&[0]);
-    h.update(&transcript_len.to_le_bytes());
-    format!("claude-prompt-{}", &h.finish().to_hex()[..32])
-}
-
-/// `cairn hook claude-code`: acts on one hook document read from stdin. Prints nothing on
-/// stdout (Claude Code adds a `UserPromptSubmit` hook's stdout to the prompt).
-/// With `watch`, it also starts `cairn watch` for the workspace when none runs.
-pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String], watch: bool) -> Result<()> {
+/// `cairn hook AGENT`: acts on one hook document read from stdin. Prints nothing on stdout
+/// but a notice for the user (`{"systemMessage": ...}`; Claude Code adds other stdout of a
+/// `UserPromptSubmit` hook to the prompt). With `watch`, it also starts `cairn watch` for the
+/// workspace when none runs.
+pub(crate) fn hook(
+    ctx: &Ctx,
+    agent: &dyn Agent,
+    extra_tools: &[String],
+    watch: bool,
+) -> Result<()> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
         .map_err(|e| CliError::new(ErrorKind::Io, format!("cannot read the hook document: {e}")))?;
-    let input: HookInput = serde_json::from_str(&text).map_err(|e| {
-        CliError::new(
-            ErrorKind::InvalidArgument,
-            format!("the hook document on stdin is not what Claude Code sends: {e}"),
-        )
-    })?;
+    let hook = agent.read_hook(&text, extra_tools)?;
     let root = std::env::var_os("CLAUDE_PROJECT_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| input.cwd.clone())
+        .or_else(|| hook.cwd.clone())
         .unwrap_or_else(|| ctx.root.clone());
     let ctx = Ctx {
         root: std::path::absolute(&root).unwrap_or(root),
         ..ctx.clone()
     };
-    let thread = session_thread(&input.session_id);
     if watch {
         if let Ok(ws) = ctx.open_workspace(true) {
             crate::watch::start_in_background(&ctx, &ws);
         }
     }
-    match input.hook_event_name.as_str() {
-        "UserPromptSubmit" => {
-            let prompt = input.prompt.clone().unwrap_or_default();
+    match hook.event {
+        Event::Prompt { text, place, key } => {
             let o = open(&ctx, true)?;
-            session(&o.threads, &thread)?;
+            let thread = session_thread(&o.threads, agent, &hook.session_id)?;
             let options = AppendOptions {
                 workspace: Some(o.ws.clone() as Arc<dyn Files>),
-                key: Some(prompt_key(&input, &prompt)),
+                key: Some(key),
                 ..AppendOptions::default()
             };
             let appended = o.threads.append(
                 &thread,
-                NewEntry::new(cairn_rewind::EntryKind::User, prompt),
+                NewEntry::user(text).with_metadata(place.into_metadata()),
                 &options,
             )?;
             if let Some(e) = appended.checkpoint_error {
@@ -151,33 +108,18 @@ pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String], watch: bool) -
             }
             Ok(())
         }
-        "PreToolUse" => {
-            let tool = input.tool_name.clone().unwrap_or_default();
-            let changes_files = FILE_TOOLS.contains(&tool.as_str()) || extra_tools.contains(&tool);
-            if !changes_files {
-                return Ok(());
-            }
-            let label = input
-                .tool_use_id
-                .clone()
-                .unwrap_or_else(|| format!("before-{tool}"));
-            // Who is about to change files, for `cairn diff --attribute`.
-            let mut who = serde_json::Map::new();
-            who.insert("tool_name".into(), tool.clone().into());
-            for (key, value) in [
-                ("tool_use_id", &input.tool_use_id),
-                ("agent_id", &input.agent_id),
-                ("agent_type", &input.agent_type),
-            ] {
-                if let Some(v) = value {
-                    who.insert(key.into(), v.clone().into());
-                }
-            }
-            checkpoint(&ctx, &thread, CheckpointKind::Tool, &label, who)
-        }
-        "PreCompact" => checkpoint(
+        Event::BeforeTool { label, who } => checkpoint(
             &ctx,
-            &thread,
+            agent,
+            &hook.session_id,
+            CheckpointKind::Tool,
+            &label,
+            who,
+        ),
+        Event::Compaction => checkpoint(
+            &ctx,
+            agent,
+            &hook.session_id,
             CheckpointKind::Compaction,
             "before-compaction",
             serde_json::Map::new(),
@@ -186,29 +128,44 @@ pub(crate) fn hook_claude_code(ctx: &Ctx, extra_tools: &[String], watch: bool) -
         // restores (it names no entry), but the newest one of the thread, so the drift check of
         // a later rewind counts only what changed after the agent stopped (the user's edits,
         // another session's) as someone else's, and never the turn's own last tool call.
-        "Stop" => checkpoint(
-            &ctx,
-            &thread,
-            CheckpointKind::Manual,
-            END_OF_TURN,
-            serde_json::Map::new(),
-        ),
-        // SessionStart, PostToolUse and the rest: nothing a thread needs.
-        _ => Ok(()),
+        Event::TurnEnd { place } => {
+            let mut meta = serde_json::Map::new();
+            if let Ok(v) = serde_json::to_value(&place) {
+                meta.insert(cairn_agents::PLACE_KEY.into(), v);
+            }
+            checkpoint(
+                &ctx,
+                agent,
+                &hook.session_id,
+                CheckpointKind::Manual,
+                END_OF_TURN,
+                meta,
+            )?;
+            crate::own_rewind::follow(&ctx, agent, &hook.session_id)
+        }
+        Event::SessionStart => {
+            if let Some(notice) = crate::doctor::session_start_notice(&ctx) {
+                println!("{}", serde_json::json!({ "systemMessage": notice }));
+            }
+            Ok(())
+        }
+        // PostToolUse, other tools and the rest: nothing a thread needs.
+        Event::OtherTool | Event::Other => Ok(()),
     }
 }
 
 fn checkpoint(
     ctx: &Ctx,
-    thread: &ThreadId,
+    agent: &dyn Agent,
+    session_id: &str,
     kind: CheckpointKind,
     label: &str,
     metadata: serde_json::Map<String, serde_json::Value>,
 ) -> Result<()> {
     let o = open(ctx, true)?;
-    session(&o.threads, thread)?;
+    let thread = session_thread(&o.threads, agent, session_id)?;
     o.threads.checkpoint_as(
-        thread,
+        &thread,
         kind,
         label,
         &CheckpointOptions {
@@ -222,25 +179,6 @@ fn checkpoint(
 
 /// The label of the checkpoint the `Stop` hook takes when a turn ends.
 pub(crate) const END_OF_TURN: &str = "end-of-turn";
-
-/// The hook events `cairn init claude-code` installs, with their matchers.
-fn wanted_hooks(command: &str) -> Vec<(&'static str, Option<String>, String)> {
-    vec![
-        ("UserPromptSubmit", None, command.to_string()),
-        (
-            "PreToolUse",
-            Some(FILE_TOOLS.join("|")),
-            command.to_string(),
-        ),
-        ("PreCompact", None, command.to_string()),
-        ("Stop", None, command.to_string()),
-    ]
-}
-
-/// Whether a hook command is Cairn's (`… hook claude-code`).
-fn is_ours(command: &str) -> bool {
-    command.contains("cairn") && command.contains("hook claude-code")
-}
 
 /// What `cairn init claude-code --json` prints.
 #[derive(Debug, Serialize)]
@@ -321,7 +259,7 @@ fn update_on_rewind(
                     .collect(),
             ),
         );
-        written = Some(write_settings(path, &doc)?);
+        written = Some(cairn_agents::settings::write(path, &doc)?);
     }
     Ok((commands, written))
 }
@@ -413,39 +351,22 @@ pub(crate) fn init_claude_code(
     if watch {
         command.push_str(" --watch");
     }
-    let mut settings: serde_json::Value = match std::fs::read_to_string(&path) {
-        Ok(t) if t.trim().is_empty() => serde_json::json!({}),
-        Ok(t) => serde_json::from_str(&t).map_err(|e| {
+    let agent: &dyn Agent = &cairn_agents::claude::ClaudeCode;
+    let mut settings = cairn_agents::settings::read(&path)?;
+    let cairn_agents::settings::Changes { added, removed } = agent
+        .install(&mut settings, &command, remove)
+        .map_err(|what| {
             CliError::new(
                 ErrorKind::InvalidArgument,
                 format!(
-                    "{} is not valid JSON ({e}); fix it first, nothing was changed",
+                    "{}: {what}; fix it first, nothing was changed",
                     path.display()
                 ),
             )
             .with_path(&path)
-        })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(e) => {
-            return Err(CliError::new(
-                ErrorKind::of_io(&e),
-                format!("cannot read {}: {e}", path.display()),
-            )
-            .with_path(&path))
-        }
-    };
-    let (added, removed) = merge(&mut settings, &command, remove).map_err(|what| {
-        CliError::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "{}: {what}; fix it first, nothing was changed",
-                path.display()
-            ),
-        )
-        .with_path(&path)
-    })?;
+        })?;
     if !added.is_empty() || !removed.is_empty() {
-        write_settings(&path, &settings)?;
+        cairn_agents::settings::write(&path, &settings)?;
     }
     let cairn_config = path.with_file_name(CAIRN_CONFIG);
     let (on_rewind, not_trusted) = if remove || !on_rewind.is_empty() {
@@ -543,105 +464,6 @@ fn init_on_rewind(
     Ok((commands, crate::trust::why_not(&now, &root, user, path)))
 }
 
-/// Adds (or with `remove`, takes out) Cairn's hooks in `settings`: the events that changed.
-fn merge(
-    settings: &mut serde_json::Value,
-    command: &str,
-    remove: bool,
-) -> std::result::Result<(Vec<String>, Vec<String>), String> {
-    let obj = settings
-        .as_object_mut()
-        .ok_or("the settings are not a JSON object")?;
-    let hooks = obj
-        .entry("hooks")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .ok_or("its \"hooks\" is not a JSON object")?;
-    let (mut added, mut removed) = (Vec::new(), Vec::new());
-    for (event, matcher, cmd) in wanted_hooks(command) {
-        let groups = hooks
-            .entry(event)
-            .or_insert_with(|| serde_json::json!([]))
-            .as_array_mut()
-            .ok_or_else(|| format!("its hooks.{event} is not a list"))?;
-        let has_ours = |g: &serde_json::Value| {
-            g["hooks"].as_array().is_some_and(|hs| {
-                hs.iter()
-                    .any(|h| h["command"].as_str().is_some_and(is_ours))
-            })
-        };
-        if remove {
-            let before = groups.len();
-            for g in groups.iter_mut() {
-                if let Some(hs) = g["hooks"].as_array_mut() {
-                    hs.retain(|h| !h["command"].as_str().is_some_and(is_ours));
-                }
-            }
-            groups.retain(|g| g["hooks"].as_array().is_none_or(|hs| !hs.is_empty()));
-            if groups.len() != before {
-                removed.push(event.to_string());
-            }
-        } else if groups.iter().any(has_ours) {
-            // Ours, with another command (another binary, --watch given or not): made this one.
-            let mut changed = false;
-            for h in groups
-                .iter_mut()
-                .filter_map(|g| g["hooks"].as_array_mut())
-                .flatten()
-            {
-                if h["command"]
-                    .as_str()
-                    .is_some_and(|c| is_ours(c) && c != cmd)
-                {
-                    h["command"] = serde_json::Value::String(cmd.clone());
-                    changed = true;
-                }
-            }
-            if changed {
-                added.push(event.to_string());
-            }
-        } else {
-            let mut group = serde_json::json!({
-                "hooks": [{ "type": "command", "command": cmd, "timeout": 60 }]
-            });
-            if let Some(m) = matcher {
-                group["matcher"] = serde_json::Value::String(m);
-            }
-            groups.push(group);
-            added.push(event.to_string());
-        }
-    }
-    hooks.retain(|_, v| v.as_array().is_none_or(|a| !a.is_empty()));
-    Ok((added, removed))
-}
-
-/// Writes the settings through a temporary file renamed over the old one.
-fn write_settings(path: &Path, settings: &serde_json::Value) -> Result<Vec<u8>> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| {
-        CliError::new(
-            ErrorKind::of_io(&e),
-            format!("cannot create {}: {e}", dir.display()),
-        )
-        .with_path(dir)
-    })?;
-    let mut text = serde_json::to_string_pretty(settings)
-        .map_err(|e| CliError::new(ErrorKind::Panic, format!("cannot encode the settings: {e}")))?;
-    text.push('\n');
-    let tmp = dir.join(format!(".settings.json.cairn-{}", std::process::id()));
-    std::fs::write(&tmp, &text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map(|()| text.into_bytes())
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            CliError::new(
-                ErrorKind::of_io(&e),
-                format!("cannot write {}: {e}", path.display()),
-            )
-            .with_path(path)
-        })
-}
-
 /// `path` as a shell would need it typed in a hook command.
 pub(crate) fn shell_quote(path: &Path) -> String {
     let s = path.to_string_lossy();
@@ -652,4 +474,188 @@ pub(crate) fn shell_quote(path: &Path) -> String {
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// The agent's half of a rewind (issue 54): where the agent's own conversation continues.
+#[derive(Default)]
+pub(crate) struct AgentHalf {
+    /// The agent whose thread it is.
+    pub agent: Option<&'static dyn Agent>,
+    /// What the rewind's journal keeps, before any file changes.
+    pub continuation: Option<cairn_rewind::Continuation>,
+    /// Why the conversation could not be prepared, when it could not.
+    pub not_prepared: Option<String>,
+}
+
+/// Prepares the agent's half of the rewind `plan` (a dry run's report) of `thread`: nothing
+/// for a thread no agent of Cairn's wrote, or a rewind of the files alone.
+pub(crate) fn prepare_rewind(
+    threads: &Threads,
+    thread: &ThreadId,
+    plan: &cairn_rewind::RewindReport,
+    memory: bool,
+) -> Result<AgentHalf> {
+    let Some(agent) = cairn_agents::of_thread(&threads.thread(thread)?.metadata) else {
+        return Ok(AgentHalf::default());
+    };
+    if !memory {
+        return Ok(AgentHalf {
+            agent: Some(agent),
+            ..AgentHalf::default()
+        });
+    }
+    let cut = plan
+        .conversation
+        .cut
+        .iter()
+        .map(|id| threads.entry(id))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let kept: Vec<_> = threads
+        .entries(thread, false)?
+        .into_iter()
+        .filter(|e| !plan.conversation.cut.contains(&e.id))
+        .collect();
+    let (continuation, not_prepared) = match cairn_agents::prepare(agent, &cut, &kept) {
+        Ok(Some((cont, names))) => (
+            Some(cairn_rewind::Continuation {
+                data: serde_json::to_value(&cont).map_err(|e| {
+                    CliError::new(ErrorKind::Panic, format!("cannot encode a continuation: {e}"))
+                })?,
+                names,
+            }),
+            None,
+        ),
+        Ok(None) => (
+            None,
+            Some("no entry of the thread says where it sits in the agent's conversation (recorded before Cairn kept it)".into()),
+        ),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    Ok(AgentHalf {
+        agent: Some(agent),
+        continuation,
+        not_prepared,
+    })
+}
+
+/// What a rewind of an agent's thread says of the agent's conversation and of what no rewind
+/// takes back, for people.
+pub(crate) fn rewind_words(half: &AgentHalf, report: &cairn_rewind::RewindReport) -> String {
+    let Some(agent) = half.agent else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let cont = report
+        .continuation
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<cairn_agents::Continue>(v.clone()).ok());
+    let thread = &report.thread_id;
+    match (&cont, &half.not_prepared) {
+        (Some(c), _) => {
+            let how = match (&c.at, &c.session_id) {
+                (Some(at), Some(new)) => format!(
+                    "continues from message {at} of session {} in a new session {new}",
+                    c.from_session
+                ),
+                (None, Some(new)) => format!("starts anew in session {new}"),
+                _ => format!("continues session {} as it stands", c.from_session),
+            };
+            out.push_str(&format!(
+                "  {}'s conversation: {how}{}: `cairn resume {thread}` runs `{}`\n",
+                agent.name(),
+                if report.dry_run { " (a dry run chooses no session)" } else { "" },
+                c.argv.join(" ")
+            ));
+        }
+        (None, Some(why)) => out.push_str(&format!(
+            "  {}'s conversation: not prepared ({why}); it still holds the turns taken off: continue it by hand and rewind it there\n",
+            agent.name()
+        )),
+        (None, None) => {}
+    }
+    out.push_str(
+        "  not undone: what the turns did outside the workspace's files (network calls, databases, processes they started)\n",
+    );
+    out
+}
+
+/// `cairn resume THREAD [-- ARGS...]`: runs the agent's command that continues the thread's
+/// conversation: from the newest rewind's point while nothing was recorded after it, else
+/// from where the thread stands. `args` go after the agent's own.
+pub(crate) fn resume(ctx: &Ctx, name: &str, args: &[String]) -> Result<()> {
+    let o = open(ctx, false)?;
+    let thread = crate::threads::thread_named(&o.threads, name)?;
+    let Some(agent) = cairn_agents::of_thread(&thread.metadata) else {
+        return Err(CliError::new(
+            ErrorKind::Validation,
+            format!(
+                "thread {} was not written by an agent Cairn knows (its metadata names none): \
+                 there is no conversation to continue",
+                thread.id
+            ),
+        ));
+    };
+    let entries = o.threads.entries(&thread.id, false)?;
+    let rewound = o
+        .threads
+        .rewinds(&thread.id)?
+        .into_iter()
+        .filter(|r| r.state == "completed")
+        .max_by_key(|r| r.created_ms);
+    let since_rewind = |created: i64| {
+        entries
+            .iter()
+            .any(|e| e.kind == cairn_rewind::EntryKind::User && e.created_ms >= created)
+    };
+    let cont = match rewound {
+        Some(r) if !since_rewind(r.created_ms) => r
+            .continuation
+            .and_then(|v| serde_json::from_value::<cairn_agents::Continue>(v).ok()),
+        _ => None,
+    };
+    let cont = match cont {
+        Some(c) => c,
+        None => match cairn_agents::prepare(agent, &[], &entries)? {
+            Some((c, _)) => c,
+            None => {
+                return Err(CliError::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "no entry of thread {} says where it sits in {}'s conversation (recorded before \
+                         Cairn kept it): continue it with the agent itself",
+                        thread.id,
+                        agent.name()
+                    ),
+                ))
+            }
+        },
+    };
+    let program = std::env::var_os("CAIRN_CLAUDE")
+        .filter(|p| !p.is_empty() && agent.name() == cairn_agents::claude::NAME)
+        .unwrap_or_else(|| cont.argv[0].clone().into());
+    let dir = cont
+        .cwd
+        .clone()
+        .unwrap_or_else(|| o.ws.root().to_path_buf());
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(&cont.argv[1..]).args(args).current_dir(&dir);
+    if !ctx.json {
+        eprintln!(
+            "cairn: continuing thread {} with: {} {}",
+            thread.id,
+            cont.argv.join(" "),
+            args.join(" ")
+        );
+    }
+    drop(o);
+    use std::os::unix::process::CommandExt as _;
+    let e = cmd.exec();
+    Err(CliError::new(
+        ErrorKind::of_io(&e),
+        format!(
+            "cannot run {} in {}: {e}; install it or set CAIRN_CLAUDE to its path",
+            std::path::Path::new(&program).display(),
+            dir.display()
+        ),
+    ))
 }

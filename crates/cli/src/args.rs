@@ -172,6 +172,39 @@ pub enum Command {
     /// Say where the workspace's store and thread database are, and what they hold.
     #[command(after_help = "Examples:\n  cairn info\n  cairn -C ~/project info --json")]
     Info,
+    /// Check what would leave Claude Code's prompts and edits without checkpoints here.
+    #[command(
+        after_help = "One line per check, each failed one with what to do and the path concerned; exits 0 when \
+        every check passes, else with 13 (VALIDATION). Checks: hooks-installed (Cairn's hooks for UserPromptSubmit, \
+        PreToolUse, PreCompact and Stop are in .claude/settings.json, .claude/settings.local.json or \
+        ~/.claude/settings.json), hooks-disabled (\"disableAllHooks\": true in one of those or in \
+        /etc/claude-code/managed-settings.json), hooks-command (each hook command starts an executable file), \
+        watcher (hooks installed with --watch: a watcher answers), store-writable (the store can be written and \
+        has 100 MiB free), transcript-prompts (every prompt of Claude Code's transcripts of the project from the \
+        last 30 days, the newest 20, typed since the hooks were installed, is a user entry of a thread: a \
+        `claude --bare` run, or one whose settings were not loaded, ran no hook). With --json: \
+        {\"ok\": bool, \"findings\": [{\"check\", \"ok\", \"message\", \"fix\", \"path\"?}]}.\n\n\
+        Examples:\n  cairn doctor\n  cairn -C ~/project --json doctor"
+    )]
+    Doctor,
+    /// Continue an agent's conversation where a rewind left it (Claude Code: runs `claude`).
+    #[command(
+        after_help = "After `cairn rewind THREAD ENTRY` of an agent's thread, the agent's own conversation still \
+        holds the turns the rewind took off. The rewind chose where it continues (the message before the first \
+        turn taken off) and a new session for it, and kept both in its journal; `cairn resume` runs the agent \
+        from there: for Claude Code, `claude --resume SESSION --resume-session-at MESSAGE --fork-session \
+        --session-id NEW`, then ARGS. The new session records into the same thread. With nothing rewound, or \
+        once the new session has prompts, it continues the newest prompt's session. `claude` is looked up on \
+        PATH; CAIRN_CLAUDE names another program.\n\n\
+        Examples:\n  cairn resume claude-0f2c…\n  cairn resume claude-0f2c… -- -p \"go on\""
+    )]
+    Resume {
+        /// The thread (`claude-<session id>`, or a name a rewind gave it).
+        thread: String,
+        /// More arguments for the agent, after `--`.
+        #[arg(last = true, value_name = "ARGS")]
+        args: Vec<String>,
+    },
     /// List every store in Cairn's data directory, with the roots it serves, its size and last use.
     #[command(
         after_help = "A store whose roots are all marked (gone) belongs to a workspace that was moved or \

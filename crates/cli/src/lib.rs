@@ -16,10 +16,12 @@ mod agents;
 pub mod args;
 mod ctx;
 mod demo;
+mod doctor;
 pub mod error;
 mod files;
 mod home;
 mod mcp;
+mod own_rewind;
 pub mod parse;
 mod patch;
 mod studio;
@@ -141,6 +143,8 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Verify => files::verify(&ctx),
         Command::Recover { give_up } => files::recover(&ctx, give_up),
         Command::Info => home::info(&ctx),
+        Command::Doctor => doctor::doctor(&ctx),
+        Command::Resume { thread, args } => agents::resume(&ctx, &thread, &args),
         Command::Stores => home::stores(&ctx),
         Command::Store(StoreCommand::Move { to }) => home::store_move(&ctx, to.as_deref()),
         Command::Workspace(WorkspaceCommand::Adopt { workspace, force }) => {
@@ -167,7 +171,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
         Command::Hook(HookCommand::ClaudeCode { tool, watch }) => {
-            agents::hook_claude_code(&ctx, &tool, watch)
+            agents::hook(&ctx, &cairn_agents::claude::ClaudeCode, &tool, watch)
         }
         Command::Init(InitCommand::ClaudeCode {
             user,

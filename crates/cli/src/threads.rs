@@ -38,8 +38,12 @@ pub(crate) fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
 
 /// The thread `name`; one the database lacks is `NOT_FOUND` naming the database and the
 /// commands that list and make threads.
-fn thread_named(threads: &Threads, name: &str) -> Result<Thread> {
-    match threads.thread(&ThreadId::new(name)) {
+pub(crate) fn thread_named(threads: &Threads, name: &str) -> Result<Thread> {
+    // A name a rewind gave the thread (an agent's continued session) finds it too (issue 54).
+    let id = threads
+        .resolve(&ThreadId::new(name))
+        .unwrap_or_else(|_| ThreadId::new(name));
+    match threads.thread(&id) {
         Err(e) if e.kind() == ErrorKind::NotFound => Err(CliError::new(
             ErrorKind::NotFound,
             format!(
@@ -558,27 +562,38 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         Point::Entry(e) => o.threads.rewind(&thread, e, options),
         Point::Checkpoint(c) => o.threads.rewind_to_checkpoint(&thread, c, options),
     };
-    if args.dry_run || files {
-        let plan = call(&options)?;
+    // An agent's thread: where the agent's conversation continues is chosen from the plan and
+    // kept in the rewind's journal before any file changes (issue 54).
+    let agent_thread = cairn_agents::of_thread(&o.threads.thread(&thread)?.metadata).is_some();
+    let mut half = crate::agents::AgentHalf::default();
+    if args.dry_run || files || agent_thread {
+        let mut plan = call(&options)?;
+        half = crate::agents::prepare_rewind(&o.threads, &thread, &plan, options.memory)?;
         if args.dry_run {
+            plan.continuation = half.continuation.as_ref().map(|c| c.data.clone());
             return ctx.emit(&plan, || {
-                rewind_text(&plan) + "dry run: nothing was changed\n"
+                rewind_text(&plan)
+                    + &crate::agents::rewind_words(&half, &plan)
+                    + "dry run: nothing was changed\n"
             });
         }
-        if !ctx.json {
-            print!("{}", rewind_text(&plan));
+        if files {
+            if !ctx.json {
+                print!("{}", rewind_text(&plan));
+            }
+            let (restored, deleted) = file_counts(plan.files.as_ref());
+            ctx.confirm(
+                "rewind",
+                &format!(
+                    "Rewind thread {thread} to {point}, restoring {} and deleting {deleted} in {}?",
+                    count(restored as u64, "path", "paths"),
+                    o.ws.root().display()
+                ),
+                args.yes,
+            )?;
         }
-        let (restored, deleted) = file_counts(plan.files.as_ref());
-        ctx.confirm(
-            "rewind",
-            &format!(
-                "Rewind thread {thread} to {point}, restoring {} and deleting {deleted} in {}?",
-                count(restored as u64, "path", "paths"),
-                o.ws.root().display()
-            ),
-            args.yes,
-        )?;
     }
+    options.continuation = half.continuation.clone();
     options.dry_run = false;
     let cursor = o.threads.last_cursor()?;
     let bar = ctx.spinner("rewind");
@@ -593,7 +608,9 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         on_rewind_not_run: not_run,
     };
     ctx.emit(&out, || {
-        rewind_text(&report) + &crate::trust::not_run_text(&out.on_rewind_not_run)
+        rewind_text(&report)
+            + &crate::agents::rewind_words(&half, &report)
+            + &crate::trust::not_run_text(&out.on_rewind_not_run)
     })
 }
 

@@ -163,6 +163,10 @@ pub struct AppendOptions {
     /// How long to wait for another append of the same key that is being admitted. Default
     /// (zero) means 30 s.
     pub wait: Duration,
+    /// Record the entry with the files of this checkpoint (a new checkpoint of the same
+    /// snapshot) instead of taking one: a prompt that an agent's own rewind moved keeps the
+    /// files it was sent with (issue 54).
+    pub files_of: Option<CheckpointId>,
 }
 
 impl std::fmt::Debug for AppendOptions {
@@ -172,6 +176,7 @@ impl std::fmt::Debug for AppendOptions {
             .field("workspace", &self.workspace.as_ref().map(|w| w.id()))
             .field("key", &self.key)
             .field("wait", &self.wait)
+            .field("files_of", &self.files_of)
             .finish()
     }
 }
@@ -814,6 +819,26 @@ impl Threads {
         opts: &AppendOptions,
         entry_id: &EntryId,
     ) -> (Option<TakenCheckpoint>, Option<CheckpointFailure>) {
+        if let Some(of) = &opts.files_of {
+            return match self.checkpoint_by_id(of) {
+                Ok(cp) => (
+                    Some(TakenCheckpoint {
+                        id: CheckpointId::generate(),
+                        snapshot: cp.snapshot_id,
+                        workspace_id: cp.workspace_id,
+                        root: cp.root,
+                    }),
+                    None,
+                ),
+                Err(e) => (
+                    None,
+                    Some(CheckpointFailure {
+                        kind: e.kind(),
+                        message: format!("the files of checkpoint {of} for entry {entry_id}: {e}"),
+                    }),
+                ),
+            };
+        }
         let (workspace, policy) = match &opts.run {
             Some(run) => (
                 run.shared.workspace.clone(),

@@ -172,7 +172,13 @@ fn init_merges_the_hooks_idempotently_keeps_the_rest_and_remove_takes_only_them_
     let v = f.json(&["init", "claude-code"]);
     assert_eq!(
         v["added"],
-        json!(["UserPromptSubmit", "PreToolUse", "PreCompact", "Stop"]),
+        json!([
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PreCompact",
+            "Stop"
+        ]),
         "{v}"
     );
     let now: Value =
@@ -200,7 +206,7 @@ fn init_merges_the_hooks_idempotently_keeps_the_rest_and_remove_takes_only_them_
     let removed = f.json(&["init", "claude-code", "--remove"]);
     assert_eq!(
         removed["removed"].as_array().map(Vec::len),
-        Some(4),
+        Some(5),
         "{removed}"
     );
     let back: Value =

@@ -1,0 +1,151 @@
+//! Claude Code's transcript of a session: one JSON object a line
+//! (`~/.claude/projects/<project>/<session>.jsonl`). Each message line has a `uuid`, the
+//! `parentUuid` of the message before it in the conversation (after Claude's own rewind, not
+//! the line above it), a `type` (`user`, `assistant`, `attachment`, `system`, ...), and a
+//! prompt's line the `promptId` its `UserPromptSubmit` hook was given. Lines Cairn does not
+//! understand are skipped, so a changed format loses a place, not the hook.
+
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+
+/// One message line of a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Its id.
+    pub uuid: String,
+    /// The message before it in the conversation.
+    pub parent: Option<String>,
+    /// `user`, `assistant`, ...
+    pub kind: String,
+    /// The prompt it belongs to (a prompt's line, its tool results).
+    pub prompt_id: Option<String>,
+    /// Whether it is a prompt the user sent (not a tool result, not Claude's own note).
+    pub is_prompt: bool,
+    /// The prompt's text, for a prompt.
+    pub text: Option<String>,
+    /// Where the line starts in the file.
+    pub offset: u64,
+}
+
+/// The message lines of a transcript, in file order.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// The lines.
+    pub lines: Vec<Line>,
+    by_uuid: HashMap<String, usize>,
+}
+
+impl Transcript {
+    /// Reads the transcript at `path`.
+    pub fn read(path: &Path) -> Result<Transcript> {
+        let file = std::fs::File::open(path).map_err(|source| Error::Io {
+            action: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut reader = std::io::BufReader::new(file);
+        let mut t = Transcript::default();
+        let mut offset = 0u64;
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let n = reader
+                .read_until(b'\n', &mut buf)
+                .map_err(|source| Error::Io {
+                    action: "read",
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            if n == 0 {
+                break;
+            }
+            if let Some(line) = parse(&buf, offset) {
+                t.by_uuid.insert(line.uuid.clone(), t.lines.len());
+                t.lines.push(line);
+            }
+            offset += n as u64;
+        }
+        Ok(t)
+    }
+
+    /// The line of `uuid`.
+    pub fn get(&self, uuid: &str) -> Option<&Line> {
+        self.by_uuid.get(uuid).map(|&i| &self.lines[i])
+    }
+
+    /// The prompt line of `prompt_id`, else the first prompt at or after `offset`.
+    pub fn prompt(&self, prompt_id: Option<&str>, offset: Option<u64>) -> Option<&Line> {
+        let prompts = || self.lines.iter().filter(|l| l.is_prompt);
+        if let Some(id) = prompt_id {
+            if let Some(l) = prompts().find(|l| l.prompt_id.as_deref() == Some(id)) {
+                return Some(l);
+            }
+        }
+        let from = offset?;
+        prompts().find(|l| l.offset >= from)
+    }
+
+    /// The nearest message at or above `uuid` that is the user's or the model's (skipping
+    /// attachments, system notes and the like): what a conversation continues from.
+    pub fn message_at_or_above(&self, uuid: &str) -> Option<&Line> {
+        self.chain(uuid)
+            .find(|l| l.kind == "user" || l.kind == "assistant")
+    }
+
+    /// `uuid`'s line and the lines above it in the conversation, nearest first.
+    pub fn chain<'a>(&'a self, uuid: &str) -> impl Iterator<Item = &'a Line> + 'a {
+        let mut next = self.get(uuid);
+        let mut steps = 0usize;
+        let limit = self.lines.len();
+        std::iter::from_fn(move || {
+            let line = next?;
+            steps += 1;
+            next = match &line.parent {
+                // A cycle in a damaged file ends the walk.
+                Some(p) if steps <= limit => self.get(p),
+                _ => None,
+            };
+            Some(line)
+        })
+    }
+
+    /// The last message of the model, in file order: where a turn that just ended stands.
+    pub fn last_message(&self) -> Option<&Line> {
+        self.lines.iter().rev().find(|l| l.kind == "assistant")
+    }
+}
+
+fn parse(bytes: &[u8], offset: u64) -> Option<Line> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let uuid = v["uuid"].as_str()?.to_string();
+    let kind = v["type"].as_str()?.to_string();
+    let content = &v["message"]["content"];
+    let text = match content {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(blocks) if !blocks.iter().any(|b| b["type"] == "tool_result") => {
+            let t: Vec<&str> = blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            (!t.is_empty()).then(|| t.join("\n"))
+        }
+        _ => None,
+    };
+    let is_prompt = kind == "user"
+        && v["isMeta"].as_bool() != Some(true)
+        && v.get("toolUseResult").is_none()
+        && v["isCompactSummary"].as_bool() != Some(true)
+        && text.is_some();
+    Some(Line {
+        uuid,
+        parent: v["parentUuid"].as_str().map(str::to_string),
+        kind,
+        prompt_id: v["promptId"].as_str().map(str::to_string),
+        text: text.filter(|_| is_prompt),
+        is_prompt,
+        offset,
+    })
+}
