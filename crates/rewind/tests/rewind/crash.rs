@@ -6,7 +6,8 @@ use cairn_rewind::{EventKind, ForkOptions, RewindOptions, ThreadsOptions};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-fn crash<T>(f: impl FnOnce() -> T) {
+/// Runs `f`, which must panic (the simulated crash).
+pub fn crash<T>(f: impl FnOnce() -> T) {
     let r = std::panic::catch_unwind(AssertUnwindSafe(f));
     assert!(r.is_err(), "the simulated crash happened");
 }

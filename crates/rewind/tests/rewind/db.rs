@@ -62,6 +62,39 @@ fn a_database_of_schema_version_1_is_upgraded_in_place_with_its_data() {
     assert_eq!((version, SCHEMA_VERSION), (3, 3));
 }
 
+// issue 54: version 3 adds the table of thread names.
+#[test]
+fn a_database_of_schema_version_2_gains_the_names_table_and_keeps_its_threads() {
+    let env = env();
+    let t = two_turns(&env, "claude-old");
+    let path = env.threads.path().to_path_buf();
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch("DROP TABLE thread_names; PRAGMA user_version = 2")
+        .expect("make it what a version 2 build wrote");
+    drop(conn);
+    let again = env.reopen(ThreadsOptions::default());
+    assert_eq!(again.thread(&t.thread).expect("thread").id, t.thread);
+    assert_eq!(again.active_branch(&t.thread).expect("branch").len(), 4);
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!((version, SCHEMA_VERSION), (3, 3));
+    // The names work on the upgraded database.
+    let opts = cairn_rewind::RewindOptions {
+        continuation: Some(cairn_rewind::Continuation {
+            data: serde_json::json!({"session": "new"}),
+            names: vec!["claude-new".into()],
+        }),
+        ..Default::default()
+    };
+    again.rewind(&t.thread, &t.a1, &opts).expect("rewind");
+    assert_eq!(
+        again.resolve(&"claude-new".into()).expect("resolve"),
+        t.thread
+    );
+}
+
 #[test]
 fn a_file_that_is_not_a_database_is_refused_as_corrupt() {
     let dir = tempfile::tempdir().expect("dir");

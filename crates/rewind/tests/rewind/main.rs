@@ -9,6 +9,7 @@ mod fake;
 mod fleet;
 mod fork;
 mod memory;
+mod names;
 mod pg;
 mod processes;
 mod real;

@@ -205,6 +205,47 @@ fn a_database_of_schema_version_1_is_upgraded_in_place() {
     assert_eq!(version, cairn_rewind::SCHEMA_VERSION);
 }
 
+// issue 54: version 3 adds the table of thread names.
+#[test]
+fn a_database_of_schema_version_2_gains_the_names_table_and_keeps_its_threads() {
+    let Some(admin) = server("a_database_of_schema_version_2") else {
+        return;
+    };
+    let url = fresh_pg_url(&admin);
+    let threads = open(&url);
+    let t = threads
+        .create_thread(Some("claude-old".into()), serde_json::json!({}))
+        .expect("a thread");
+    let first = threads
+        .append(&t.id, NewEntry::user("hello"), &AppendOptions::default())
+        .expect("append");
+    threads
+        .append(&t.id, NewEntry::user("again"), &AppendOptions::default())
+        .expect("append");
+    drop(threads);
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    client
+        .batch_execute("DROP TABLE thread_names; UPDATE cairn_schema SET version = 2")
+        .expect("make it what a version 2 build wrote");
+    let again = open(&url);
+    assert_eq!(again.active_branch(&t.id).expect("branch").len(), 2);
+    let version: i64 = client
+        .query_one("SELECT version FROM cairn_schema", &[])
+        .expect("version")
+        .get(0);
+    assert_eq!((version, cairn_rewind::SCHEMA_VERSION), (3, 3));
+    let opts = cairn_rewind::RewindOptions {
+        continuation: Some(cairn_rewind::Continuation {
+            data: serde_json::json!({"session": "new"}),
+            names: vec!["claude-new".into()],
+        }),
+        ..Default::default()
+    };
+    again.rewind(&t.id, &first.entry.id, &opts).expect("rewind");
+    assert_eq!(again.resolve(&"claude-new".into()).expect("resolve"), t.id);
+    assert_eq!(again.names(&t.id).expect("names").len(), 1);
+}
+
 #[test]
 fn a_database_of_a_newer_schema_is_refused_as_unsupported() {
     let Some(admin) = server("a_database_of_a_newer_schema") else {
