@@ -646,40 +646,41 @@ fn store_writable(ctx: &Ctx) -> Finding {
     };
     let move_it = "or move the store with `cairn store move DIR`";
     // Before the first checkpoint: the nearest directory the store will be made in.
-    let (dir, exists) = if store.is_dir() {
-        (store.clone(), true)
-    } else if std::fs::symlink_metadata(&store).is_ok() {
+    let mut dir = store.as_path();
+    while std::fs::symlink_metadata(dir).is_err() {
+        match dir.parent() {
+            Some(p) => dir = p,
+            None => break,
+        }
+    }
+    let (dir, exists) = (dir.to_path_buf(), dir == store);
+    // What is wrong with the store, or with where it will be made.
+    let problem = |what: String| {
+        if exists {
+            format!("the store {} {what}", store.display())
+        } else {
+            format!(
+                "the store {} cannot be made: {} {what}",
+                store.display(),
+                dir.display()
+            )
+        }
+    };
+    if !dir.is_dir() {
         return Finding::fail(
             CHECK,
-            format!("the store {} is not a directory", store.display()),
-            format!("remove what is there, {move_it}"),
-            Some(store),
+            problem("is not a directory".into()),
+            format!("remove what is at {}, {move_it}", dir.display()),
+            Some(dir),
         );
-    } else {
-        let mut dir = store.as_path();
-        while !dir.is_dir() {
-            match dir.parent() {
-                Some(p) => dir = p,
-                None => break,
-            }
-        }
-        (dir.to_path_buf(), false)
-    };
+    }
     if let Err(e) = tempfile::Builder::new()
         .prefix(".cairn-doctor-")
         .tempfile_in(&dir)
     {
         return Finding::fail(
             CHECK,
-            if exists {
-                format!("the store {} cannot be written: {e}", store.display())
-            } else {
-                format!(
-                    "the store {} cannot be made: {} cannot be written: {e}",
-                    store.display(),
-                    dir.display()
-                )
-            },
+            problem(format!("cannot be written: {e}")),
             format!(
                 "let this user write {} (check its permissions and owner), {move_it}",
                 dir.display()
@@ -829,7 +830,7 @@ fn transcript_prompts(ctx: &Ctx, settings: &Settings) -> Finding {
             .map(|(s, _, n)| format!("{s} ({n})"))
             .collect();
         message.push_str(&format!(
-            "; so do prompts of {}: {}",
+            "; prompts of {} have none either: {}",
             count(others.len() as u64, "other session", "other sessions"),
             others.join(", ")
         ));
@@ -898,7 +899,7 @@ fn recent_transcripts(dir: &Path) -> Vec<PathBuf> {
         })
         .filter(|(t, _)| *t >= oldest)
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
     found.truncate(TRANSCRIPT_MAX_COUNT);
     found.into_iter().map(|(_, p)| p).collect()
 }
@@ -1011,6 +1012,14 @@ impl Recorded {
     /// Reads them from the thread database (none when it was never made).
     fn read(ctx: &Ctx) -> Result<Recorded> {
         let mut r = Recorded::default();
+        if ctx.threads_db.is_none()
+            && ctx
+                .store_path()
+                .is_ok_and(|s| std::fs::symlink_metadata(s).is_err())
+        {
+            // No store yet: no thread either.
+            return Ok(r);
+        }
         let db = match ctx.threads_db() {
             Ok(db) => db,
             // No store yet: no thread either.

@@ -22,7 +22,8 @@ Exit codes (stable; 10 + the error kind's code, as in cairn.h):
       no --yes; --json without --dry-run or --yes)
   11  INVALID_ARGUMENT     a malformed argument (bad id, ambiguous prefix, bad value)
   12  NOT_FOUND            no such snapshot, store, thread or entry
-  13  VALIDATION           well formed but not allowed now (rewind rules)
+  13  VALIDATION           well formed but not allowed now (rewind rules; also: doctor
+                           found a problem)
   14  BUSY                 something holds the workspace or store; try again later
   15  WORKSPACE_BUSY       a run or hold in an overlapping workspace refuses a restore
   16  THREAD_BUSY          a run of the thread is going on

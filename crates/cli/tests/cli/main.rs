@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 mod agents;
+mod doctor;
 mod files;
 mod home;
 mod mcp;
@@ -157,6 +158,7 @@ fn every_command_has_help_with_an_example() {
         "recover",
         "demo",
         "info",
+        "doctor",
         "stores",
         "store move",
         "workspace adopt",
