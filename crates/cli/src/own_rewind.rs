@@ -119,7 +119,7 @@ fn notice(
         .collect();
     let command = if paths.len() <= NAMED_PATHS {
         format!(
-            "cairn rewind {thread} {} --files --no-memory {}",
+            "cairn rewind {thread} {} --files --no-memory -- {}",
             from.checkpoint_id,
             quoted.join(" ")
         )

@@ -221,15 +221,15 @@ pub(crate) fn list(ctx: &Ctx) -> Result<()> {
 
 pub(crate) fn log(ctx: &Ctx, thread: &str, all: bool) -> Result<()> {
     let o = open(ctx, false)?;
-    let id = ThreadId::new(thread);
+    let found = thread_named(&o.threads, thread)?;
     let json = LogJson {
-        thread: thread_named(&o.threads, thread)?,
         entries: o
             .threads
-            .entries(&id, all)?
+            .entries(&found.id, all)?
             .into_iter()
             .map(EntryJson::from)
             .collect(),
+        thread: found,
     };
     ctx.emit(&json, || log_text(&json, all))
 }
@@ -242,7 +242,7 @@ pub(crate) fn append(
     key: Option<String>,
 ) -> Result<()> {
     let o = open(ctx, false)?;
-    thread_named(&o.threads, thread)?;
+    let thread = thread_named(&o.threads, thread)?.id;
     let kind = match kind {
         EntryKindArg::User => EntryKind::User,
         EntryKindArg::Assistant => EntryKind::Assistant,
@@ -255,7 +255,7 @@ pub(crate) fn append(
         ..AppendOptions::default()
     };
     let appended = o.threads.append(
-        &ThreadId::new(thread),
+        &thread,
         NewEntry::new(kind, text.unwrap_or_default()),
         &options,
     )?;

@@ -108,6 +108,23 @@ fn transcript_of(place: &Place) -> Result<(PathBuf, Transcript)> {
     Ok((path, t))
 }
 
+/// The line of the prompt at `place` in its transcript `t` (read from `path`).
+fn prompt_line<'a>(
+    t: &'a Transcript,
+    path: &std::path::Path,
+    place: &Place,
+) -> Result<&'a transcript::Line> {
+    t.prompt(place.prompt_id.as_deref(), place.offset)
+        .ok_or_else(|| Error::Transcript {
+            path: path.to_path_buf(),
+            reason: format!(
+                "Claude Code's transcript does not hold the prompt {} of session {}",
+                place.prompt_id.as_deref().unwrap_or("(no id)"),
+                place.session_id
+            ),
+        })
+}
+
 impl Agent for ClaudeCode {
     fn name(&self) -> &'static str {
         NAME
@@ -210,16 +227,7 @@ impl Agent for ClaudeCode {
 
     fn before(&self, place: &Place) -> Result<Option<String>> {
         let (path, t) = transcript_of(place)?;
-        let line = t
-            .prompt(place.prompt_id.as_deref(), place.offset)
-            .ok_or_else(|| Error::Transcript {
-                path: path.clone(),
-                reason: format!(
-                    "Claude Code's transcript does not hold the prompt {} of session {}",
-                    place.prompt_id.as_deref().unwrap_or("(no id)"),
-                    place.session_id
-                ),
-            })?;
+        let line = prompt_line(&t, &path, place)?;
         let Some(parent) = &line.parent else {
             return Ok(None);
         };
@@ -231,15 +239,7 @@ impl Agent for ClaudeCode {
 
     fn follows(&self, place: &Place, earlier: &[Place]) -> Result<Option<usize>> {
         let (path, t) = transcript_of(place)?;
-        let line = t
-            .prompt(place.prompt_id.as_deref(), place.offset)
-            .ok_or_else(|| Error::Transcript {
-                path: path.clone(),
-                reason: format!(
-                    "Claude Code's transcript does not hold the prompt of session {}",
-                    place.session_id
-                ),
-            })?;
+        let line = prompt_line(&t, &path, place)?;
         let above: std::collections::HashSet<&str> = match &line.parent {
             Some(p) => t.chain(p).map(|l| l.uuid.as_str()).collect(),
             None => Default::default(),

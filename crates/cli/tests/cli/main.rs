@@ -12,6 +12,7 @@ mod home;
 mod mcp;
 mod precise;
 mod remote;
+mod resume;
 mod store_ops;
 mod studio;
 mod threads;
