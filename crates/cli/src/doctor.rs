@@ -10,6 +10,8 @@
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
 use crate::parse::{count, human_bytes};
+use cairn_agents::claude::{self, ClaudeCode};
+use cairn_agents::{Agent, Place};
 use cairn_restore::watch::{self, Found};
 use cairn_rewind::{EntryKind, Threads, ThreadsOptions};
 use cairn_store::{ErrorKind, Store};
@@ -20,8 +22,16 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The hook events `cairn init claude-code` installs, each of which Cairn needs.
-const NEEDED_EVENTS: &[&str] = &["UserPromptSubmit", "PreToolUse", "PreCompact", "Stop"];
+/// The hook events `cairn init claude-code` installs that Cairn cannot do without (not
+/// `SessionStart`, which only runs the notice of [`session_start_notice`]; settings written by
+/// an earlier `cairn init` lack it).
+fn needed_events() -> Vec<&'static str> {
+    claude::wanted()
+        .into_iter()
+        .map(|w| w.event)
+        .filter(|e| *e != "SessionStart")
+        .collect()
+}
 
 /// Settings an administrator deploys; `disableAllHooks` there turns off every hook.
 const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
@@ -152,8 +162,6 @@ pub(crate) fn doctor(ctx: &Ctx) -> Result<()> {
 /// not answer; not the transcripts) in one line naming what is wrong and `cairn doctor`, for the
 /// `SessionStart` hook; `None` when all is well. A watcher that does not run yet is not reported
 /// here: a hook with `--watch` has just started one.
-// Issue 54: called by the SessionStart hook once the agents crate wires it in.
-#[allow(dead_code)]
 pub(crate) fn session_start_notice(ctx: &Ctx) -> Option<String> {
     let settings = Settings::read(ctx);
     let mut failed: Vec<Finding> = Vec::new();
@@ -246,7 +254,7 @@ impl Settings {
                     .flatten()
                     .filter(|h| h["type"].as_str().is_none_or(|t| t == "command"))
                     .filter_map(|h| h["command"].as_str())
-                    .filter(|c| is_cairn_hook(c));
+                    .filter(|c| ClaudeCode.is_ours(c));
                 for c in commands {
                     hooks.push((event.clone(), c.to_string(), f.path.clone()));
                 }
@@ -268,11 +276,6 @@ impl Settings {
     }
 }
 
-/// Whether a hook command is Cairn's (`… hook claude-code`), as `cairn init claude-code` tells.
-fn is_cairn_hook(command: &str) -> bool {
-    command.contains("cairn") && command.contains("hook claude-code")
-}
-
 /// Claude Code's own directory: `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
 fn claude_config_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
@@ -289,7 +292,8 @@ fn home() -> Option<PathBuf> {
 
 /// `hooks-installed`: each event Cairn needs has its hook in a settings file Claude Code reads.
 fn hooks_installed(settings: &Settings, root: &Path) -> Finding {
-    let missing: Vec<&str> = NEEDED_EVENTS
+    let needed = needed_events();
+    let missing: Vec<&str> = needed
         .iter()
         .copied()
         .filter(|e| !settings.hooks.iter().any(|(ev, _, _)| ev == e))
@@ -313,7 +317,7 @@ fn hooks_installed(settings: &Settings, root: &Path) -> Finding {
             "hooks-installed",
             format!(
                 "Cairn's hooks are installed for {} (in {})",
-                NEEDED_EVENTS.join(", "),
+                needed.join(", "),
                 files.join(", ")
             ),
         );
@@ -1043,12 +1047,9 @@ impl Recorded {
                     continue;
                 }
                 let text = String::from_utf8_lossy(&e.payload).into_owned();
-                let id = e.metadata["conversation"]["prompt_id"]
-                    .as_str()
-                    .or_else(|| e.metadata["prompt_id"].as_str());
-                match id {
+                match Place::of(&e).and_then(|p| p.prompt_id) {
                     Some(id) => {
-                        r.ids.insert(id.to_string());
+                        r.ids.insert(id);
                     }
                     None => {
                         r.texts_without_id.insert(text.clone());

@@ -361,13 +361,32 @@ fn a_transcript_prompt_without_an_entry_in_a_thread_is_found_until_a_hook_record
     // Every other check passes: this is the only finding.
     assert_eq!(findings(&v, |x| x["ok"] == false).len(), 1, "{v}");
 
-    let (code, _, err) = crate::agents::hook(
-        &f,
-        &crate::agents::prompt(&f, session, "second prompt, hooks off"),
-        &[],
-    );
-    assert_eq!(code, Some(0), "{err}");
+    // Recorded by a hook that names the prompt (`prompt_id`, as Claude Code sends it).
+    let record = |prompt_id: &str| {
+        let mut doc = crate::agents::prompt(&f, session, "second prompt, hooks off");
+        doc["prompt_id"] = json!(prompt_id);
+        doc["transcript_path"] = json!(path);
+        let (code, _, err) = crate::agents::hook(&f, &doc, &[]);
+        assert_eq!(code, Some(0), "{err}");
+    };
+    record("p-2");
     let (code, v) = doctor(&f);
     assert_eq!(code, 0, "{v}");
     assert_eq!(finding(&v, "transcript-prompts")["ok"], true, "{v}");
+
+    // The same words typed again are another prompt: an entry that names p-2 is not p-3's.
+    let mut lines = transcript(session);
+    lines.push(prompt_line(
+        session,
+        "u-3",
+        "p-3",
+        "2026-12-07T04:41:00.000Z",
+        "second prompt, hooks off",
+    ));
+    write_jsonl(&path, &lines);
+    let (_, prompts) = failing(&f, "transcript-prompts");
+    says(&prompts, "message", "1 prompt of Claude Code session");
+    record("p-3");
+    let (code, v) = doctor(&f);
+    assert_eq!(code, 0, "{v}");
 }
