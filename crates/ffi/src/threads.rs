@@ -357,6 +357,7 @@ pub unsafe extern "C" fn cairn_threads_append(
             run,
             key: e.key,
             wait: ms(e.wait_ms).unwrap_or_default(),
+            files_of: None,
         };
         let appended = t.threads.append(&id, entry, &opts)?;
         out.json(&AppendedOut::of(&appended))
@@ -1024,4 +1025,32 @@ pub unsafe extern "C" fn cairn_threads_events(
         let limit = if limit == 0 { 1000 } else { limit };
         out.json(&t.threads.events_since(cursor, limit)?)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // issue 54: the rewind options of the C ABI carry an agent's continuation.
+    #[test]
+    fn rewind_options_carry_a_continuation_with_its_data_and_names() {
+        let o: RewindJson = serde_json::from_str(
+            r#"{"continuation": {"data": {"new_session_id": "s2"}, "names": ["claude-s2"]}}"#,
+        )
+        .expect("the options parse");
+        let Ok(r) = rewind_options(o, None) else {
+            panic!("the options build")
+        };
+        assert_eq!(
+            r.continuation,
+            Some(cairn_rewind::Continuation {
+                data: serde_json::json!({"new_session_id": "s2"}),
+                names: vec![ThreadId::new("claude-s2")],
+            })
+        );
+        let Ok(none) = rewind_options(RewindJson::default(), None) else {
+            panic!("the defaults build")
+        };
+        assert_eq!(none.continuation, None);
+    }
 }
