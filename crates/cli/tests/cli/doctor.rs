@@ -390,3 +390,29 @@ fn a_transcript_prompt_without_an_entry_in_a_thread_is_found_until_a_hook_record
     let (code, v) = doctor(&f);
     assert_eq!(code, 0, "{v}");
 }
+
+#[test]
+fn the_session_start_hook_names_a_store_that_cannot_be_made_and_cairn_doctor() {
+    // Issue 54: the hook runs the cheap checks and tells Claude Code's user in one line.
+    let f = Fixture::new();
+    init(&f, &[]);
+    let start = json!({
+        "session_id": "s1",
+        "cwd": f.root,
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    });
+    // Cairn's data directory is a file: the store cannot be made there.
+    std::fs::write(&f.home, "x").expect("write");
+    let (code, out, err) = crate::agents::hook(&f, &start, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    says(&v, "systemMessage", "cannot be made");
+    says(&v, "systemMessage", "`cairn doctor`");
+    assert_eq!(out.lines().count(), 1, "{out}");
+
+    std::fs::remove_file(&f.home).expect("rm");
+    let (code, out, err) = crate::agents::hook(&f, &start, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "", "nothing to say when all is well");
+}
