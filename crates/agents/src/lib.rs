@@ -127,6 +127,39 @@ pub trait Agent: Send + Sync {
     /// Its name, as `cairn init NAME` and `cairn hook NAME` take it (`claude-code`).
     fn name(&self) -> &'static str;
 
+    /// Its name for people (`Claude Code`).
+    fn display_name(&self) -> &'static str;
+
+    /// The project's settings file Cairn's hooks go in (under `root`).
+    fn project_settings(&self, root: &std::path::Path) -> PathBuf;
+
+    /// The user's settings file Cairn's hooks go in with `--user` (under `home`).
+    fn user_settings(&self, home: &std::path::Path) -> PathBuf;
+
+    /// After Cairn's hooks running `command` were installed in `settings`: what the agent
+    /// still needs before it runs them (an untrusted hook the agent skips), each with what to
+    /// do. The default: nothing.
+    fn check_install(&self, settings: &std::path::Path, command: &str) -> Vec<String> {
+        let _ = (settings, command);
+        Vec::new()
+    }
+
+    /// Whether a rewind continues the agent's conversation in a new session (Claude Code
+    /// forks one) rather than taking the same session back (`false`: [`Agent::settle`] does).
+    fn forks(&self) -> bool {
+        true
+    }
+
+    /// Takes the agent's own record of the conversation to `cont`'s point, for an agent whose
+    /// conversation a command alone cannot continue from there (one that keeps a single
+    /// history and has its own revert). Run once the rewind has completed, by `cairn recover`
+    /// after a crash, and by `cairn resume` before it runs [`Continue::argv`]: doing it again
+    /// must change nothing. The default: nothing to do.
+    fn settle(&self, cont: &Continue) -> Result<()> {
+        let _ = cont;
+        Ok(())
+    }
+
     /// The thread a session of the agent records into, until a rewind names another.
     fn thread_of(&self, session_id: &str) -> ThreadId;
 
@@ -146,9 +179,11 @@ pub trait Agent: Send + Sync {
     /// Whether a hook command is Cairn's.
     fn is_ours(&self, command: &str) -> bool;
 
-    /// The id of the message before the prompt at `place`, in the agent's conversation as it
-    /// was sent (`None`: the prompt began the conversation). An error says why it cannot be
-    /// told (a transcript that cannot be read, a prompt it does not hold).
+    /// Where the agent's conversation is cut to take the prompt at `place` and everything
+    /// after it away, in the agent's own terms: for Claude Code the id of the message before
+    /// the prompt (`None`: the prompt began the conversation); for an agent that reverts by
+    /// turn, the prompt's turn. An error says why it cannot be told (a transcript that cannot
+    /// be read, a prompt it does not hold).
     fn before(&self, place: &Place) -> Result<Option<String>>;
 
     /// For the prompt at `place`, the newest of `earlier` (the places of the prompts recorded
@@ -207,19 +242,19 @@ pub fn prepare(
     let prompt = |e: &&Entry| e.kind == EntryKind::User;
     if let Some(place) = cut.iter().filter(prompt).find_map(Place::of) {
         let at = agent.before(&place)?;
-        let new = uuid::Uuid::new_v4().to_string();
-        let argv = agent.continue_argv(&place.session_id, at.as_deref(), Some(&new));
-        let name = agent.thread_of(&new);
+        let new = agent.forks().then(|| uuid::Uuid::new_v4().to_string());
+        let argv = agent.continue_argv(&place.session_id, at.as_deref(), new.as_deref());
+        let names = new.iter().map(|n| agent.thread_of(n)).collect();
         return Ok(Some((
             Continue {
                 agent: agent.name().to_string(),
                 from_session: place.session_id.clone(),
                 at,
-                session_id: Some(new),
+                session_id: new,
                 argv,
                 cwd: place.cwd.clone(),
             },
-            vec![name],
+            names,
         )));
     }
     let Some(place) = kept.iter().rev().filter(prompt).find_map(Place::of) else {

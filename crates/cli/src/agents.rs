@@ -199,6 +199,9 @@ struct InitJson {
     /// Why they do not, when they do not.
     #[serde(skip_serializing_if = "Option::is_none")]
     not_trusted: Option<String>,
+    /// What the agent needs before it runs the hooks (an untrusted hook, say), each with
+    /// what to do; empty when it runs them as they are.
+    notes: Vec<String>,
 }
 
 /// The file beside Claude Code's settings where `--on-rewind` commands are kept.
@@ -317,11 +320,13 @@ pub(crate) fn run_on_rewind(root: &Path, event: &serde_json::Value) -> Vec<crate
     not_run
 }
 
-/// `cairn init claude-code [--user] [--remove]`: merges Cairn's hooks into Claude Code's
-/// settings (the project's `.claude/settings.json`, or the user's `~/.claude/settings.json`),
-/// leaving every other setting and hook as it is; idempotent.
-pub(crate) fn init_claude_code(
+/// `cairn init AGENT [--user] [--remove]`: merges Cairn's hooks into the agent's settings
+/// (the project's, or with `user` the user's: for Claude Code `.claude/settings.json`),
+/// leaving every other setting and hook as it is; idempotent. Then says what the agent needs
+/// before it runs them, if anything ([`Agent::check_install`]).
+pub(crate) fn init(
     ctx: &Ctx,
+    agent: &dyn Agent,
     user: bool,
     remove: bool,
     on_rewind: &[String],
@@ -332,26 +337,28 @@ pub(crate) fn init_claude_code(
             "--remove takes out every --on-rewind command; give one or the other",
         ));
     }
-    let path = if user {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| {
-                CliError::new(
-                    ErrorKind::InvalidArgument,
-                    "HOME is not set: cannot find ~/.claude",
-                )
-            })?;
-        PathBuf::from(home).join(".claude/settings.json")
-    } else {
-        ctx.root.join(".claude/settings.json")
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let path = match (user, &home) {
+        (true, None) => {
+            return Err(CliError::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "HOME is not set: cannot find {}'s user settings",
+                    agent.name()
+                ),
+            ))
+        }
+        (true, Some(home)) => agent.user_settings(home),
+        (false, _) => agent.project_settings(&ctx.root),
     };
     let exe = std::env::current_exe()
         .map_err(|e| CliError::new(ErrorKind::Io, format!("cannot find the cairn binary: {e}")))?;
-    let mut command = format!("{} hook claude-code", shell_quote(&exe));
+    let mut command = format!("{} hook {}", shell_quote(&exe), agent.name());
     if watch {
         command.push_str(" --watch");
     }
-    let agent: &dyn Agent = &cairn_agents::claude::ClaudeCode;
     let mut settings = cairn_agents::settings::read(&path)?;
     let cairn_agents::settings::Changes { added, removed } = agent
         .install(&mut settings, &command, remove)
@@ -368,7 +375,17 @@ pub(crate) fn init_claude_code(
     if !added.is_empty() || !removed.is_empty() {
         cairn_agents::settings::write(&path, &settings)?;
     }
-    let cairn_config = path.with_file_name(CAIRN_CONFIG);
+    let notes = if remove {
+        Vec::new()
+    } else {
+        agent.check_install(&path, &command)
+    };
+    // The after-rewind commands are Cairn's, one file whichever agent wrote the thread.
+    let cairn_config = match (user, &home) {
+        (true, Some(home)) => home.join(".claude"),
+        _ => ctx.root.join(".claude"),
+    }
+    .join(CAIRN_CONFIG);
     let (on_rewind, not_trusted) = if remove || !on_rewind.is_empty() {
         init_on_rewind(ctx, &cairn_config, on_rewind, remove, user)?
     } else {
@@ -390,6 +407,7 @@ pub(crate) fn init_claude_code(
         trusted: not_trusted.is_none(),
         not_trusted,
         on_rewind,
+        notes,
     };
     ctx.emit(&json, || {
         let mut out = String::new();
@@ -401,7 +419,11 @@ pub(crate) fn init_claude_code(
             ));
         }
         for e in &json.added {
-            out.push_str(&format!("added to {}: {e} -> {}\n", json.settings.display(), json.command));
+            out.push_str(&format!(
+                "added to {}: {e} -> {}\n",
+                json.settings.display(),
+                json.command
+            ));
         }
         for e in &json.removed {
             out.push_str(&format!("removed from {}: {e}\n", json.settings.display()));
@@ -415,11 +437,15 @@ pub(crate) fn init_claude_code(
         if let Some(why) = &json.not_trusted {
             out.push_str(&format!("{why}\n"));
         }
+        for n in &json.notes {
+            out.push_str(&format!("{n}\n"));
+        }
         if !remove && !json.added.is_empty() {
-            out.push_str(
-                "Claude Code now checkpoints the files before every prompt and before every tool that \
+            out.push_str(&format!(
+                "{} now checkpoints the files before every prompt and before every tool that \
                  changes files; see them with `cairn thread list` and `cairn list`\n",
-            );
+                agent.display_name()
+            ));
         }
         out
     })
@@ -538,6 +564,28 @@ pub(crate) fn prepare_rewind(
     })
 }
 
+/// Takes the agent's own conversation to the point `report`'s rewind kept in its journal, for
+/// an agent that keeps one history ([`Agent::settle`]); nothing for the others. A failure is
+/// said on stderr and left for `cairn resume`, which settles again before it continues.
+pub(crate) fn settle(report: &cairn_rewind::RewindReport) {
+    let Some(cont) = report
+        .continuation
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<cairn_agents::Continue>(v.clone()).ok())
+    else {
+        return;
+    };
+    if let Some(agent) = cairn_agents::by_name(&cont.agent) {
+        if let Err(e) = agent.settle(&cont) {
+            eprintln!(
+                "cairn: {}'s conversation was not taken back yet ({e}); `cairn resume {}` tries again",
+                agent.display_name(),
+                report.thread_id
+            );
+        }
+    }
+}
+
 /// What a rewind of an agent's thread says of the agent's conversation and of what no rewind
 /// takes back, for people.
 pub(crate) fn rewind_words(half: &AgentHalf, report: &cairn_rewind::RewindReport) -> String {
@@ -630,8 +678,14 @@ pub(crate) fn resume(ctx: &Ctx, name: &str, args: &[String]) -> Result<()> {
             }
         },
     };
-    let program = std::env::var_os("CAIRN_CLAUDE")
-        .filter(|p| !p.is_empty() && agent.name() == cairn_agents::claude::NAME)
+    agent.settle(&cont)?;
+    // CAIRN_CLAUDE (CAIRN_<PROGRAM>) names the agent's program when it is not on PATH.
+    let env = format!(
+        "CAIRN_{}",
+        cont.argv[0].to_ascii_uppercase().replace('-', "_")
+    );
+    let program = std::env::var_os(&env)
+        .filter(|p| !p.is_empty())
         .unwrap_or_else(|| cont.argv[0].clone().into());
     let dir = cont
         .cwd
@@ -653,7 +707,7 @@ pub(crate) fn resume(ctx: &Ctx, name: &str, args: &[String]) -> Result<()> {
     Err(CliError::new(
         ErrorKind::of_io(&e),
         format!(
-            "cannot run {} in {}: {e}; install it or set CAIRN_CLAUDE to its path",
+            "cannot run {} in {}: {e}; install it or set {env} to its path",
             std::path::Path::new(&program).display(),
             dir.display()
         ),

@@ -1253,7 +1253,10 @@ pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
                 ..Default::default()
             },
         )?;
-        Some(threads.recover(&[ws.clone() as std::sync::Arc<dyn cairn_rewind::Files>])?)
+        let done = threads.recover(&[ws.clone() as std::sync::Arc<dyn cairn_rewind::Files>])?;
+        // The agent's half of each, for an agent that keeps one history (issue 54).
+        done.completed.iter().for_each(crate::agents::settle);
+        Some(done)
     } else {
         None
     };

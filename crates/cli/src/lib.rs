@@ -178,7 +178,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             remove,
             on_rewind,
             watch,
-        }) => agents::init_claude_code(&ctx, user, remove, &on_rewind, watch),
+        }) => agents::init(
+            &ctx,
+            &cairn_agents::claude::ClaudeCode,
+            user,
+            remove,
+            &on_rewind,
+            watch,
+        ),
         Command::Trust { path, revoke } => trust::trust_command(&ctx, path.as_deref(), revoke),
         Command::Mcp => mcp::serve(&ctx),
     }

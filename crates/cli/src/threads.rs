@@ -602,6 +602,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     let report = report?;
+    crate::agents::settle(&report);
     let not_run = announce_rewind(&o.threads, &thread, cursor, &report, o.ws.root())?;
     let out = crate::trust::WithNotRun {
         report: &report,

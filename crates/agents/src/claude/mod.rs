@@ -130,6 +130,18 @@ impl Agent for ClaudeCode {
         NAME
     }
 
+    fn display_name(&self) -> &'static str {
+        "Claude Code"
+    }
+
+    fn project_settings(&self, root: &std::path::Path) -> PathBuf {
+        root.join(".claude/settings.json")
+    }
+
+    fn user_settings(&self, home: &std::path::Path) -> PathBuf {
+        home.join(".claude/settings.json")
+    }
+
     /// `claude-` and the session id (bytes a thread id does not take become `_`).
     fn thread_of(&self, session_id: &str) -> ThreadId {
         let clean: String = session_id
