@@ -12,6 +12,7 @@
 
 pub mod claude;
 mod error;
+pub mod rewind;
 pub mod settings;
 
 pub use error::{Error, Result};

@@ -502,87 +502,30 @@ pub(crate) fn shell_quote(path: &Path) -> String {
     }
 }
 
-/// The agent's half of a rewind (issue 54): where the agent's own conversation continues.
-#[derive(Default)]
-pub(crate) struct AgentHalf {
-    /// The agent whose thread it is.
-    pub agent: Option<&'static dyn Agent>,
-    /// What the rewind's journal keeps, before any file changes.
-    pub continuation: Option<cairn_rewind::Continuation>,
-    /// Why the conversation could not be prepared, when it could not.
-    pub not_prepared: Option<String>,
-}
+pub(crate) use cairn_agents::rewind::Half as AgentHalf;
 
-/// Prepares the agent's half of the rewind `plan` (a dry run's report) of `thread`: nothing
-/// for a thread no agent of Cairn's wrote, or a rewind of the files alone.
+/// Prepares the agent's half of the rewind `plan` (a dry run's report) of `thread`
+/// ([`cairn_agents::rewind::prepare_rewind`]).
 pub(crate) fn prepare_rewind(
     threads: &Threads,
     thread: &ThreadId,
     plan: &cairn_rewind::RewindReport,
     memory: bool,
 ) -> Result<AgentHalf> {
-    let Some(agent) = cairn_agents::of_thread(&threads.thread(thread)?.metadata) else {
-        return Ok(AgentHalf::default());
-    };
-    if !memory {
-        return Ok(AgentHalf {
-            agent: Some(agent),
-            ..AgentHalf::default()
-        });
-    }
-    let cut = plan
-        .conversation
-        .cut
-        .iter()
-        .map(|id| threads.entry(id))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let kept: Vec<_> = threads
-        .entries(thread, false)?
-        .into_iter()
-        .filter(|e| !plan.conversation.cut.contains(&e.id))
-        .collect();
-    let (continuation, not_prepared) = match cairn_agents::prepare(agent, &cut, &kept) {
-        Ok(Some((cont, names))) => (
-            Some(cairn_rewind::Continuation {
-                data: serde_json::to_value(&cont).map_err(|e| {
-                    CliError::new(ErrorKind::Panic, format!("cannot encode a continuation: {e}"))
-                })?,
-                names,
-            }),
-            None,
-        ),
-        Ok(None) => (
-            None,
-            Some("no entry of the thread says where it sits in the agent's conversation (recorded before Cairn kept it)".into()),
-        ),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    Ok(AgentHalf {
-        agent: Some(agent),
-        continuation,
-        not_prepared,
-    })
+    Ok(cairn_agents::rewind::prepare_rewind(
+        threads, thread, plan, memory,
+    )?)
 }
 
 /// Takes the agent's own conversation to the point `report`'s rewind kept in its journal, for
-/// an agent that keeps one history ([`Agent::settle`]); nothing for the others. A failure is
-/// said on stderr and left for `cairn resume`, which settles again before it continues.
+/// an agent that keeps one history; nothing for the others. A failure is said on stderr and
+/// left for `cairn resume`, which settles again before it continues.
 pub(crate) fn settle(report: &cairn_rewind::RewindReport) {
-    let Some(cont) = report
-        .continuation
-        .as_ref()
-        .and_then(|v| serde_json::from_value::<cairn_agents::Continue>(v.clone()).ok())
-    else {
-        return;
-    };
-    if let Some(agent) = cairn_agents::by_name(&cont.agent) {
-        if let Err(e) = agent.settle(&cont) {
-            eprintln!(
-                "cairn: {}'s conversation was not taken back yet ({e}); `cairn resume {}` tries again",
-                agent.display_name(),
-                report.thread_id
-            );
-        }
+    if let Err(e) = cairn_agents::rewind::settle(report) {
+        eprintln!(
+            "cairn: the agent's conversation was not taken back yet ({e}); `cairn resume {}` tries again",
+            report.thread_id
+        );
     }
 }
 
@@ -593,10 +536,12 @@ pub(crate) fn rewind_words(half: &AgentHalf, report: &cairn_rewind::RewindReport
         return String::new();
     };
     let mut out = String::new();
-    let cont = report
-        .continuation
-        .as_ref()
-        .and_then(|v| serde_json::from_value::<cairn_agents::Continue>(v.clone()).ok());
+    // A plan carries none: the one prepared for it is what it would keep.
+    let cont = cairn_agents::rewind::continuation_of(report).or_else(|| {
+        half.continuation
+            .as_ref()
+            .and_then(|c| serde_json::from_value(c.data.clone()).ok())
+    });
     let thread = &report.thread_id;
     match (&cont, &half.not_prepared) {
         (Some(c), _) => {

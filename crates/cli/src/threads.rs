@@ -570,6 +570,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         let mut plan = call(&options)?;
         half = crate::agents::prepare_rewind(&o.threads, &thread, &plan, options.memory)?;
         if args.dry_run {
+            // What the rewind would keep, for --json too.
             plan.continuation = half.continuation.as_ref().map(|c| c.data.clone());
             return ctx.emit(&plan, || {
                 rewind_text(&plan)

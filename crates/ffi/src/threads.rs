@@ -749,15 +749,34 @@ fn rewind_like(
     before: bool,
 ) -> FfiResult<cairn_rewind::RewindReport> {
     let id = ThreadId::new(thread);
-    let opts = rewind_options(options, t.workspace_or(workspace))?;
-    Ok(if before {
-        t.threads.restore_before(&id, &EntryId::new(entry), &opts)?
-    } else if entry.starts_with(cairn_rewind::CheckpointId::PREFIX) {
-        let cp = cairn_rewind::CheckpointId::new(entry);
-        t.threads.rewind_to_checkpoint(&id, &cp, &opts)?
-    } else {
-        t.threads.rewind(&id, &EntryId::new(entry), &opts)?
-    })
+    let mut opts = rewind_options(options, t.workspace_or(workspace))?;
+    let call = |opts: &RewindOptions| {
+        if before {
+            t.threads.restore_before(&id, &EntryId::new(entry), opts)
+        } else if entry.starts_with(cairn_rewind::CheckpointId::PREFIX) {
+            let cp = cairn_rewind::CheckpointId::new(entry);
+            t.threads.rewind_to_checkpoint(&id, &cp, opts)
+        } else {
+            t.threads.rewind(&id, &EntryId::new(entry), opts)
+        }
+    };
+    // A thread an agent wrote (Claude Code's hooks): its conversation half, prepared from the
+    // plan and kept with the rewind, as `cairn rewind` does, unless the caller brings one.
+    if opts.continuation.is_none()
+        && cairn_agents::of_thread(&t.threads.thread(&id)?.metadata).is_some()
+    {
+        let plan = call(&RewindOptions {
+            dry_run: true,
+            ..opts.clone()
+        })?;
+        let half = cairn_agents::rewind::prepare_rewind(&t.threads, &id, &plan, opts.memory)?;
+        opts.continuation = half.continuation;
+    }
+    let report = call(&opts)?;
+    // An agent that keeps one history takes it back now; a failure is left for `cairn
+    // resume`, which settles again (the rewind itself is done).
+    let _ = cairn_agents::rewind::settle(&report);
+    Ok(report)
 }
 
 /// Rewinds a thread to `entry` of its active branch, in one operation: files (with
@@ -1052,5 +1071,60 @@ mod tests {
             panic!("the defaults build")
         };
         assert_eq!(none.continuation, None);
+    }
+
+    /// Issue 54: a rewind through the C ABI of a thread Claude Code's hooks wrote keeps where
+    /// Claude's conversation continues, as `cairn rewind` does, without the caller bringing it.
+    #[test]
+    fn a_rewind_of_a_claude_thread_through_the_abi_prepares_its_conversation_half() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let threads =
+            Threads::open(dir.path().join("threads.db"), Default::default()).expect("threads");
+        let t = cairn_threads {
+            threads,
+            workspace: None,
+        };
+        let id = ThreadId::new("claude-s1");
+        t.threads
+            .create_thread(
+                Some(id.clone()),
+                serde_json::json!({ "agent": "claude-code" }),
+            )
+            .expect("a thread");
+        let transcript = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../agents/tests/data/claude-2.1.197-rewound.jsonl");
+        let prompt = |text: &str, prompt_id: &str| {
+            let place = serde_json::json!({ "conversation": {
+                "agent": "claude-code", "session_id": "s1", "transcript": transcript,
+                "prompt_id": prompt_id,
+            }});
+            let e = NewEntry::user(text.to_string()).with_metadata(place);
+            let appended = t
+                .threads
+                .append(&id, e, &Default::default())
+                .expect("a prompt");
+            appended.entry.id
+        };
+        let first = prompt("FIRST", "38a2cfb1-c739-481c-87be-a2aaf2f1aebd");
+        prompt("SECOND", "3297a2da-d41f-4ecb-b327-58618dc03a6b");
+        let Ok(report) = rewind_like(
+            &t,
+            "claude-s1",
+            first.as_str(),
+            RewindJson::default(),
+            std::ptr::null(),
+            false,
+        ) else {
+            panic!("the rewind")
+        };
+        let cont = report.continuation.expect("prepared");
+        assert_eq!(cont["at"], "24d6161b-b108-4fd7-88ed-cef7e50fa2e4");
+        let new = cont["session_id"].as_str().expect("a new session");
+        assert_eq!(
+            t.threads
+                .resolve(&ThreadId::new(format!("claude-{new}")))
+                .ok(),
+            Some(id)
+        );
     }
 }

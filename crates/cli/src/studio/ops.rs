@@ -173,6 +173,9 @@ pub(crate) struct OpView {
     safety_snapshot_id: Option<SnapshotId>,
     /// The request that undoes the files part (a restore of the safety snapshot), to plan.
     undo: Option<OpRequest>,
+    /// An agent's thread (rewind): what becomes of the agent's own conversation and what no
+    /// rewind takes back, one line each (issue 54).
+    agent: Vec<String>,
 }
 
 /// What `/api/plan` answers.
@@ -323,6 +326,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 runs_dropped: 0,
                 safety_snapshot_id: None,
                 undo: None,
+                agent: Vec::new(),
             };
             Ok(Planned {
                 request,
@@ -351,7 +355,9 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
             let plan = threads.rewind(&thread, &entry, &rewind_options(s, &request, true))?;
             let now = files_now(&s.opened.ws, plan.files.as_ref())?;
             let digest = digest_of(&request, &(&plan, now))?;
-            let view = rewind_view(s, &plan)?;
+            let mut view = rewind_view(s, &plan)?;
+            let half = crate::agents::prepare_rewind(threads, &thread, &plan, true)?;
+            view.agent = agent_lines(&half, &plan);
             Ok(Planned {
                 request,
                 digest,
@@ -458,6 +464,14 @@ fn runs_dropped(r: &cairn_rewind::RunsReport) -> usize {
     r.interrupted.len() + r.paused.len() + r.durable.len()
 }
 
+/// What a rewind of an agent's thread says of the agent's conversation, a line each.
+fn agent_lines(half: &crate::agents::AgentHalf, r: &cairn_rewind::RewindReport) -> Vec<String> {
+    crate::agents::rewind_words(half, r)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
 fn rewind_view(s: &Studio, r: &cairn_rewind::RewindReport) -> Result<OpView> {
     let files = match &r.files {
         Some(f) => Some(files_view_of(f, &f.root)?),
@@ -487,6 +501,7 @@ fn rewind_view(s: &Studio, r: &cairn_rewind::RewindReport) -> Result<OpView> {
         runs_dropped: runs_dropped(&r.runs),
         safety_snapshot_id: safety,
         undo: undo_of(safety, None),
+        agent: Vec::new(),
     })
 }
 
@@ -555,6 +570,7 @@ fn fork_view(s: &Studio, r: &cairn_rewind::ForkReport, root: &Path) -> Result<Op
         runs_dropped: runs_dropped(&r.runs),
         safety_snapshot_id: safety,
         undo: undo_of(safety, other_root),
+        agent: Vec::new(),
     })
 }
 
@@ -639,10 +655,22 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
             let thread = ThreadId::new(need(&req.thread, "thread")?);
             let entry = resolve_entry(&s.opened.threads, &thread, need(&req.entry, "entry")?)?;
             let cursor = s.opened.threads.last_cursor()?;
-            let report =
-                s.opened
-                    .threads
-                    .rewind(&thread, &entry, &rewind_options(s, req, false))?;
+            // An agent's thread: where its conversation continues, kept in the rewind's
+            // journal before the files change, as `cairn rewind` does (issue 54).
+            let half =
+                if cairn_agents::of_thread(&s.opened.threads.thread(&thread)?.metadata).is_some() {
+                    let plan =
+                        s.opened
+                            .threads
+                            .rewind(&thread, &entry, &rewind_options(s, req, true))?;
+                    crate::agents::prepare_rewind(&s.opened.threads, &thread, &plan, true)?
+                } else {
+                    crate::agents::AgentHalf::default()
+                };
+            let mut options = rewind_options(s, req, false);
+            options.continuation = half.continuation.clone();
+            let report = s.opened.threads.rewind(&thread, &entry, &options)?;
+            crate::agents::settle(&report);
             // The commands `cairn init claude-code --on-rewind` registered, as after
             // `cairn rewind` (only trusted ones, issue 53); one that fails, or a file whose
             // commands were not run, is said on stderr, the rewind stands.
@@ -655,7 +683,9 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
             )? {
                 eprintln!("cairn studio: {}", n.message);
             }
-            rewind_view(s, &report)
+            let mut view = rewind_view(s, &report)?;
+            view.agent = agent_lines(&half, &report);
+            Ok(view)
         }
         Op::Fork => {
             let thread = ThreadId::new(need(&req.thread, "thread")?);

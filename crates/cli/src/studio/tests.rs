@@ -677,3 +677,75 @@ fn the_page_may_be_reached_from_another_site_but_not_its_script_nor_the_api() {
     other[0] = ("Host", format!("evil.example:{}", s.port));
     assert_eq!(send(s.port, "GET", "/", &other, "").0, 403);
 }
+
+/// Issue 54: the Studio's rewind of a Claude Code thread keeps where Claude's conversation
+/// continues, as `cairn rewind` does, and shows it in the plan and the result.
+#[test]
+fn a_studio_rewind_of_a_claude_thread_keeps_where_its_conversation_continues() {
+    let s = serve();
+    let threads = &s.studio.opened.threads;
+    let t = threads
+        .create_thread(
+            Some(ThreadId::new("claude-s1")),
+            serde_json::json!({ "agent": "claude-code" }),
+        )
+        .expect("a thread");
+    let transcript = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agents/tests/data/claude-2.1.197-rewound.jsonl");
+    let prompt = |text: &str, id: &str| {
+        let place = serde_json::json!({ "conversation": {
+            "agent": "claude-code", "session_id": "s1", "transcript": transcript, "prompt_id": id,
+        }});
+        threads
+            .append(
+                &t.id,
+                NewEntry::user(text.to_string()).with_metadata(place),
+                &AppendOptions::default(),
+            )
+            .expect("a prompt")
+            .entry
+            .id
+    };
+    let first = prompt("FIRST", "38a2cfb1-c739-481c-87be-a2aaf2f1aebd");
+    prompt("SECOND", "3297a2da-d41f-4ecb-b327-58618dc03a6b");
+    let request = OpRequest {
+        op: Op::Rewind,
+        thread: Some("claude-s1".into()),
+        entry: Some(first.to_string()),
+        files: false,
+        snapshot: None,
+        into: None,
+        new_thread_id: None,
+        root: None,
+        on_drift: None,
+    };
+    let plan = plan_over_http(&s, &request);
+    let shown = plan["plan"]["agent"].to_string();
+    assert!(
+        shown.contains("continues from message 24d6161b-b108-4fd7-88ed-cef7e50fa2e4"),
+        "{plan}"
+    );
+    let exact: OpRequest = serde_json::from_value(plan["request"].clone()).expect("a request");
+    let done = apply_op(
+        &s.studio,
+        &exact,
+        plan["digest"].as_str().expect("a digest"),
+    )
+    .expect("the rewind");
+    let done = serde_json::to_value(&done).expect("encodes");
+    assert!(
+        done["agent"]
+            .to_string()
+            .contains("`cairn resume claude-s1`"),
+        "{done}"
+    );
+    let record = &threads.rewinds(&t.id).expect("records")[0];
+    let cont = record.continuation.clone().expect("kept in the journal");
+    let new = cont["session_id"].as_str().expect("a new session");
+    assert_eq!(
+        threads
+            .resolve(&ThreadId::new(format!("claude-{new}")))
+            .expect("the name"),
+        t.id
+    );
+}

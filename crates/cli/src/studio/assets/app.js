@@ -318,6 +318,7 @@ function planBody(v) {
   if (v.cut_count) parts.push(pathSection(v.dry_run ? "Conversation entries to cut (kept as earlier history)" : "Conversation entries cut (kept as earlier history)",
     v.cut.map((c) => shortId(c.id) + "  " + c.kind + "  " + c.text.slice(0, 80)), v.cut_count, "cut"));
   if (v.runs_dropped) parts.push(el("div", { class: "warn" }, v.runs_dropped + " runs would be stopped or dropped"));
+  for (const line of v.agent || []) parts.push(el("div", { class: "agent" }, line));
   return parts;
 }
 
