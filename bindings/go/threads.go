@@ -650,6 +650,10 @@ type RewindReport struct {
 	} `json:"memory"`
 	Runs      RunsReport `json:"runs"`
 	Recovered bool       `json:"recovered"`
+	// Continuation is, for an agent's thread (Claude Code's hooks), where the agent's own
+	// conversation continues ("argv": the command that continues it; "session_id": its new
+	// session), kept with the rewind; null for other threads.
+	Continuation json.RawMessage `json:"continuation"`
 }
 
 func (t *Threads) rewindLike(ctx context.Context, before bool, thread, entry string, opts *RewindOptions) (*RewindReport, error) {

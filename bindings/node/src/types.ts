@@ -864,6 +864,12 @@ export interface RewindReport {
   runs: RunsReport;
   /** It finished a rewind a crash had interrupted. */
   recovered: boolean;
+  /**
+   * An agent's thread (Claude Code's hooks): where the agent's own conversation continues
+   * (`argv`: the command that continues it; `sessionId`: its new session), kept with the
+   * rewind; null for other threads.
+   */
+  continuation: Record<string, unknown> | null;
 }
 
 /** How a fork runs. */

@@ -405,6 +405,10 @@ class RewindReport:
     memory: MemoryReport
     runs: RunsReport
     recovered: bool
+    #: An agent's thread (Claude Code's hooks): where the agent's own conversation continues
+    #: (``argv``: the command that continues it; ``session_id``: its new session), kept with
+    #: the rewind; ``None`` for other threads.
+    continuation: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RewindReport:
@@ -421,6 +425,7 @@ class RewindReport:
             memory=MemoryReport(list(d.get("memory", {}).get("staled", []))),
             runs=RunsReport.from_json(d.get("runs")),
             recovered=bool(d.get("recovered", False)),
+            continuation=d.get("continuation"),
         )
 
 
