@@ -18,7 +18,6 @@ use cairn_store::{ErrorKind, Store};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashSet;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -919,67 +918,22 @@ struct Prompt {
     at_ms: Option<i64>,
 }
 
-/// The prompts of a transcript: lines of `"type": "user"` that are not meta, not a tool's result,
-/// not a compaction's summary nor a subagent's, whose content is text (a string or text blocks).
+/// The prompts of a transcript (as `cairn_agents` reads them: not meta, not a tool's result,
+/// not a compaction's summary nor a subagent's, not Claude's own notes), each once.
 fn prompts_of(path: &Path) -> Vec<Prompt> {
-    let Ok(file) = std::fs::File::open(path) else {
+    let Ok(t) = cairn_agents::claude::transcript::Transcript::read(path) else {
         return Vec::new();
     };
     let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let Ok(line) = line else { break };
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        if v["type"] != "user"
-            || v["isMeta"] == true
-            || v["isSidechain"] == true
-            || v["isCompactSummary"] == true
-            || v["isVisibleInTranscriptOnly"] == true
-            || v.get("toolUseResult").is_some()
-        {
-            continue;
-        }
-        let texts: Vec<String> = match &v["message"]["content"] {
-            Value::String(s) => vec![s.clone()],
-            Value::Array(blocks) => {
-                if blocks.iter().any(|b| b["type"] == "tool_result") {
-                    continue;
-                }
-                let parts: Vec<String> = blocks
-                    .iter()
-                    .filter(|b| b["type"] == "text")
-                    .filter_map(|b| b["text"].as_str().map(str::to_string))
-                    .collect();
-                if parts.is_empty() {
-                    continue;
-                }
-                std::iter::once(parts.join("\n")).chain(parts).collect()
-            }
-            _ => continue,
-        };
-        // Lines Claude Code writes itself as the user's: a command's output, an interruption.
-        let first = texts[0].trim_start();
-        if first.starts_with("<local-command-")
-            || first.starts_with("<command-name>")
-            || first.starts_with("<command-message>")
-            || first.starts_with("[Request interrupted")
-        {
-            continue;
-        }
-        if let Some(uuid) = v["uuid"].as_str() {
-            if !seen.insert(uuid.to_string()) {
-                continue;
-            }
-        }
-        out.push(Prompt {
-            texts,
-            prompt_id: v["promptId"].as_str().map(str::to_string),
-            at_ms: v["timestamp"].as_str().and_then(iso_ms),
-        });
-    }
-    out
+    t.lines
+        .into_iter()
+        .filter(|l| l.is_prompt && seen.insert(l.uuid.clone()))
+        .map(|l| Prompt {
+            texts: l.text.into_iter().collect(),
+            prompt_id: l.prompt_id,
+            at_ms: l.timestamp.as_deref().and_then(iso_ms),
+        })
+        .collect()
 }
 
 /// Milliseconds since the epoch of a UTC time as Claude Code writes it

@@ -27,6 +27,8 @@ pub struct Line {
     pub text: Option<String>,
     /// Where the line starts in the file.
     pub offset: u64,
+    /// When it was written (`timestamp`, RFC 3339), when the line says.
+    pub timestamp: Option<String>,
 }
 
 /// The message lines of a transcript, in file order.
@@ -134,10 +136,26 @@ fn parse(bytes: &[u8], offset: u64) -> Option<Line> {
         }
         _ => None,
     };
+    let flag = |key: &str| v[key].as_bool() == Some(true);
+    // Lines Claude Code writes itself as the user's: a command's output, an interruption.
+    let written_by_claude = text.as_deref().is_some_and(|t| {
+        let t = t.trim_start();
+        [
+            "<local-command-",
+            "<command-name>",
+            "<command-message>",
+            "[Request interrupted",
+        ]
+        .iter()
+        .any(|p| t.starts_with(p))
+    });
     let is_prompt = kind == "user"
-        && v["isMeta"].as_bool() != Some(true)
+        && !flag("isMeta")
+        && !flag("isSidechain")
+        && !flag("isCompactSummary")
+        && !flag("isVisibleInTranscriptOnly")
         && v.get("toolUseResult").is_none()
-        && v["isCompactSummary"].as_bool() != Some(true)
+        && !written_by_claude
         && text.is_some();
     Some(Line {
         uuid,
@@ -147,5 +165,6 @@ fn parse(bytes: &[u8], offset: u64) -> Option<Line> {
         text: text.filter(|_| is_prompt),
         is_prompt,
         offset,
+        timestamp: v["timestamp"].as_str().map(str::to_string),
     })
 }
