@@ -44,6 +44,14 @@ pub enum Error {
     /// An entry does not say where it sits in the agent's conversation.
     #[error("{0}")]
     NoPlace(String),
+    /// The agent's own interface (Codex's `codex app-server`) failed a request.
+    #[error("{} app-server: {reason}", program.display())]
+    AppServer {
+        /// The agent's program.
+        program: PathBuf,
+        /// What failed.
+        reason: String,
+    },
 }
 
 impl Classify for Error {
@@ -52,6 +60,7 @@ impl Classify for Error {
             Error::HookDocument { .. } | Error::Settings { .. } => ErrorKind::InvalidArgument,
             Error::Io { source, .. } => ErrorKind::of_io(source),
             Error::Transcript { .. } | Error::NoPlace(_) => ErrorKind::NotFound,
+            Error::AppServer { .. } => ErrorKind::Io,
         }
     }
 
@@ -59,7 +68,8 @@ impl Classify for Error {
         match self {
             Error::Settings { path, .. }
             | Error::Io { path, .. }
-            | Error::Transcript { path, .. } => Some(path),
+            | Error::Transcript { path, .. }
+            | Error::AppServer { program: path, .. } => Some(path),
             Error::HookDocument { .. } | Error::NoPlace(_) => None,
         }
     }

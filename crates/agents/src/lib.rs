@@ -11,6 +11,7 @@
 //! The command line acts on the events (checkpoints, entries); this crate knows the agents.
 
 pub mod claude;
+pub mod codex;
 mod error;
 pub mod rewind;
 pub mod settings;
@@ -28,8 +29,26 @@ pub const PLACE_KEY: &str = "conversation";
 pub fn by_name(name: &str) -> Option<&'static dyn Agent> {
     match name {
         claude::NAME => Some(&claude::ClaudeCode),
+        codex::NAME => Some(&codex::Codex),
         _ => None,
     }
+}
+
+/// The thread of an agent's session: `PREFIX-` and the session id (bytes a thread id does not
+/// take become `_`).
+pub(crate) fn session_thread(prefix: &str, session_id: &str) -> ThreadId {
+    let clean: String = session_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.:@-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(120)
+        .collect();
+    ThreadId::new(format!("{prefix}-{clean}"))
 }
 
 /// The agent whose thread this is (its metadata's `agent`), if Cairn knows it.
@@ -80,6 +99,33 @@ pub enum Event {
     SessionStart,
     /// An event Cairn does not act on.
     Other,
+}
+
+impl Event {
+    /// The tool `tool` is about to run: with `checkpoint`, a checkpoint labelled with the
+    /// call's id (`before-TOOL` without one), its `who` naming the tool and each of `ids` the
+    /// agent gave; else [`Event::OtherTool`].
+    pub fn before_tool(
+        tool: &str,
+        checkpoint: bool,
+        call_id: Option<&str>,
+        ids: &[(&str, Option<&str>)],
+    ) -> Event {
+        if !checkpoint {
+            return Event::OtherTool;
+        }
+        let mut who = serde_json::Map::new();
+        who.insert("tool_name".into(), tool.into());
+        for (key, value) in ids {
+            if let Some(v) = value {
+                who.insert((*key).into(), (*v).into());
+            }
+        }
+        Event::BeforeTool {
+            label: call_id.map_or_else(|| format!("before-{tool}"), str::to_string),
+            who,
+        }
+    }
 }
 
 /// Where an entry sits in the agent's own conversation, kept in its metadata under
@@ -194,6 +240,13 @@ pub trait Agent: Send + Sync {
     fn follows(&self, place: &Place, earlier: &[Place]) -> Result<Option<usize>> {
         let _ = place;
         Ok(earlier.len().checked_sub(1))
+    }
+
+    /// The command `cairn resume` runs: `cont`'s command, then the user's `args`. An agent
+    /// whose non-interactive run is another subcommand may place them otherwise (Codex:
+    /// `-- exec PROMPT` runs `codex exec resume SESSION PROMPT`).
+    fn resume_argv(&self, cont: &Continue, args: &[String]) -> Vec<String> {
+        cont.argv.iter().chain(args).cloned().collect()
     }
 
     /// The command that continues the conversation of `session_id`: from the message `at`

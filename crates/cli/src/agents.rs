@@ -636,14 +636,14 @@ pub(crate) fn resume(ctx: &Ctx, name: &str, args: &[String]) -> Result<()> {
         .cwd
         .clone()
         .unwrap_or_else(|| o.ws.root().to_path_buf());
+    let argv = agent.resume_argv(&cont, args);
     let mut cmd = std::process::Command::new(&program);
-    cmd.args(&cont.argv[1..]).args(args).current_dir(&dir);
+    cmd.args(argv.iter().skip(1)).current_dir(&dir);
     if !ctx.json {
         eprintln!(
-            "cairn: continuing thread {} with: {} {}",
+            "cairn: continuing thread {} with: {}",
             thread.id,
-            cont.argv.join(" "),
-            args.join(" ")
+            argv.join(" ")
         );
     }
     drop(o);

@@ -552,6 +552,25 @@ pub enum HookCommand {
         #[arg(long)]
         watch: bool,
     },
+    /// Codex CLI's hook: reads one hook document on stdin and checkpoints the workspace of its
+    /// `cwd` (issue 55).
+    #[command(
+        after_help = "UserPromptSubmit: the prompt is appended to the session's thread (codex-<session_id>) \
+        as a user entry, after a checkpoint of the files; the entry keeps the turn id (what `thread/revert` \
+        takes) and the rollout file. PreToolUse of apply_patch, Bash, every MCP tool (mcp__…) and each --tool: \
+        a checkpoint labelled with the tool call's id. PreCompact: a checkpoint. Stop: a checkpoint labelled \
+        end-of-turn. Other events: nothing. On any failure it prints one line on stderr and exits with 1.\n\n\
+        Installed by `cairn init codex`. Example, to try it by hand:\n  \
+        echo '{\"session_id\":\"s1\",\"turn_id\":\"t1\",\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\".\",\"prompt\":\"hi\"}' | cairn hook codex"
+    )]
+    Codex {
+        /// Another tool whose calls change files; repeatable.
+        #[arg(long, value_name = "NAME")]
+        tool: Vec<String>,
+        /// Start `cairn watch` for the workspace in the background when none runs.
+        #[arg(long)]
+        watch: bool,
+    },
 }
 
 /// `cairn init ...`: plug Cairn into an agent.
@@ -588,6 +607,35 @@ pub enum InitCommand {
         /// The hooks start `cairn watch` for the workspace when none runs (the hook command
         /// gets --watch), so each checkpoint looks only at what changed instead of walking the
         /// tree. Running init again without it takes it out.
+        #[arg(long, conflicts_with = "remove")]
+        watch: bool,
+    },
+    /// Install Cairn's hooks in Codex's hooks (the project's .codex/hooks.json) and have Codex
+    /// trust them (issue 55).
+    #[command(
+        after_help = "Merges into .codex/hooks.json (with --user, $CODEX_HOME/hooks.json or ~/.codex/hooks.json), \
+        leaving every other hook as it is (idempotent): SessionStart, UserPromptSubmit, PreCompact, Stop, and \
+        PreToolUse with \"matcher\": \"^(apply_patch|Bash|mcp__.*)$\", each {\"type\": \"command\", \"command\": \
+        \"<cairn> hook codex\", \"timeout\": 60}.\n\n\
+        Codex skips a hook it has not trusted, without a word. init asks Codex (`codex app-server`: `codex` on \
+        PATH, or CAIRN_CODEX) which of Cairn's hooks it does not trust and trusts those through Codex's own \
+        interface (hooks/list, then config/batchWrite of hooks.state, as /hooks does), and says so; when it \
+        cannot, it says how to trust them in Codex (/hooks). A project's .codex/ is read only once Codex trusts \
+        the project.\n\n\
+        Examples:\n  cairn init codex\n  cairn init codex --user\n  cairn init codex --remove"
+    )]
+    Codex {
+        /// The user's hooks ($CODEX_HOME/hooks.json, ~/.codex/hooks.json) instead of the project's.
+        #[arg(long)]
+        user: bool,
+        /// Take Cairn's hooks out again (and the --on-rewind commands).
+        #[arg(long)]
+        remove: bool,
+        /// A command to run after every rewind Cairn completes in this workspace; repeatable
+        /// (kept in .claude/cairn.json, as for Claude Code).
+        #[arg(long, value_name = "CMD")]
+        on_rewind: Vec<String>,
+        /// The hooks start `cairn watch` for the workspace when none runs.
         #[arg(long, conflicts_with = "remove")]
         watch: bool,
     },

@@ -186,6 +186,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             &on_rewind,
             watch,
         ),
+        Command::Hook(HookCommand::Codex { tool, watch }) => {
+            agents::hook(&ctx, &cairn_agents::codex::Codex, &tool, watch)
+        }
+        Command::Init(InitCommand::Codex {
+            user,
+            remove,
+            on_rewind,
+            watch,
+        }) => agents::init(
+            &ctx,
+            &cairn_agents::codex::Codex,
+            user,
+            remove,
+            &on_rewind,
+            watch,
+        ),
         Command::Trust { path, revoke } => trust::trust_command(&ctx, path.as_deref(), revoke),
         Command::Mcp => mcp::serve(&ctx),
     }

@@ -144,18 +144,7 @@ impl Agent for ClaudeCode {
 
     /// `claude-` and the session id (bytes a thread id does not take become `_`).
     fn thread_of(&self, session_id: &str) -> ThreadId {
-        let clean: String = session_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "_.:@-".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(120)
-            .collect();
-        ThreadId::new(format!("claude-{clean}"))
+        crate::session_thread("claude", session_id)
     }
 
     fn read_hook(&self, doc: &str, extra_tools: &[String]) -> Result<Hook> {
@@ -179,28 +168,16 @@ impl Agent for ClaudeCode {
             }
             "PreToolUse" => {
                 let tool = input.tool_name.clone().unwrap_or_default();
-                if FILE_TOOLS.contains(&tool.as_str()) || extra_tools.contains(&tool) {
-                    let mut who = serde_json::Map::new();
-                    who.insert("tool_name".into(), tool.clone().into());
-                    for (key, value) in [
-                        ("tool_use_id", &input.tool_use_id),
-                        ("agent_id", &input.agent_id),
-                        ("agent_type", &input.agent_type),
-                    ] {
-                        if let Some(v) = value {
-                            who.insert(key.into(), v.clone().into());
-                        }
-                    }
-                    Event::BeforeTool {
-                        label: input
-                            .tool_use_id
-                            .clone()
-                            .unwrap_or_else(|| format!("before-{tool}")),
-                        who,
-                    }
-                } else {
-                    Event::OtherTool
-                }
+                Event::before_tool(
+                    &tool,
+                    FILE_TOOLS.contains(&tool.as_str()) || extra_tools.contains(&tool),
+                    input.tool_use_id.as_deref(),
+                    &[
+                        ("tool_use_id", input.tool_use_id.as_deref()),
+                        ("agent_id", input.agent_id.as_deref()),
+                        ("agent_type", input.agent_type.as_deref()),
+                    ],
+                )
             }
             "PreCompact" => Event::Compaction,
             "Stop" => {
