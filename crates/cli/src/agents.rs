@@ -543,6 +543,7 @@ pub(crate) fn rewind_words(half: &AgentHalf, report: &cairn_rewind::RewindReport
             .and_then(|c| serde_json::from_value(c.data.clone()).ok())
     });
     let thread = &report.thread_id;
+    let name = agent.display_name();
     match (&cont, &half.not_prepared) {
         (Some(c), _) => {
             let how = match (&c.at, &c.session_id) {
@@ -551,20 +552,26 @@ pub(crate) fn rewind_words(half: &AgentHalf, report: &cairn_rewind::RewindReport
                     c.from_session
                 ),
                 (None, Some(new)) => format!("starts anew in session {new}"),
-                _ => format!("continues session {} as it stands", c.from_session),
+                (Some(at), None) => format!("session {} taken back to before {at}", c.from_session),
+                (None, None) => format!("continues session {} as it stands", c.from_session),
+            };
+            let chosen = if report.dry_run && c.session_id.is_some() {
+                " (the rewind chooses its own new session)"
+            } else {
+                ""
             };
             out.push_str(&format!(
-                "  {}'s conversation: {how}{}: `cairn resume {thread}` runs `{}`\n",
-                agent.name(),
-                if report.dry_run { " (a dry run chooses no session)" } else { "" },
+                "  {name}'s conversation: {how}{chosen}: `cairn resume {thread}` runs `{}`\n",
                 c.argv.join(" ")
             ));
         }
         (None, Some(why)) => out.push_str(&format!(
-            "  {}'s conversation: not prepared ({why}); it still holds the turns taken off: continue it by hand and rewind it there\n",
-            agent.name()
+            "  {name}'s conversation: not prepared ({why}); it still holds the turns taken off: \
+             continue it by hand and rewind it there\n"
         )),
-        (None, None) => {}
+        (None, None) => out.push_str(&format!(
+            "  {name}'s conversation: left as it is (a rewind of the files only)\n"
+        )),
     }
     out.push_str(
         "  not undone: what the turns did outside the workspace's files (network calls, databases, processes they started)\n",

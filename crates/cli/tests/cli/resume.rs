@@ -198,7 +198,7 @@ fn the_rewind_says_what_came_back_and_what_cannot() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("claude-code's conversation: continues from message"),
+        text.contains("Claude Code's conversation: continues from message"),
         "{text}"
     );
     assert!(
