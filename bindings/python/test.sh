@@ -2,8 +2,9 @@
 # Installs the cairn package into a venv under target/ and runs its pytest suite.
 # Usage: bindings/python/test.sh [pytest args...]. Called by scripts/test.
 #
-# Works on a fresh machine: it needs python3 (with venv), cargo, and access to PyPI for cffi
-# and pytest the first time. Nothing is installed outside target/python-venv.
+# Works on a fresh machine: it needs python3 (with venv), cargo, and access to PyPI for cffi,
+# pytest and the pinned langgraph packages the first time. Nothing is installed outside
+# target/python-venv.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -23,6 +24,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 echo "== Python: pip install ./bindings/python (builds libcairn with cargo) and pytest"
 "$VPY" -m pip install --quiet "cffi>=1.17" "pytest>=7"
+# The langgraph extra, pinned, and LangGraph's conformance suite (tests/test_langgraph.py).
+"$VPY" -m pip install --quiet --no-compile "langgraph==1.2.22" "langgraph-checkpoint==4.3.2" \
+  "langgraph-checkpoint-conformance==0.0.2"
 # --force-reinstall: the same version number must still pick up a rebuilt library.
 "$VPY" -m pip install --quiet --no-deps --force-reinstall "$HERE"
 
