@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from pathlib import Path
 from typing import TypedDict
 
@@ -30,24 +31,36 @@ from cairn.langgraph import CairnSaver, NoFilesError  # noqa: E402
 SKIPPED: dict[str, str] = {}
 
 
-def test_the_saver_passes_langgraphs_conformance_suite_in_every_capability(tmp_path):
-    # Issue 60: every base and extended capability of the pinned suite passes.
+def conformance(tmp_path: Path, threads_db: str | None = None) -> None:
+    """Runs the pinned conformance suite against a fresh saver per capability."""
     made = itertools.count()
 
     @checkpointer_test(name="CairnSaver", skip_capabilities=set(SKIPPED))
     async def cairn_saver():
         d = tmp_path / f"s{next(made)}"
         (d / "root").mkdir(parents=True)
-        with cairn.Workspace(d / "root", store=d / "store") as ws, CairnSaver(ws) as saver:
+        with cairn.Workspace(d / "root", store=d / "store") as ws, CairnSaver(ws, threads_db=threads_db) as saver:
             yield saver
 
     report = asyncio.run(validate(cairn_saver))
     report.print_report()
     failures = {name: r.failures for name, r in report.results.items() if r.passed is False}
     assert failures == {}
-    assert {name for name, r in report.results.items() if r.passed} == {c.value for c in ALL_CAPABILITIES} - set(
-        SKIPPED
-    )
+    passed = {name for name, r in report.results.items() if r.passed}
+    assert passed == {c.value for c in ALL_CAPABILITIES} - set(SKIPPED)
+
+
+def test_the_saver_passes_langgraphs_conformance_suite_in_every_capability(tmp_path):
+    # Issue 60: every base and extended capability of the pinned suite passes.
+    conformance(tmp_path)
+
+
+def test_the_saver_passes_the_conformance_suite_on_a_postgres_thread_database(tmp_path):
+    # Issue 60: the graph checkpoints of a fleet, in its PostgreSQL thread database.
+    url = os.environ.get("CAIRN_TEST_PG_URL")
+    if not url:
+        pytest.skip("CAIRN_TEST_PG_URL is not set (scripts/test starts a PostgreSQL server and sets it)")
+    conformance(tmp_path, threads_db=url)
 
 
 class State(TypedDict):
@@ -205,3 +218,17 @@ def test_the_async_api_runs_a_graph_and_restores_its_files(ws, root):
 
         asyncio.run(run())
         assert (root / "README.md").exists() and (root / "extra.txt").exists()
+
+
+def test_a_repeated_write_keeps_the_first_value_except_on_special_channels(ws):
+    # Issue 60: as LangGraph's SQL savers (INSERT OR IGNORE, INSERT OR REPLACE for ERROR &c.).
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.types import ERROR
+
+    with CairnSaver(ws, files=False) as saver:
+        stored = saver.put({"configurable": {"thread_id": "w", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
+        saver.put_writes(stored, [("ch", "first")], "task")
+        saver.put_writes(stored, [("ch", "second")], "task")
+        saver.put_writes(stored, [(ERROR, "old error")], "task")
+        saver.put_writes(stored, [(ERROR, "new error")], "task")
+        assert saver.get_tuple(stored).pending_writes == [("task", ERROR, "new error"), ("task", "ch", "first")]

@@ -41,6 +41,7 @@ import asyncio
 import builtins
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -73,6 +74,8 @@ from .threads import CheckpointPolicy, CheckpointRef, Entry, RewindReport, Threa
 from .workspace import Workspace
 
 __all__ = ["CairnSaver", "NoFilesError"]
+
+logger = logging.getLogger(__name__)
 
 #: The key of a Cairn thread's metadata that names the LangGraph thread and namespace.
 THREAD_KEY = "langgraph"
@@ -323,7 +326,15 @@ class CairnSaver(BaseCheckpointSaver[str]):
             "type": type_,
             "md": get_checkpoint_metadata(config, metadata),
         }
-        self.threads.append(self._ensure(thread_id, ns), "user", blob, metadata=meta, workspace=self.workspace)
+        done = self.threads.append(self._ensure(thread_id, ns), "user", blob, metadata=meta, workspace=self.workspace)
+        if done.checkpoint_error is not None:
+            # The graph checkpoint is saved all the same; only its files cannot come back.
+            logger.warning(
+                "checkpoint %s of thread %r was saved without its files: %s",
+                checkpoint["id"],
+                thread_id,
+                done.checkpoint_error.message,
+            )
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def put_writes(
