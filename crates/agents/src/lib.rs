@@ -13,6 +13,7 @@
 pub mod claude;
 pub mod codex;
 mod error;
+pub mod gemini;
 pub mod rewind;
 pub mod settings;
 
@@ -30,6 +31,7 @@ pub fn by_name(name: &str) -> Option<&'static dyn Agent> {
     match name {
         claude::NAME => Some(&claude::ClaudeCode),
         codex::NAME => Some(&codex::Codex),
+        gemini::NAME => Some(&gemini::GeminiCli),
         _ => None,
     }
 }

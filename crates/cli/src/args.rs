@@ -571,6 +571,26 @@ pub enum HookCommand {
         #[arg(long)]
         watch: bool,
     },
+    /// Gemini CLI's hook: reads one hook document on stdin and checkpoints the workspace of its
+    /// `cwd` (issue 55).
+    #[command(
+        after_help = "BeforeAgent: the prompt is appended to the session's thread (gemini-<session_id>) as a \
+        user entry, after a checkpoint of the files; the entry keeps the session file and how long it was, \
+        which finds the prompt's message for a rewind. BeforeTool of write_file, replace, run_shell_command, \
+        every MCP tool (mcp_…) and each --tool: a checkpoint labelled before-<tool>. PreCompress (when \
+        installed by hand): a checkpoint. AfterAgent: a checkpoint labelled end-of-turn. Other events: nothing. On any failure it prints one \
+        line on stderr and exits with 1, which Gemini CLI shows as a warning.\n\n\
+        Installed by `cairn init gemini`. Example, to try it by hand:\n  \
+        echo '{\"session_id\":\"s1\",\"hook_event_name\":\"BeforeAgent\",\"cwd\":\".\",\"prompt\":\"hi\"}' | cairn hook gemini"
+    )]
+    Gemini {
+        /// Another tool whose calls change files; repeatable.
+        #[arg(long, value_name = "NAME")]
+        tool: Vec<String>,
+        /// Start `cairn watch` for the workspace in the background when none runs.
+        #[arg(long)]
+        watch: bool,
+    },
 }
 
 /// `cairn init ...`: plug Cairn into an agent.
@@ -626,6 +646,34 @@ pub enum InitCommand {
     )]
     Codex {
         /// The user's hooks ($CODEX_HOME/hooks.json, ~/.codex/hooks.json) instead of the project's.
+        #[arg(long)]
+        user: bool,
+        /// Take Cairn's hooks out again (and the --on-rewind commands).
+        #[arg(long)]
+        remove: bool,
+        /// A command to run after every rewind Cairn completes in this workspace; repeatable
+        /// (kept in .claude/cairn.json, as for Claude Code).
+        #[arg(long, value_name = "CMD")]
+        on_rewind: Vec<String>,
+        /// The hooks start `cairn watch` for the workspace when none runs.
+        #[arg(long, conflicts_with = "remove")]
+        watch: bool,
+    },
+    /// Install Cairn's hooks in Gemini CLI's settings (the project's .gemini/settings.json)
+    /// (issue 55).
+    #[command(
+        after_help = "Merges into .gemini/settings.json (with --user, ~/.gemini/settings.json), leaving every \
+        other setting and hook as it is (idempotent): SessionStart, BeforeAgent, AfterAgent, and \
+        BeforeTool with \"matcher\": \"^(write_file|replace|run_shell_command|mcp_.+)$\", each {\"type\": \
+        \"command\", \"command\": \"<cairn> hook gemini\", \"timeout\": 60000, \"name\": \"cairn\"}. Not PreCompress: \
+        Gemini CLI fires it before every model request.\n\n\
+        Gemini CLI runs no hook in a folder it does not trust, nor with hooksConfig.enabled false: init says \
+        so. A rewind of a gemini-… thread takes the same session back (Gemini CLI's own /rewind record in \
+        its session file) and `cairn resume` runs `gemini --resume SESSION`.\n\n\
+        Examples:\n  cairn init gemini\n  cairn init gemini --user\n  cairn init gemini --remove"
+    )]
+    Gemini {
+        /// The user's settings (~/.gemini/settings.json) instead of the project's.
         #[arg(long)]
         user: bool,
         /// Take Cairn's hooks out again (and the --on-rewind commands).

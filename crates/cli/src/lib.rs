@@ -202,6 +202,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             &on_rewind,
             watch,
         ),
+        Command::Hook(HookCommand::Gemini { tool, watch }) => {
+            agents::hook(&ctx, &cairn_agents::gemini::GeminiCli, &tool, watch)
+        }
+        Command::Init(InitCommand::Gemini {
+            user,
+            remove,
+            on_rewind,
+            watch,
+        }) => agents::init(
+            &ctx,
+            &cairn_agents::gemini::GeminiCli,
+            user,
+            remove,
+            &on_rewind,
+            watch,
+        ),
         Command::Trust { path, revoke } => trust::trust_command(&ctx, path.as_deref(), revoke),
         Command::Mcp => mcp::serve(&ctx),
     }
