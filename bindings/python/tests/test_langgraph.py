@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import TypedDict
 
@@ -232,3 +234,14 @@ def test_a_repeated_write_keeps_the_first_value_except_on_special_channels(ws):
         saver.put_writes(stored, [(ERROR, "old error")], "task")
         saver.put_writes(stored, [(ERROR, "new error")], "task")
         assert saver.get_tuple(stored).pending_writes == [("task", ERROR, "new error"), ("task", "ch", "first")]
+
+
+def test_the_langgraph_example_runs_replays_with_files_and_forks(tmp_path):
+    # Issue 60: examples/langgraph_files.py, as a user runs it.
+    example = Path(__file__).resolve().parent.parent / "examples" / "langgraph_files.py"
+    out = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "demo")], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert "at the checkpoint:  ['PLAN.md', 'app.py']" in out.stdout
+    assert "fork, back at plan: ['PLAN.md'] | original: ['app.py']" in out.stdout
