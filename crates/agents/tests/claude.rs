@@ -217,3 +217,26 @@ fn hooks_install_idempotently_beside_the_users_own_and_come_out_alone() {
     assert_eq!(removed.removed.len(), 5, "{s}");
     assert_eq!(s, theirs);
 }
+
+#[test]
+fn a_fork_whose_copied_history_carries_the_new_prompts_id_finds_the_new_prompt() {
+    // Claude Code 2.1.332 writes a forked session's copied history with the promptId of the
+    // new session's first prompt: the copied FIRST line then carries FORKED's id.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("forked-2.1.332.jsonl");
+    let text = std::fs::read_to_string(data("claude-2.1.197-forked.jsonl")).expect("read");
+    std::fs::write(&path, text.replace(FIRST, FORKED)).expect("write");
+    let forked = Place {
+        transcript: Some(path),
+        ..place("", FORKED)
+    };
+    assert_eq!(
+        ClaudeCode.before(&forked).expect("before").as_deref(),
+        Some(END_OF_ONE)
+    );
+    let earlier = [place("claude-2.1.197-rewound.jsonl", FIRST)];
+    assert_eq!(
+        ClaudeCode.follows(&forked, &earlier).expect("follows"),
+        Some(0)
+    );
+}

@@ -77,11 +77,14 @@ impl Transcript {
         self.by_uuid.get(uuid).map(|&i| &self.lines[i])
     }
 
-    /// The prompt line of `prompt_id`, else the first prompt at or after `offset`.
+    /// The prompt line of `prompt_id`, else the first prompt at or after `offset`. The last
+    /// line with the id: Claude Code 2.1.332 gives the history a fork copies the `promptId` of
+    /// the new session's first prompt, which is written after it.
     pub fn prompt(&self, prompt_id: Option<&str>, offset: Option<u64>) -> Option<&Line> {
         let prompts = || self.lines.iter().filter(|l| l.is_prompt);
         if let Some(id) = prompt_id {
-            if let Some(l) = prompts().find(|l| l.prompt_id.as_deref() == Some(id)) {
+            let mut with_id = prompts().filter(|l| l.prompt_id.as_deref() == Some(id));
+            if let Some(l) = with_id.next_back() {
                 return Some(l);
             }
         }
