@@ -113,7 +113,6 @@ fn safety_options(
         capture: capture.clone(),
         ..cairn_snapshot::Options::default()
     };
-    sopts.memo = Some(ws.memo.clone());
     sopts.own_files = ws.own_files();
     sopts.label = Some(format!("safety before restoring {}", target.short()));
     if !paths.is_empty() {
@@ -235,6 +234,7 @@ fn guarded_restore(
             let manifest = store.read_manifest(&id)?;
             let paths = plan::normalize_paths(&planning.paths)?;
             let sopts = safety_options(ws, &manifest.capture, &id, &paths);
+            let ctx = ws.walk_context(ctx);
             let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts, ctx)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
             fresh_plan = plan::against(
@@ -336,6 +336,7 @@ fn planned_safety(
         return Ok(None);
     }
     let sopts = safety_options(ws, &plan.capture, &plan.snapshot_id, &plan.paths);
+    let ctx = ws.walk_context(ctx);
     let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts, ctx)?;
     // Re-check the plan against what the safety snapshot saw.
     if safety.root != plan.current_root {

@@ -1226,10 +1226,10 @@ fn plan_inner(
     let manifest = store.read_manifest(snapshot)?;
     let scan_opts = SnapshotOptions {
         capture: manifest.capture.clone(),
-        memo: Some(ws.memo.clone()),
         own_files: ws.own_files(),
         ..SnapshotOptions::default()
     };
+    let ctx = ws.walk_context(ctx);
     let scan = cairn_snapshot::scan(store, ws.root(), ws.id(), &scan_opts, ctx)?;
     let current_tree = |id: &TreeId| -> Result<Tree> {
         match scan.trees.get(id) {

@@ -42,6 +42,16 @@ impl Site {
         self.own_files.lock().clone()
     }
 
+    /// `ctx` with this workspace's stat cache kept in memory, unless it brings one: what
+    /// every walk of the workspace (a snapshot, a plan's scan) is given.
+    pub(crate) fn walk_context<'a>(
+        &self,
+        mut ctx: cairn_snapshot::Context<'a>,
+    ) -> cairn_snapshot::Context<'a> {
+        ctx.memo.get_or_insert_with(|| self.memo.clone());
+        ctx
+    }
+
     /// The lock a restore of the workspace holds while it runs (a hold takes it shared).
     pub(crate) fn restore_lock_path(&self) -> PathBuf {
         self.store

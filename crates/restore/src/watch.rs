@@ -38,15 +38,10 @@ pub use client::{
     ANSWER_WITHIN,
 };
 pub use daemon::{serve, ServeEnd};
+pub(crate) use protocol::Target;
 pub use protocol::{socket_path, DaemonStatus, SOCKET_NAME};
 
+#[cfg(doc)]
 use crate::workspace::Workspace;
 #[cfg(doc)]
 use cairn_snapshot::ChangeSource;
-use std::path::PathBuf;
-
-/// The socket of the daemon of `ws` when one may be used (`CAIRN_WATCH` is not `off`) and the
-/// socket exists; whether anyone still listens on it is for a connection to tell.
-pub fn daemon_socket(ws: &Workspace) -> Option<PathBuf> {
-    client::socket_in_use(ws.store(), ws.id())
-}

@@ -8,7 +8,7 @@ use crate::journal::{self, Journal, Recovery, StrayStaged};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
-use crate::watch::client;
+use crate::watch::{client, Target};
 use crate::{apply, home};
 use cairn_snapshot::{
     CaptureSettings, Context, Options as SnapshotOptions, Snapshot, WatchOptions, Watcher,
@@ -182,12 +182,11 @@ impl Workspace {
         self.site.memo.wait();
     }
 
-    /// Snapshot options with the workspace's capture settings and its in-memory stat cache.
+    /// Snapshot options with the workspace's capture settings as the call's defaults (the
+    /// rest of its settings [`Workspace::snapshot`] applies itself).
     pub fn snapshot_options(&self) -> SnapshotOptions {
         SnapshotOptions {
             capture: self.options.capture.clone(),
-            memo: Some(self.site.memo.clone()),
-            own_files: self.site.own_files(),
             ..SnapshotOptions::default()
         }
     }
@@ -206,68 +205,136 @@ impl Workspace {
 
     /// Takes a snapshot, watched and steered by `ctx`. A restore a crash left unfinished is
     /// finished first where it can be (see [`Workspace::recover`]; one with paths in its way
-    /// stays pending and reported). The workspace's excludes are added to the call's; then
-    /// finished restores are made durable (see [`Workspace::recover`]) and the workspace's
-    /// retention runs (its failure is returned in the outcome, never failing the snapshot).
+    /// stays pending and reported). The workspace's settings are applied to the call's
+    /// options here, once: its excludes added to the call's, and the files Cairn keeps
+    /// beneath the root ([`Workspace::keep_out`]) to the call's own; then finished restores
+    /// are made durable (see [`Workspace::recover`]) and the workspace's retention runs (its
+    /// failure is returned in the outcome, never failing the snapshot).
     ///
-    /// With a watcher (the options', this handle's from [`Workspace::watch`], or a `cairn
-    /// watch` daemon of the workspace), only what changed is looked at (see
-    /// [`crate::watch`]); [`Snapshot::walk`] says what was walked and why. A daemon takes the
-    /// snapshot itself when `ctx` has no cancel token and no progress callback.
+    /// With a watcher (`ctx`'s, this handle's from [`Workspace::watch`], or a `cairn watch`
+    /// daemon of the workspace), only what changed is looked at (see [`crate::watch`]);
+    /// [`Snapshot::walk`] says what was walked and why. A daemon takes the snapshot itself
+    /// when `ctx` has no cancel token and no progress callback (see
+    /// [`Workspace::daemon_takes_snapshots`]), with the options as they are.
     /// A label longer than [`cairn_store::MAX_LABEL_BYTES`] is refused with
     /// `INVALID_ARGUMENT` before anything is done.
-    pub fn snapshot(&self, options: &SnapshotOptions, ctx: Context<'_>) -> Result<SnapshotOutcome> {
+    pub fn snapshot(
+        &self,
+        options: &SnapshotOptions,
+        mut ctx: Context<'_>,
+    ) -> Result<SnapshotOutcome> {
         if let Some(label) = &options.label {
             cairn_store::check_label(label)?;
         }
         journal::finish_before_snapshot(&self.site)?;
-        let mut opts = self.with_own_settings(options);
-        if opts.watch.is_none() {
-            if let Some(w) = self.watcher() {
-                opts.watch = Some(w);
-            } else {
-                let bound = ctx.cancel.is_some() || ctx.progress.is_some();
-                let remote = self.options().store_options.remote.is_some();
-                match client::delegate(self.store(), self.id(), self.root(), remote, &opts, !bound)
-                {
-                    client::Delegated::Taken(snapshot) => {
-                        return Ok(SnapshotOutcome {
-                            snapshot: *snapshot,
-                            prune: self.prune_after(),
-                        });
-                    }
-                    client::Delegated::Ask(client) => opts.watch = Some(Arc::new(client)),
+        let options = self.settled(options);
+        match self.route(&ctx) {
+            Route::Given => {}
+            Route::Watcher(w) => ctx.watch = Some(w),
+            Route::Daemon { socket, take } => {
+                match client::delegate(socket, self.watch_target(), &options, take) {
+                    client::Delegated::Taken(snapshot) => return Ok(self.outcome(*snapshot)),
+                    client::Delegated::Ask(client) => ctx.watch = Some(Arc::new(client)),
                     client::Delegated::None => {}
                 }
             }
+            Route::Walk => {}
         }
-        let snapshot = cairn_snapshot::snapshot(self.store(), self.root(), self.id(), &opts, ctx)?;
-        // A restore returns before its changes are known durable; confirm it now rather than
-        // leave it to the next restore or opening. Best effort: a failure here never fails the
-        // snapshot, and the next opening or restore confirms the same journal and reports it.
-        let _ = journal::confirm_applied(&self.site);
-        // A caller that brought its own watcher is the `cairn watch` daemon, which merges
-        // once idle, off its snapshots' path; every other snapshot taken here merges.
-        if options.watch.is_none() {
-            self.merge_packs_after_snapshot();
-        }
-        Ok(SnapshotOutcome {
-            snapshot,
-            prune: self.prune_after(),
-        })
+        let snapshot = self.take_here(&options, ctx)?;
+        self.merge_packs_after_snapshot();
+        Ok(self.outcome(snapshot))
     }
 
-    /// `options` as a snapshot of this handle takes them: with its in-memory stat cache (unless
-    /// they bring one) and the workspace's excludes added to theirs.
-    pub(crate) fn with_own_settings(&self, options: &SnapshotOptions) -> SnapshotOptions {
+    /// Whether a snapshot of this handle that nothing binds to the calling process (no cancel
+    /// token, no progress callback, no watcher of the call's own) goes to a `cairn watch`
+    /// daemon of the workspace, which takes it whole (there is then no progress to show): no
+    /// watcher was started in this process ([`Workspace::watch`]), a daemon may be used
+    /// (`CAIRN_WATCH` is not `off`) and its socket is there. A daemon that does not answer,
+    /// or refuses, leaves the snapshot to this process after all.
+    pub fn daemon_takes_snapshots(&self) -> bool {
+        matches!(
+            self.route(&Context::default()),
+            Route::Daemon { take: true, .. }
+        )
+    }
+
+    /// Where a snapshot with `ctx` is taken: the one decision of [`Workspace::snapshot`].
+    fn route(&self, ctx: &Context<'_>) -> Route {
+        if ctx.watch.is_some() {
+            return Route::Given;
+        }
+        if let Some(w) = self.watcher() {
+            return Route::Watcher(w);
+        }
+        match client::socket_in_use(self.store(), self.id()) {
+            Some(socket) => Route::Daemon {
+                socket,
+                take: ctx.cancel.is_none() && ctx.progress.is_none(),
+            },
+            None => Route::Walk,
+        }
+    }
+
+    /// This workspace as a request to a `cairn watch` daemon names it.
+    pub(crate) fn watch_target(&self) -> Target {
+        Target {
+            store: self.store().path().to_path_buf(),
+            workspace_id: self.id().to_string(),
+            root: self.root().to_path_buf(),
+            remote: self.options.store_options.remote.is_some(),
+        }
+    }
+
+    /// The snapshot the `cairn watch` daemon takes for another process, with `options` as that
+    /// process's [`Workspace::snapshot`] settled them and the daemon's watcher in `ctx`. A
+    /// restore a crash left unfinished is finished first, as for any snapshot; the daemon
+    /// merges its packs once idle, off the snapshots' path.
+    pub(crate) fn snapshot_for_daemon(
+        &self,
+        options: &SnapshotOptions,
+        ctx: Context<'_>,
+    ) -> Result<SnapshotOutcome> {
+        journal::finish_before_snapshot(&self.site)?;
+        let snapshot = self.take_here(options, ctx)?;
+        Ok(self.outcome(snapshot))
+    }
+
+    /// `options` with the workspace's settings applied: its excludes added to the call's, and
+    /// the files Cairn keeps beneath the root to the call's own.
+    fn settled(&self, options: &SnapshotOptions) -> SnapshotOptions {
         let mut opts = options.clone();
-        opts.memo.get_or_insert_with(|| self.site.memo.clone());
         for e in &self.options.capture.excludes {
             if !opts.capture.excludes.contains(e) {
                 opts.capture.excludes.push(e.clone());
             }
         }
+        for f in self.site.own_files() {
+            if !opts.own_files.contains(&f) {
+                opts.own_files.push(f);
+            }
+        }
         opts
+    }
+
+    /// Takes the snapshot in this process, with this handle's stat cache kept in memory
+    /// (unless `ctx` brings one), and makes finished restores durable after it.
+    fn take_here(&self, options: &SnapshotOptions, mut ctx: Context<'_>) -> Result<Snapshot> {
+        ctx.memo.get_or_insert_with(|| self.site.memo.clone());
+        let snapshot =
+            cairn_snapshot::snapshot(self.store(), self.root(), self.id(), options, ctx)?;
+        // A restore returns before its changes are known durable; confirm it now rather than
+        // leave it to the next restore or opening. Best effort: a failure here never fails the
+        // snapshot, and the next opening or restore confirms the same journal and reports it.
+        let _ = journal::confirm_applied(&self.site);
+        Ok(snapshot)
+    }
+
+    /// `snapshot` with the workspace's retention run after it.
+    fn outcome(&self, snapshot: Snapshot) -> SnapshotOutcome {
+        SnapshotOutcome {
+            snapshot,
+            prune: self.prune_after(),
+        }
     }
 
     /// Merges the store's small packs once a snapshot leaves more than
@@ -425,6 +492,20 @@ impl Workspace {
     pub fn journal_given_up(&self, id: &str) -> Result<bool> {
         journal::given_up(&self.site, id)
     }
+}
+
+/// Where [`Workspace::snapshot`] takes a snapshot.
+enum Route {
+    /// In this process, with the watcher the call brings ([`Context::watch`]).
+    Given,
+    /// In this process, with the watcher [`Workspace::watch`] started.
+    Watcher(Arc<Watcher>),
+    /// By the `cairn watch` daemon listening at `socket` (`take`), or in this process with
+    /// the daemon asked what changed (the call is bound to this process: a cancel token or a
+    /// progress callback).
+    Daemon { socket: PathBuf, take: bool },
+    /// In this process, walking.
+    Walk,
 }
 
 /// What [`Workspace::snapshot`] did: the snapshot, and the retention that followed.

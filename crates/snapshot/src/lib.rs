@@ -71,36 +71,40 @@ pub type ProgressFn<'a> = &'a mut dyn FnMut(&Progress) -> bool;
 /// A callback given the snapshot as soon as it is durable (see [`Context::taken`]).
 pub type TakenFn<'a> = &'a mut dyn FnMut(&Snapshot);
 
-/// How to take a snapshot: what it captures and what it records. `Default` is the safest
-/// choice. What one call is watched and steered with (cancel, progress, threads) is its
-/// [`Context`], apart.
-#[derive(Debug, Clone)]
+/// How to take a snapshot: what it captures and what it records, as plain data (it derives
+/// serde, so the `cairn watch` daemon's protocol carries it as it is). `Default` is the
+/// safest choice. What one call is watched and steered with, and the resources it uses (the
+/// stat cache kept in memory, a watcher), are its [`Context`], apart, as gitoxide's
+/// `gix-dir` keeps its `Context` apart from its `Options`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Options {
     /// What the snapshot captures (recorded in its manifest); its exclude globs add up with
     /// the workspace's.
     pub capture: CaptureSettings,
     /// A label for people (or the entry id a checkpoint is taken for).
     pub label: Option<String>,
-    /// Caller metadata: a JSON object.
+    /// Caller metadata: a JSON object (in a format that is not human-readable, such as the
+    /// watcher's postcard, carried as its JSON text).
+    #[serde(with = "json_object")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Mark the snapshot protected from retention.
     pub protect: bool,
     /// Trust the stat cache. Off: every file is read and hashed again.
     pub use_stat_cache: bool,
-    /// Where this process keeps the workspace's stat cache between snapshots, so that one does
-    /// not read and decode the whole file when the file still holds what the memo does (see
-    /// [`CacheMemo`]). `None` reads the file every time. A `Workspace` sets its own.
-    pub memo: Option<CacheMemo>,
     /// Files Cairn itself keeps that may lie beneath the root (a thread database named with
     /// `--threads-db`): each, with its companions (SQLite's `-wal`, `-shm`, `-journal`, and
     /// the `-holders` directory of the thread database's handles), is left
     /// out wherever the walk meets it, as the store is (excluded by default, so a plan never
     /// writes or deletes it). A path outside the root is ignored.
+    #[serde(with = "cairn_store::relpath::os_paths")]
     pub own_files: Vec<PathBuf>,
-    /// A watcher of the workspace (see [`watch`]): the snapshot asks it what changed since
-    /// the stat cache was confirmed and looks only there; without one, or when it cannot
-    /// say, the snapshot walks the whole tree ([`Snapshot::walk`] says which and why).
-    pub watch: Option<std::sync::Arc<dyn ChangeSource>>,
+    /// Store the objects this snapshot packs uncompressed, for a snapshot that must answer
+    /// soon (the `cairn watch` daemon's, asked for right after a change): compressing the
+    /// trees of a few large directories and of every directory above them was a third of
+    /// such a snapshot's work, and the changed files half of what each of them cost. A
+    /// merge of small packs compresses them later ([`cairn_store::Store::merge_small_packs`]);
+    /// a file large enough for a file of its own is compressed as always.
+    pub defer_compression: bool,
 }
 
 impl Default for Options {
@@ -111,16 +115,43 @@ impl Default for Options {
             metadata: serde_json::Map::new(),
             protect: false,
             use_stat_cache: true,
-            memo: None,
             own_files: Vec::new(),
-            watch: None,
+            defer_compression: false,
+        }
+    }
+}
+
+/// [`Options::metadata`] through serde: the JSON object itself in a human-readable format,
+/// its JSON text in another (postcard cannot carry a `serde_json::Value`, which asks the
+/// format what comes next).
+mod json_object {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    type Object = serde_json::Map<String, serde_json::Value>;
+
+    pub(super) fn serialize<S: Serializer>(map: &Object, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            map.serialize(s)
+        } else {
+            serde_json::Value::Object(map.clone())
+                .to_string()
+                .serialize(s)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Object, D::Error> {
+        if d.is_human_readable() {
+            Object::deserialize(d)
+        } else {
+            let text = String::deserialize(d)?;
+            serde_json::from_str(&text).map_err(serde::de::Error::custom)
         }
     }
 }
 
 /// What one walk (a snapshot, a scan, the walk of a restore) is watched and steered with,
-/// apart from what it does (its [`Options`]), as gitoxide's `gix-dir` keeps its `Context`
-/// apart from its `Options`. `Default`: no cancel token, no progress, rayon's global pool.
+/// and the resources it uses, apart from what it does (its plain [`Options`]), as gitoxide's
+/// `gix-dir` keeps its `Context` apart from its `Options`. `Default`: no cancel token, no
+/// progress, rayon's global pool, the stat cache read from its file, no watcher.
 #[derive(Default)]
 pub struct Context<'a> {
     /// A token another thread may cancel (`CANCELLED`).
@@ -129,13 +160,6 @@ pub struct Context<'a> {
     pub progress: Option<ProgressFn<'a>>,
     /// Worker threads; `None` uses rayon's global pool (one per core).
     pub threads: Option<usize>,
-    /// Store the objects this snapshot packs uncompressed, for a snapshot that must answer
-    /// soon (the `cairn watch` daemon's, asked for right after a change): compressing the
-    /// trees of a few large directories and of every directory above them was a third of
-    /// such a snapshot's work, and the changed files half of what each of them cost. A
-    /// merge of small packs compresses them later ([`cairn_store::Store::merge_small_packs`]);
-    /// a file large enough for a file of its own is compressed as always.
-    pub defer_compression: bool,
     /// Called once, on the calling thread, with the snapshot [`snapshot`] took, as soon as
     /// its manifest is durable and before the stat cache is brought up to date for the next
     /// one (the changed directories' records taken in, their subtrees counted again, the
@@ -143,6 +167,14 @@ pub struct Context<'a> {
     /// daemon, to the process that asked) does so that much sooner. [`snapshot`] still
     /// returns the snapshot afterwards.
     pub taken: Option<TakenFn<'a>>,
+    /// Where this process keeps the workspace's stat cache between snapshots, so that one does
+    /// not read and decode the whole file when the file still holds what the memo does (see
+    /// [`CacheMemo`]). `None` reads the file every time. A `Workspace` sets its own.
+    pub memo: Option<CacheMemo>,
+    /// A watcher of the workspace (see [`watch`]): the snapshot asks it what changed since
+    /// the stat cache was confirmed and looks only there; without one, or when it cannot
+    /// say, the snapshot walks the whole tree ([`Snapshot::walk`] says which and why).
+    pub watch: Option<std::sync::Arc<dyn ChangeSource>>,
 }
 
 impl std::fmt::Debug for Context<'_> {
@@ -151,8 +183,9 @@ impl std::fmt::Debug for Context<'_> {
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
             .field("threads", &self.threads)
-            .field("defer_compression", &self.defer_compression)
             .field("taken", &self.taken.is_some())
+            .field("memo", &self.memo.is_some())
+            .field("watch", &self.watch.is_some())
             .finish()
     }
 }
@@ -202,8 +235,8 @@ pub struct WalkInfo {
     pub ahead_ms: Option<u64>,
 }
 
-/// A snapshot taken.
-#[derive(Debug, Clone)]
+/// A snapshot taken (it derives serde: the `cairn watch` daemon answers with it as it is).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     /// Its id.
     pub id: SnapshotId,
@@ -299,18 +332,18 @@ struct Asked {
     reason: Option<String>,
 }
 
-/// Asks the watcher of `options` what changed since `cache` was confirmed. The answer is
+/// Asks the watcher `watch` what changed since `cache` was confirmed. The answer is
 /// used only when the cache can be trusted for what the watcher does not name: it is
 /// confirmed by a snapshot, recorded the whole tree, and was made under the same capture
 /// rules; otherwise the walk is full, and still takes the new token (the cache it leaves is
 /// then confirmed with it).
-fn ask(cache: &StatCache, options: &Options) -> Asked {
+fn ask(cache: &StatCache, options: &Options, watch: Option<&dyn ChangeSource>) -> Asked {
     let none = Asked {
         token: None,
         partial: None,
         reason: None,
     };
-    let Some(watch) = options.watch.as_ref().filter(|_| options.use_stat_cache) else {
+    let Some(watch) = watch.filter(|_| options.use_stat_cache) else {
         return none;
     };
     let usable = cache.snapshot.is_some()
@@ -522,12 +555,17 @@ fn walk(
     })
 }
 
-fn load_cache(store: &Store, workspace_id: &str, options: &Options) -> Result<StatCache> {
+fn load_cache(
+    store: &Store,
+    workspace_id: &str,
+    options: &Options,
+    memo: Option<&CacheMemo>,
+) -> Result<StatCache> {
     if !options.use_stat_cache {
         return Ok(StatCache::default());
     }
     let path = StatCache::path(store, workspace_id)?;
-    let cache = match &options.memo {
+    let cache = match memo {
         Some(memo) => memo.load(&path),
         None => StatCache::load(&path),
     };
@@ -614,60 +652,6 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-/// Saves the stat cache after snapshot `id`: only its header when every directory's record is
-/// the one loaded (nothing changed), else the whole cache, updated in place from the walk. With
-/// a memo, the memo keeps the cache and a changed one is written by a background thread (see
-/// [`CacheMemo`]). Failures are ignored (see the caller).
-fn save_cache(
-    store: &Store,
-    path: &Path,
-    cache: &mut StatCache,
-    id: SnapshotId,
-    started_ns: i64,
-    options: &Options,
-    out: &mut WalkOutput,
-) {
-    let partial = out.walk.walked != Walked::Full;
-    let unchanged = cache.snapshot.is_some()
-        && cache.is_current()
-        && cache.root == Some((out.root, out.root_size))
-        && (partial || cache.dir_count() == out.dirs.len())
-        && out.dirs.iter().all(|d| matches!(d, Update::Same(_)));
-    cache.snapshot = Some(id);
-    cache.started_ns = started_ns;
-    // A walk that asked no watcher keeps the token the cache had: its records are as of a
-    // moment after that token, so what changed since the token is still all a watched
-    // snapshot needs to look at.
-    if out.token.is_some() {
-        cache.token = out.token;
-    }
-    if unchanged
-        && StatCache::confirm(path, &id, started_ns, cache.key(), cache.token.as_ref()).is_ok()
-    {
-        if let Some(memo) = &options.memo {
-            memo.put(path, std::mem::take(cache));
-        }
-        return;
-    }
-    cache.replace(
-        partial,
-        std::mem::take(&mut out.dirs),
-        statcache::StatCacheFile::new_key(Some(&id), started_ns),
-        statcache::rules_fingerprint(&options.capture),
-        Some((out.root, out.root_size)),
-        id,
-        started_ns,
-        std::mem::take(&mut out.primed_used),
-    );
-    let tmp = &store.layout().tmp;
-    match &options.memo {
-        Some(memo) => memo.put_and_write(tmp, path, std::mem::take(cache)),
-        None => {
-            let _ = cache.save(tmp, path);
-        }
-    }
-}
-
 /// Takes a snapshot of the workspace at `root` into `store`, as workspace `workspace_id`,
 /// watched and steered by `ctx`.
 pub fn snapshot(
@@ -698,6 +682,8 @@ pub struct Prepared<'s> {
     root: std::path::PathBuf,
     workspace_id: String,
     options: Options,
+    /// The stat cache kept in memory it was walked with ([`Context::memo`]).
+    memo: Option<CacheMemo>,
     started_ns: i64,
     created_ms: i64,
     cache: StatCache,
@@ -763,6 +749,62 @@ impl Prepared<'_> {
         self.finish(id, manifest, taken)
     }
 
+    /// Saves the stat cache after snapshot `id`: only its header when every directory's record is
+    /// the one loaded (nothing changed), else the whole cache, updated in place from the walk. With
+    /// a memo, the memo keeps the cache and a changed one is written by a background thread (see
+    /// [`CacheMemo`]). Failures are ignored (see the caller).
+    fn save_cache(&mut self, path: &Path, id: SnapshotId) {
+        let Prepared {
+            store,
+            cache,
+            started_ns,
+            options,
+            memo,
+            out,
+            ..
+        } = self;
+        let (store, started_ns, memo) = (*store, *started_ns, memo.as_ref());
+        let partial = out.walk.walked != Walked::Full;
+        let unchanged = cache.snapshot.is_some()
+            && cache.is_current()
+            && cache.root == Some((out.root, out.root_size))
+            && (partial || cache.dir_count() == out.dirs.len())
+            && out.dirs.iter().all(|d| matches!(d, Update::Same(_)));
+        cache.snapshot = Some(id);
+        cache.started_ns = started_ns;
+        // A walk that asked no watcher keeps the token the cache had: its records are as of a
+        // moment after that token, so what changed since the token is still all a watched
+        // snapshot needs to look at.
+        if out.token.is_some() {
+            cache.token = out.token;
+        }
+        if unchanged
+            && StatCache::confirm(path, &id, started_ns, cache.key(), cache.token.as_ref()).is_ok()
+        {
+            if let Some(memo) = memo {
+                memo.put(path, std::mem::take(cache));
+            }
+            return;
+        }
+        cache.replace(
+            partial,
+            std::mem::take(&mut out.dirs),
+            statcache::StatCacheFile::new_key(Some(&id), started_ns),
+            statcache::rules_fingerprint(&options.capture),
+            Some((out.root, out.root_size)),
+            id,
+            started_ns,
+            std::mem::take(&mut out.primed_used),
+        );
+        let tmp = &store.layout().tmp;
+        match memo {
+            Some(memo) => memo.put_and_write(tmp, path, std::mem::take(cache)),
+            None => {
+                let _ = cache.save(tmp, path);
+            }
+        }
+    }
+
     /// Saves the stat cache of snapshot `id`, whose `manifest` is written, and returns the
     /// snapshot, given first to `taken` (if any).
     fn finish(
@@ -783,22 +825,12 @@ impl Prepared<'_> {
         if let Some(taken) = taken {
             taken(&snapshot);
         }
-        let store = self.store;
-        let options = &self.options;
         // The cache is saved after the manifest: a crash in between only costs re-reading.
         // From here on the snapshot is taken, so a cache that cannot be saved (a full disk)
         // does not fail it: the old cache stays, trusted only while its own snapshot exists.
-        if options.use_stat_cache {
-            if let Ok(cache_path) = StatCache::path(store, &self.workspace_id) {
-                save_cache(
-                    store,
-                    &cache_path,
-                    &mut self.cache,
-                    id,
-                    self.started_ns,
-                    options,
-                    &mut self.out,
-                );
+        if self.options.use_stat_cache {
+            if let Ok(cache_path) = StatCache::path(self.store, &self.workspace_id) {
+                self.save_cache(&cache_path, id);
             }
         }
         Ok(snapshot)
@@ -832,10 +864,9 @@ impl Drop for Prepared<'_> {
     /// A snapshot prepared and not committed changed no cache: what it took from the memo goes
     /// back as it was. (After a commit, the memo already holds the new cache.)
     fn drop(&mut self) {
-        if let (Some(memo), Ok(path)) = (
-            &self.options.memo,
-            StatCache::path(self.store, &self.workspace_id),
-        ) {
+        if let (Some(memo), Ok(path)) =
+            (&self.memo, StatCache::path(self.store, &self.workspace_id))
+        {
             memo.put(&path, std::mem::take(&mut self.cache));
         }
     }
@@ -986,18 +1017,19 @@ fn take<'s>(
     cairn_store::check_workspace_id(workspace_id)?;
     let started_ns = now_ns();
     let created_ms = snapshot_clock();
-    let cache = load_cache(store, workspace_id, options)?;
+    let memo = ctx.memo.clone();
+    let cache = load_cache(store, workspace_id, options, memo.as_ref())?;
     let guard = store.begin_operation(OperationKind::Snapshot, &[])?;
     let mut writer = store.writer(&guard);
     if finish == Finish::Ahead {
         writer.remember_ids();
     }
-    if ctx.defer_compression {
+    if options.defer_compression {
         writer.defer_compression();
     }
     // Asked after the operation began and before the walk: every change the walk may miss
     // is after the token (see `watch`).
-    let asked = ask(&cache, options);
+    let asked = ask(&cache, options, ctx.watch.as_deref());
     let mut out = walk(
         store,
         root,
@@ -1027,6 +1059,7 @@ fn take<'s>(
         root: root.to_path_buf(),
         workspace_id: workspace_id.to_string(),
         options: options.clone(),
+        memo,
         started_ns,
         created_ms,
         cache,
@@ -1045,7 +1078,8 @@ pub fn scan(
     ctx: Context<'_>,
 ) -> Result<Scan> {
     cairn_store::check_workspace_id(workspace_id)?;
-    let cache = load_cache(store, workspace_id, options)?;
+    let memo = ctx.memo.clone();
+    let cache = load_cache(store, workspace_id, options, memo.as_ref())?;
     let out = walk(
         store,
         root,
@@ -1056,7 +1090,7 @@ pub fn scan(
         None,
     );
     // A scan only reads the cache: what it took from the memo goes back as it was.
-    if let Some(memo) = &options.memo {
+    if let Some(memo) = &memo {
         memo.put(&StatCache::path(store, workspace_id)?, cache);
     }
     let out = out?;

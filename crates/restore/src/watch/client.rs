@@ -6,8 +6,7 @@ use super::lock;
 #[cfg(doc)]
 use super::protocol::BEAT;
 use super::protocol::{
-    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, SnapshotRequest,
-    TIMEOUT,
+    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, Target, TIMEOUT,
 };
 use crate::error::{Error, Result};
 use cairn_snapshot::{ChangeSource, Changes, Options as SnapshotOptions, Snapshot, Token};
@@ -317,45 +316,23 @@ pub(crate) enum Delegated {
     None,
 }
 
-/// Has the daemon of workspace `workspace_id` in `store`, if one runs, take the snapshot
-/// `opts` describes of `root` (`remote`: the workspace's store caches a remote) (`take`; else,
-/// or when it refuses, only its client is returned).
+/// Has the daemon listening at `socket` take the snapshot of `target` that `options`
+/// describe, as they are (`take`; else, or when it refuses, only its client is returned).
 pub(crate) fn delegate(
-    store: &Store,
-    workspace_id: &str,
-    root: &Path,
-    remote: bool,
-    opts: &SnapshotOptions,
+    socket: PathBuf,
+    target: Target,
+    options: &SnapshotOptions,
     take: bool,
 ) -> Delegated {
-    let Some(socket) = socket_in_use(store, workspace_id) else {
-        return Delegated::None;
-    };
     if !take {
         return Delegated::Ask(Client::new(socket));
     }
-    let req = Request::Snapshot(Box::new(SnapshotRequest {
-        store: store.path().to_path_buf(),
-        workspace_id: workspace_id.to_string(),
-        root: root.to_path_buf(),
-        remote,
-        label: opts.label.clone(),
-        metadata: serde_json::Value::Object(opts.metadata.clone()).to_string(),
-        protect: opts.protect,
-        capture: opts.capture.clone(),
-        use_stat_cache: opts.use_stat_cache,
-        own_files: opts.own_files.clone(),
-    }));
+    let req = Request::Snapshot {
+        of: Box::new(target),
+        options: Box::new(options.clone()),
+    };
     match ask(&socket, &req, SNAPSHOT_TIMEOUT) {
-        Ok(Response::Snapshot(w)) => Delegated::Taken(Box::new(Snapshot {
-            id: w.id,
-            root: w.root,
-            stats: w.stats,
-            skipped: w.skipped,
-            kept: w.kept,
-            manifest: w.manifest,
-            walk: w.walk,
-        })),
+        Ok(Response::Snapshot(snapshot)) => Delegated::Taken(snapshot),
         Ok(_) => Delegated::Ask(Client::new(socket)),
         Err(NoAnswer::Nobody) => Delegated::None,
         // Not asked again: the walk says why it walked whole.

@@ -10,12 +10,14 @@ use self::state::{Asked, Count, Merges, StoreAhead, Tally};
 use super::client::{ask, connect, NoAnswer};
 use super::lock;
 use super::protocol::{
-    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, SnapshotRequest,
-    WireSnapshot, BEAT, TIMEOUT,
+    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, Target, BEAT,
+    TIMEOUT,
 };
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
-use cairn_snapshot::{ChangeSource, Changes, Options as SnapshotOptions, Snapshot, Watcher};
+use cairn_snapshot::{
+    ChangeSource, Changes, Context, Options as SnapshotOptions, Snapshot, Watcher,
+};
 #[cfg(doc)]
 use cairn_store::Store;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -582,14 +584,13 @@ impl Served<'_> {
             ws.store(),
             ws.root(),
             ws.id(),
-            &opts,
-            cairn_snapshot::Context {
+            &SnapshotOptions {
                 // Stored raw, as a snapshot asked for at once stores them, and compressed by
                 // the merge once idle: the snapshot asked for next may be waiting for it.
                 defer_compression: store_only,
-                cancel,
-                ..Default::default()
+                ..opts
             },
+            self.context(cancel),
         );
         self.store_ahead.end();
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
@@ -719,7 +720,7 @@ impl Served<'_> {
                     Err(e) => Some(Response::Refused(e)),
                 },
                 Request::Status => Some(Response::Status(Box::new(self.status()))),
-                Request::Snapshot(req) => self.snapshot(&req, reply, cancel),
+                Request::Snapshot { of, options } => self.snapshot(&of, &options, reply, cancel),
             };
             if let Some(answer) = answer {
                 reply.answer(&answer);
@@ -728,28 +729,33 @@ impl Served<'_> {
         });
     }
 
+    /// What the daemon's own walks use: its watcher, the workspace's stat cache kept in
+    /// memory, and `cancel`.
+    fn context(&self, cancel: Option<cairn_store::cancel::CancelToken>) -> Context<'_> {
+        Context {
+            cancel,
+            memo: Some(self.ws.site.memo.clone()),
+            watch: Some(self.watcher.clone()),
+            ..Context::default()
+        }
+    }
+
     /// Counts the snapshot `s` taken, and the answer that carries it.
     fn taken(&self, s: &Snapshot) -> Response {
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         self.tally.add(Count::Snapshots);
-        Response::Snapshot(Box::new(WireSnapshot {
-            id: s.id,
-            root: s.root,
-            stats: s.stats,
-            skipped: s.skipped.clone(),
-            kept: s.kept.clone(),
-            manifest: s.manifest.clone(),
-            walk: s.walk.clone(),
-        }))
+        Response::Snapshot(Box::new(s.clone()))
     }
 
-    /// Takes the snapshot `req` asks for and returns the answer, or `None` when it was sent
+    /// Takes the snapshot of `of` with `options` (as the asking process's
+    /// [`Workspace::snapshot`] settled them) and returns the answer, or `None` when it was sent
     /// on `reply` already: as soon as the snapshot was durable, before the stat cache was
     /// brought up to date for the next one (see [`cairn_snapshot::Context::taken`]), or when
     /// its client went away (`cancel`).
     fn snapshot(
         &self,
-        req: &SnapshotRequest,
+        of: &Target,
+        options: &SnapshotOptions,
         reply: &Reply,
         cancel: &cairn_store::cancel::CancelToken,
     ) -> Option<Response> {
@@ -762,11 +768,7 @@ impl Served<'_> {
             return None;
         }
         self.merges.stop();
-        if req.store != ws.store().path()
-            || req.workspace_id != ws.id()
-            || req.root != ws.root()
-            || req.remote != ws.options().store_options.remote.is_some()
-        {
+        if *of != ws.watch_target() {
             return Some(Response::Refused(format!(
                 "this watcher serves workspace {} at {} in store {}",
                 ws.id(),
@@ -774,28 +776,19 @@ impl Served<'_> {
                 ws.store().path().display()
             )));
         }
-        let Ok(metadata) = serde_json::from_str(&req.metadata) else {
-            return Some(Response::Refused(
-                "metadata that is not a JSON object".into(),
-            ));
+        // Asked for before a walk ahead (right after a change): what it packs is stored
+        // uncompressed, and compressed by the merge this daemon makes once idle (a store that
+        // caches a remote never merges, so it compresses them now).
+        let opts = SnapshotOptions {
+            defer_compression: ws.options().store_options.remote.is_none(),
+            ..options.clone()
         };
-        for f in &req.own_files {
-            ws.keep_out(f);
-        }
-        let mut opts = ws.snapshot_options();
-        opts.label = req.label.clone();
-        opts.metadata = metadata;
-        opts.protect = req.protect;
-        opts.capture = req.capture.clone();
-        opts.use_stat_cache = req.use_stat_cache;
-        opts.own_files = req.own_files.clone();
-        opts.watch = Some(self.watcher.clone());
-        let opts = ws.with_own_settings(&opts);
         self.asked.snapshot_asked(
             SnapshotOptions {
                 label: None,
                 metadata: Default::default(),
                 protect: false,
+                defer_compression: false,
                 ..opts.clone()
             },
             &self.watcher,
@@ -808,16 +801,11 @@ impl Served<'_> {
         if self.answer_ahead(&opts, &mut answer).is_some() {
             return None;
         }
-        // Asked for before a walk ahead (right after a change): what it packs is stored
-        // uncompressed, and compressed by the merge this daemon makes once idle (a store that
-        // caches a remote never merges, so it compresses them now).
-        let ctx = cairn_snapshot::Context {
-            defer_compression: ws.options().store_options.remote.is_none(),
+        let ctx = Context {
             taken: Some(&mut answer),
-            cancel: Some(cancel.clone()),
-            ..Default::default()
+            ..self.context(Some(cancel.clone()))
         };
-        let outcome = ws.snapshot(&opts, ctx);
+        let outcome = ws.snapshot_for_daemon(&opts, ctx);
         if answered {
             return None;
         }

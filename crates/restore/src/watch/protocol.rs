@@ -3,8 +3,8 @@
 //! postcard body; and where that socket is.
 
 use crate::error::Result;
-use cairn_snapshot::{CaptureSettings, Changes, Kept, Token, WalkInfo, WatchStatus};
-use cairn_store::{Manifest, Skipped, SnapshotId, Stats, Store, TreeId};
+use cairn_snapshot::{Changes, Options as SnapshotOptions, Snapshot, Token, WatchStatus};
+use cairn_store::Store;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -24,8 +24,10 @@ const MAX_MESSAGE: u32 = 256 << 20;
 /// the merged packs to `DaemonStatus`, version 4 `WalkInfo::ahead_ms` and the snapshots walked
 /// ahead to `DaemonStatus`, version 5 the changes stored ahead to `DaemonStatus`, version 6
 /// `Response::Working`, sent while the daemon works on a request, and
-/// `DaemonStatus::took_over`): the message is refused, and the client walks.
-const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x06";
+/// `DaemonStatus::took_over`, version 7 the snapshot's options and the snapshot as they are,
+/// `cairn_snapshot::Options` and `cairn_snapshot::Snapshot`): the message is refused, and the
+/// client walks.
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x07";
 
 /// How long a daemon waits for a request, and at most a client for an answer to `Changes`
 /// or `Status` (each served on a thread of its own, never behind a snapshot).
@@ -41,49 +43,40 @@ pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum Request {
-    Changes { since: Option<Token> },
-    Snapshot(Box<SnapshotRequest>),
+    Changes {
+        since: Option<Token>,
+    },
+    /// A snapshot of workspace `of`, taken with `options` as the asking process's
+    /// `Workspace::snapshot` settled them (the workspace's settings applied there, once).
+    Snapshot {
+        of: Box<Target>,
+        options: Box<SnapshotOptions>,
+    },
     Status,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct SnapshotRequest {
+/// Which workspace a request is for: a daemon takes snapshots only of the one it serves.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Target {
     #[serde(with = "cairn_store::relpath::os_path")]
-    pub(super) store: PathBuf,
-    pub(super) workspace_id: String,
+    pub(crate) store: PathBuf,
+    pub(crate) workspace_id: String,
     #[serde(with = "cairn_store::relpath::os_path")]
-    pub(super) root: PathBuf,
-    pub(super) remote: bool,
-    pub(super) label: Option<String>,
-    pub(super) metadata: String,
-    pub(super) protect: bool,
-    pub(super) capture: CaptureSettings,
-    pub(super) use_stat_cache: bool,
-    #[serde(with = "cairn_store::relpath::os_paths")]
-    pub(super) own_files: Vec<PathBuf>,
+    pub(crate) root: PathBuf,
+    /// The store caches a remote.
+    pub(crate) remote: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum Response {
     Changes(Changes),
-    Snapshot(Box<WireSnapshot>),
+    Snapshot(Box<Snapshot>),
     Status(Box<DaemonStatus>),
     /// Not for this daemon (another store, root, workspace or remote), or it failed: the
     /// caller does it itself.
     Refused(String),
     /// Not an answer: the daemon works on the request (sent at once, then every [`BEAT`]).
     Working,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct WireSnapshot {
-    pub(super) id: SnapshotId,
-    pub(super) root: TreeId,
-    pub(super) stats: Stats,
-    pub(super) skipped: Vec<Skipped>,
-    pub(super) kept: Vec<Kept>,
-    pub(super) manifest: Manifest,
-    pub(super) walk: WalkInfo,
 }
 
 /// What a running `cairn watch` says of itself.
@@ -202,5 +195,49 @@ mod tests {
         a.write_all(&raw).expect("write");
         let err = recv::<Request>(&mut b).expect_err("refused");
         assert!(err.to_string().contains("another version"), "{err}");
+    }
+
+    // Issue 61: the snapshot's options go over the wire as they are, their metadata (a JSON
+    // object, which postcard cannot carry as one) included.
+    #[test]
+    fn a_snapshot_request_carries_its_options_as_they_are() {
+        let mut options = SnapshotOptions {
+            label: Some("checkpoint".into()),
+            protect: true,
+            use_stat_cache: false,
+            own_files: vec![PathBuf::from("/w/threads.db")],
+            defer_compression: true,
+            ..SnapshotOptions::default()
+        };
+        options.metadata.insert(
+            "tool".into(),
+            serde_json::json!({"name": "Bash", "n": [1, 2]}),
+        );
+        options.capture.excludes.push("target/".into());
+        let target = Target {
+            store: PathBuf::from("/s"),
+            workspace_id: "ws-1".into(),
+            root: PathBuf::from("/w"),
+            remote: false,
+        };
+        let (mut a, mut b) = UnixStream::pair().expect("a socket pair");
+        send(
+            &mut a,
+            &Request::Snapshot {
+                of: Box::new(target),
+                options: Box::new(options.clone()),
+            },
+        )
+        .expect("send");
+        match recv::<Request>(&mut b).expect("received") {
+            Request::Snapshot { of, options: got } => {
+                assert_eq!(*got, options);
+                assert_eq!(of.workspace_id, "ws-1");
+            }
+            other => panic!("not a snapshot request: {other:?}"),
+        }
+        // In JSON the metadata stays an object.
+        let json = serde_json::to_value(&options).expect("JSON");
+        assert_eq!(json["metadata"]["tool"]["name"], "Bash");
     }
 }

@@ -107,7 +107,6 @@ fn count_past(fx: &Fx, count: fn(&DaemonStatus) -> u64, before: u64, what: &str)
 fn walked_root(fx: &Fx) -> cairn_store::TreeId {
     let mut opts = fx.ws.snapshot_options();
     opts.use_stat_cache = false;
-    opts.memo = None;
     cairn_snapshot::scan(
         fx.ws.store(),
         &fx.root(),

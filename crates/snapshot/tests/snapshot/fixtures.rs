@@ -1,6 +1,6 @@
 //! Shared fixtures: temporary workspaces, a store inside them, and readers of snapshot trees.
 
-use cairn_snapshot::{snapshot, Options, Snapshot};
+use cairn_snapshot::{snapshot, Context, Options, Snapshot};
 use cairn_store::{EntryKind, Store, StoreOptions, Tree, TreeEntry, TreeId};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,12 @@ impl Ws {
     }
 
     pub fn snap(&self, options: &Options) -> Snapshot {
-        snapshot(&self.store, &self.root(), "ws", options, Default::default()).expect("snapshot")
+        self.snap_in(options, Context::default())
+    }
+
+    /// A snapshot with the resources of `ctx` (a memo, a watcher).
+    pub fn snap_in(&self, options: &Options, ctx: Context<'_>) -> Snapshot {
+        snapshot(&self.store, &self.root(), "ws", options, ctx).expect("snapshot")
     }
 
     pub fn entry(&self, snap: &Snapshot, rel: &[u8]) -> Option<TreeEntry> {

@@ -207,7 +207,7 @@ fn a_cache_file_grown_by_another_writer_since_it_was_read_is_written_whole() {
     populate(&ws, 30);
     wait_out_the_racy_window();
     let memo = cairn_snapshot::CacheMemo::default();
-    ws.snap(&with_memo(&memo));
+    ws.snap_in(&Options::default(), with_memo(&memo));
     memo.wait();
     let path = StatCache::path(&ws.store, "ws").expect("path");
     let ino = inode(&path);
@@ -222,7 +222,7 @@ fn a_cache_file_grown_by_another_writer_since_it_was_read_is_written_whole() {
     drop(f);
     ws.write("dir1/new.rs", b"new\n");
     wait_out_the_racy_window();
-    let snap = ws.snap(&with_memo(&memo));
+    let snap = ws.snap_in(&Options::default(), with_memo(&memo));
     memo.wait();
     assert_ne!(inode(&path), ino, "written whole, renamed over");
     let loaded = StatCache::load(&path);
@@ -426,10 +426,10 @@ fn a_file_changed_under_a_directory_the_cache_vouches_for_is_read_again() {
     );
 }
 
-fn with_memo(memo: &cairn_snapshot::CacheMemo) -> Options {
-    Options {
+fn with_memo(memo: &cairn_snapshot::CacheMemo) -> cairn_snapshot::Context<'static> {
+    cairn_snapshot::Context {
         memo: Some(memo.clone()),
-        ..Options::default()
+        ..Default::default()
     }
 }
 
@@ -439,14 +439,14 @@ fn a_memo_serves_the_next_snapshot_and_its_background_write_lands_in_the_file() 
     populate(&ws, 60);
     wait_out_the_racy_window();
     let memo = cairn_snapshot::CacheMemo::default();
-    let first = ws.snap(&with_memo(&memo));
+    let first = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(first.stats.hashed, 60);
     // The memo's cache (header checked against the file) makes the next one read nothing.
-    let second = ws.snap(&with_memo(&memo));
+    let second = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(second.stats.hashed, 0);
     assert_eq!(second.root, first.root);
     ws.write("dir2/file2.rs", b"changed\n");
-    let third = ws.snap(&with_memo(&memo));
+    let third = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(third.stats.hashed, 1);
     // Written by the memo's thread: once it is done, the file alone serves a snapshot without
     // a memo, and names the snapshot that wrote it.
@@ -467,7 +467,7 @@ fn a_memo_is_not_used_once_another_writer_replaced_the_file() {
     populate(&ws, 40);
     wait_out_the_racy_window();
     let memo = cairn_snapshot::CacheMemo::default();
-    ws.snap(&with_memo(&memo));
+    ws.snap_in(&Options::default(), with_memo(&memo));
     // Another process (here: no memo) sees a change and rewrites the cache; the memo still
     // holds the record of the old content.
     ws.write("dir0/file0.rs", b"changed by the other\n");
@@ -476,7 +476,7 @@ fn a_memo_is_not_used_once_another_writer_replaced_the_file() {
     // The header names another body, so the memo is dropped and the file read: nothing is
     // read again. (Had the memo been used, its stale record would have made file0 look
     // changed.)
-    let again = ws.snap(&with_memo(&memo));
+    let again = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(again.stats.hashed, 0);
 }
 
@@ -715,7 +715,7 @@ fn a_snapshot_soon_after_another_calls_off_its_pending_write_and_the_last_cache_
     populate(&ws, 40);
     wait_out_the_racy_window();
     let memo = cairn_snapshot::CacheMemo::default();
-    let first = ws.snap(&with_memo(&memo));
+    let first = ws.snap_in(&Options::default(), with_memo(&memo));
     memo.wait();
     let path = StatCache::path(&ws.store, "ws").expect("path");
     assert_eq!(StatCache::load(&path).snapshot, Some(first.id));
@@ -723,14 +723,14 @@ fn a_snapshot_soon_after_another_calls_off_its_pending_write_and_the_last_cache_
     // the memo's records (the file still holds the first snapshot's cache, which a reader
     // without the memo may use as it is: its header names the snapshot that confirmed it).
     ws.write("dir1/file1.rs", b"changed\n");
-    let second = ws.snap(&with_memo(&memo));
+    let second = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(second.stats.hashed, 1);
     let between = StatCache::load(&path);
     assert!(
         between.snapshot == Some(first.id) || between.snapshot == Some(second.id),
         "the file holds a whole cache, the first's (or the second's, written already)"
     );
-    let third = ws.snap(&with_memo(&memo));
+    let third = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(third.root, second.root);
     assert_eq!(
         third.stats.hashed, 1,
@@ -827,7 +827,7 @@ fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
     populate(&ws, 40);
     wait_out_the_racy_window();
     let memo = cairn_snapshot::CacheMemo::default();
-    let first = ws.snap(&with_memo(&memo));
+    let first = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(first.stats.hashed, 40);
     memo.wait();
     let path = StatCache::path(&ws.store, "ws").expect("path");
@@ -840,7 +840,7 @@ fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
         b"changed
 ",
     );
-    let second = ws.snap(&with_memo(&memo));
+    let second = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(second.stats.hashed, 1);
     let cache = memo.load(&path);
     assert!(
@@ -852,7 +852,7 @@ fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
     let cache = memo.load(&path);
     assert_eq!((cache.held(), cache.len()), (0, 40 + 7));
     memo.put(&path, cache);
-    let third = ws.snap(&with_memo(&memo));
+    let third = ws.snap_in(&Options::default(), with_memo(&memo));
     assert_eq!(third.root, second.root);
     assert_eq!(third.stats.hashed, 1, "the racy file only");
 }

@@ -79,11 +79,11 @@ impl Bench {
     /// A watched snapshot's options, with the cache kept in memory between snapshots as the
     /// `cairn watch` daemon keeps it (so what the memo remembers, such as the subtrees it
     /// counted, is checked too).
-    fn watched(&self) -> Options {
-        Options {
+    fn watched(&self) -> Context<'static> {
+        Context {
             watch: Some(self.watch.clone()),
             memo: Some(self.memo.clone()),
-            ..Options::default()
+            ..Context::default()
         }
     }
 
@@ -94,8 +94,8 @@ impl Bench {
             &self.store,
             &self.root,
             "watched",
-            &self.watched(),
-            Context::default(),
+            &Options::default(),
+            self.watched(),
         )
         .unwrap_or_else(|e| panic!("watched snapshot after {what}: {e}"));
         let truth = scan(
@@ -1166,12 +1166,14 @@ fn a_directory_on_the_way_to_a_change_found_replaced_is_walked_and_its_other_sub
         next: parking_lot::Mutex::new(cairn_snapshot::Scope::Full("unset".into())),
         seq: Default::default(),
     });
-    let options = Options {
+    let memo = cairn_snapshot::CacheMemo::default();
+    let told_ctx = || Context {
         watch: Some(told.clone()),
-        memo: Some(cairn_snapshot::CacheMemo::default()),
-        ..Options::default()
+        memo: Some(memo.clone()),
+        ..Context::default()
     };
-    let first = snapshot(&store, &root, "told", &options, Context::default()).expect("first");
+    let options = Options::default();
+    let first = snapshot(&store, &root, "told", &options, told_ctx()).expect("first");
     assert_eq!(first.walk.walked, Walked::Full);
     // `a/b` becomes a file, and the source (late, as a watcher whose events for `a` are not
     // read yet) names only a directory beneath it: the snapshot finds `a/b` replaced on its
@@ -1184,7 +1186,7 @@ fn a_directory_on_the_way_to_a_change_found_replaced_is_walked_and_its_other_sub
         subtrees: Vec::new(),
         note: None,
     };
-    let snap = snapshot(&store, &root, "told", &options, Context::default()).expect("second");
+    let snap = snapshot(&store, &root, "told", &options, told_ctx()).expect("second");
     let truth = scan(
         &store,
         &root,
