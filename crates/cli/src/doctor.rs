@@ -131,6 +131,7 @@ pub(crate) fn doctor(ctx: &Ctx) -> Result<()> {
     }
     findings.push(store_writable(ctx));
     findings.push(transcript_prompts(ctx, &settings));
+    findings.extend(codex_hooks(ctx));
     let failed: Vec<&Finding> = findings.iter().filter(|f| !f.ok).collect();
     let json = DoctorJson {
         ok: failed.is_empty(),
@@ -634,6 +635,38 @@ fn watcher(ctx: &Ctx, settings: &Settings, silent_only: bool) -> Option<Finding>
 
 /// `store-writable`: a file can be made in the store (or, before the first checkpoint, where it
 /// will be made), the thread database can be written, and the file system has room.
+/// Issue 55: when Cairn's hooks are in Codex's hooks (the project's, else the user's), whether
+/// Codex runs them, asked of Codex itself (`codex app-server`): it skips an untrusted or
+/// disabled hook without a word. `None` when no Codex hooks of Cairn's are installed.
+fn codex_hooks(ctx: &Ctx) -> Option<Finding> {
+    use cairn_agents::codex::{self, Codex};
+    const CHECK: &str = "codex-hooks-trusted";
+    let mut files = vec![Codex.project_settings(&ctx.root)];
+    files.extend(home().map(|h| Codex.user_settings(&h)));
+    let path = files
+        .into_iter()
+        .find(|p| codex::has_ours(p, |c| Codex.is_ours(c)))?;
+    Some(match codex::hooks_not_run(&path, |c| Codex.is_ours(c)) {
+        Ok(problems) if problems.is_empty() => {
+            Finding::pass(CHECK, format!("Codex runs Cairn's hooks in {}", path.display()))
+        }
+        Ok(problems) => Finding::fail(
+            CHECK,
+            problems.join("; "),
+            "run `cairn init codex` (it trusts Cairn's hooks through Codex's app-server), or trust \
+             and enable them in /hooks in Codex",
+            Some(path),
+        ),
+        Err(e) => Finding::fail(
+            CHECK,
+            format!("cannot ask Codex whether it runs Cairn's hooks ({e})"),
+            "put `codex` on PATH or set CAIRN_CODEX to it, then run `cairn doctor` again; or check \
+             /hooks in Codex",
+            Some(path),
+        ),
+    })
+}
+
 fn store_writable(ctx: &Ctx) -> Finding {
     const CHECK: &str = "store-writable";
     let store = match ctx.store_path() {

@@ -149,6 +149,61 @@ fn root_of(settings: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
+/// Why Codex does not load `settings`, when it lists none of Cairn's hooks from it.
+fn not_loaded(settings: &Path) -> String {
+    let root = root_of(settings);
+    format!(
+        "Codex does not load {} (it lists none of Cairn's hooks from it): Codex reads a \
+         project's .codex/ only once the project is trusted; trust it when `codex` asks in {}, \
+         or add [projects.\"{}\"] trust_level = \"trusted\" to Codex's config.toml",
+        settings.display(),
+        root.display(),
+        root.display()
+    )
+}
+
+/// Whether the hooks file `settings` holds a hook whose command `is_ours`.
+pub fn has_ours(settings: &Path, is_ours: impl Fn(&str) -> bool) -> bool {
+    let Ok(json) = settings::read(settings) else {
+        return false;
+    };
+    let hooks = json["hooks"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values());
+    hooks
+        .filter_map(serde_json::Value::as_array)
+        .flatten()
+        .filter_map(|g| g["hooks"].as_array())
+        .flatten()
+        .any(|h| h["command"].as_str().is_some_and(&is_ours))
+}
+
+/// What keeps Codex from running Cairn's hooks in `settings`, asked of Codex (`hooks/list`)
+/// without changing anything: one sentence each; empty when Codex runs them all.
+pub fn hooks_not_run(settings: &Path, is_ours: impl Fn(&str) -> bool) -> Result<Vec<String>> {
+    let root = root_of(settings);
+    let mut server = AppServer::start(&program(), Some(root))?;
+    let ours = list_ours(&mut server, root, settings, &is_ours)?;
+    if ours.is_empty() {
+        return Ok(vec![not_loaded(settings)]);
+    }
+    Ok(ours
+        .iter()
+        .filter(|h| !h.runs())
+        .map(|h| {
+            if h.enabled {
+                format!(
+                    "Codex skips Cairn's {} hook: it is {} (Codex runs a hook only once trusted)",
+                    h.event, h.trust
+                )
+            } else {
+                format!("Cairn's {} hook is disabled in Codex", h.event)
+            }
+        })
+        .collect())
+}
+
 /// Makes Codex trust Cairn's hooks in `settings` through its own interface (the app-server's
 /// `hooks/list`, then `config/batchWrite` of `hooks.state.KEY.trusted_hash` with the hash
 /// Codex reported, as its `/hooks` screen does), and checks that it now runs them: what was
@@ -158,14 +213,7 @@ pub fn trust_ours(settings: &Path, is_ours: impl Fn(&str) -> bool) -> Result<Vec
     let mut server = AppServer::start(&program(), Some(root))?;
     let ours = list_ours(&mut server, root, settings, &is_ours)?;
     if ours.is_empty() {
-        return Ok(vec![format!(
-            "Codex does not load {} (it lists none of Cairn's hooks from it): Codex reads a \
-             project's .codex/ only once the project is trusted; trust it when `codex` asks in {}, \
-             or add [projects.\"{}\"] trust_level = \"trusted\" to Codex's config.toml",
-            settings.display(),
-            root.display(),
-            root.display()
-        )]);
+        return Ok(vec![not_loaded(settings)]);
     }
     let untrusted: Vec<&Listed> = ours
         .iter()

@@ -7,8 +7,18 @@ use std::io::Write;
 
 /// Runs `cairn hook claude-code` with `doc` on stdin: (exit code, stdout, stderr).
 pub(crate) fn hook(f: &Fixture, doc: &Value, extra: &[&str]) -> (Option<i32>, String, String) {
+    hook_of(f, "claude-code", doc, extra)
+}
+
+/// Runs `cairn hook AGENT` with `doc` on stdin: (exit code, stdout, stderr).
+pub(crate) fn hook_of(
+    f: &Fixture,
+    agent: &str,
+    doc: &Value,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"));
-    cmd.args(["hook", "claude-code"])
+    cmd.args(["hook", agent])
         .args(extra)
         .env("CAIRN_HOME", &f.home)
         .env_remove("CAIRN_STORE")

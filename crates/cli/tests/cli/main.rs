@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 mod agents;
+mod codex;
 mod doctor;
 mod files;
 mod home;
