@@ -1,5 +1,6 @@
-//! What Claude Code's hook costs a prompt or a tool call, and what an MCP `checkpoint` call to
-//! `cairn mcp` costs, against a plain `cairn snapshot` of the same tree, side by side (issue 20).
+//! What Claude Code's and Codex's hooks cost a prompt or a tool call, and what an MCP
+//! `checkpoint` call to `cairn mcp` costs, against a plain `cairn snapshot` of the same tree, side
+//! by side (issues 20 and 55).
 //!
 //! ```text
 //! cargo build --release -p cairn-cli
@@ -8,7 +9,8 @@
 //!
 //! Generates a tree, takes a first snapshot (untimed), then in turns, each after editing 10
 //! files: `cairn snapshot`, `cairn hook claude-code` with a `UserPromptSubmit` document (a thread
-//! entry and its checkpoint), and with a `PreToolUse` of `Bash` (a labelled checkpoint). Each is
+//! entry and its checkpoint), and with a `PreToolUse` of `Bash` (a labelled checkpoint); the same
+//! two for `cairn hook codex` (the `PreToolUse` of `apply_patch`). Each is
 //! a whole process, as the agent runs it. Then an MCP `checkpoint` tool call (newline-delimited
 //! JSON-RPC on the pipes, as an agent's client writes it) to one `cairn mcp` server kept running
 //! for every round, as agents keep theirs; and the same call to a server started for it
@@ -177,12 +179,13 @@ fn run(args: Args) -> Result<(), String> {
     timed(&cairn, &root, &home, &["snapshot"], "")?;
     let root_s = root.to_string_lossy();
     let (mut snap, mut prompt, mut tool) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut codex_prompt, mut codex_tool) = (Vec::new(), Vec::new());
     let (mut warm, mut cold) = (Vec::new(), Vec::new());
     let mut server = Mcp::start(&cairn, &root, &home)?;
     for round in 0..runs {
-        edit(&root, round * 5)?;
+        edit(&root, round * 7)?;
         snap.push(timed(&cairn, &root, &home, &["snapshot"], "")?);
-        edit(&root, round * 5 + 1)?;
+        edit(&root, round * 7 + 1)?;
         let doc = serde_json::json!({
             "session_id": "bench", "cwd": root_s, "hook_event_name": "UserPromptSubmit",
             "prompt": format!("prompt {round}"),
@@ -194,7 +197,7 @@ fn run(args: Args) -> Result<(), String> {
             &["hook", "claude-code"],
             &doc.to_string(),
         )?);
-        edit(&root, round * 5 + 2)?;
+        edit(&root, round * 7 + 2)?;
         let doc = serde_json::json!({
             "session_id": "bench", "cwd": root_s, "hook_event_name": "PreToolUse",
             "tool_name": "Bash", "tool_use_id": format!("toolu_bench_{round}"), "tool_input": {},
@@ -206,9 +209,34 @@ fn run(args: Args) -> Result<(), String> {
             &["hook", "claude-code"],
             &doc.to_string(),
         )?);
-        edit(&root, round * 5 + 3)?;
+        edit(&root, round * 7 + 5)?;
+        let doc = serde_json::json!({
+            "session_id": "bench-codex", "turn_id": format!("turn-{round}"), "cwd": root_s,
+            "hook_event_name": "UserPromptSubmit", "prompt": format!("prompt {round}"),
+        });
+        codex_prompt.push(timed(
+            &cairn,
+            &root,
+            &home,
+            &["hook", "codex"],
+            &doc.to_string(),
+        )?);
+        edit(&root, round * 7 + 6)?;
+        let doc = serde_json::json!({
+            "session_id": "bench-codex", "turn_id": format!("turn-{round}"), "cwd": root_s,
+            "hook_event_name": "PreToolUse", "tool_name": "apply_patch",
+            "tool_use_id": format!("call_bench_{round}"), "tool_input": {},
+        });
+        codex_tool.push(timed(
+            &cairn,
+            &root,
+            &home,
+            &["hook", "codex"],
+            &doc.to_string(),
+        )?);
+        edit(&root, round * 7 + 3)?;
         warm.push(server.checkpoint(&format!("mcp-{round}"))?);
-        edit(&root, round * 5 + 4)?;
+        edit(&root, round * 7 + 4)?;
         cold.push(cold_checkpoint(
             &cairn,
             &root,
@@ -227,6 +255,14 @@ fn run(args: Args) -> Result<(), String> {
             &prompt,
         ),
         ("hook claude-code, PreToolUse Bash (checkpoint)", &tool),
+        (
+            "hook codex, UserPromptSubmit (entry + checkpoint)",
+            &codex_prompt,
+        ),
+        (
+            "hook codex, PreToolUse apply_patch (checkpoint)",
+            &codex_tool,
+        ),
         ("mcp checkpoint call, server running", &warm),
         ("mcp checkpoint, server started for it", &cold),
     ] {
