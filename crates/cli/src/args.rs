@@ -196,7 +196,12 @@ pub enum Command {
         --session-id NEW`, then ARGS. The new session records into the same thread. With nothing rewound, or \
         once the new session has prompts, it continues the newest prompt's session. `claude` is looked up on \
         PATH; CAIRN_CLAUDE names another program.\n\n\
-        Examples:\n  cairn resume claude-0f2c…\n  cairn resume claude-0f2c… -- -p \"go on\""
+        Codex CLI (issue 55) keeps one history per session: the rewind took the same session back \
+        (`thread/revert` over `codex app-server`; resume does it first if it was not done), and resume runs \
+        `codex resume SESSION`, then ARGS; ARGS beginning with `exec` run `codex exec resume SESSION` and the \
+        rest (non-interactive). `codex` is looked up on PATH; CAIRN_CODEX names another program.\n\n\
+        Examples:\n  cairn resume claude-0f2c…\n  cairn resume claude-0f2c… -- -p \"go on\"\n  \
+        cairn resume codex-01a2… -- exec \"go on\""
     )]
     Resume {
         /// The thread (`claude-<session id>`, or a name a rewind gave it).
