@@ -777,6 +777,7 @@ class Threads(Managed):
         workspace: Workspace | None,
         paths: Iterable[str | os.PathLike[str]] | None = None,
         on_drift: Literal["refuse", "keep", "overwrite"] | None = None,
+        continuation: dict[str, Any] | None = None,
     ) -> RewindReport:
         th, en = _id(thread, "thread"), _id(entry, "entry")
         doc = json_arg(
@@ -791,6 +792,11 @@ class Threads(Managed):
                 from_run=from_run.id if isinstance(from_run, Run) else from_run,
                 paths=[os.fspath(p) for p in paths] if paths is not None else None,
                 on_drift=on_drift,
+                continuation=(
+                    {"data": continuation.get("data"), "names": list(continuation.get("names", []))}
+                    if continuation is not None
+                    else None
+                ),
             )
         )
         with self._use() as t, _maybe(workspace) as w:
@@ -812,6 +818,7 @@ class Threads(Managed):
         workspace: Workspace | None = None,
         paths: Iterable[str | os.PathLike[str]] | None = None,
         on_drift: Literal["refuse", "keep", "overwrite"] | None = None,
+        continuation: dict[str, Any] | None = None,
     ) -> RewindReport:
         """Rewinds the thread to ``entry`` of its active branch, in one operation: files
         (with ``files=True``) from the checkpoint at or before it, then conversation, memory
@@ -829,6 +836,11 @@ class Threads(Managed):
         root), and ``on_drift`` checks for files edited since the thread's newest checkpoint
         (after the one restored) by someone else: ``"refuse"`` (ConflictError), ``"keep"``
         them or ``"overwrite"`` them. Default: no check.
+
+        ``continuation`` (``{"data": ..., "names": [...]}``) is an agent's half of the rewind,
+        kept with it before the files change: ``data`` comes back in the report's
+        ``continuation``, and the thread is found by each of ``names`` once the rewind is
+        done. A thread Claude Code's hooks wrote gets Claude's without it.
         """
         return self._rewind(
             lib.cairn_threads_rewind,
@@ -845,6 +857,7 @@ class Threads(Managed):
             workspace,
             paths=paths,
             on_drift=on_drift,
+            continuation=continuation,
         )
 
     def restore_before(
@@ -863,6 +876,7 @@ class Threads(Managed):
         workspace: Workspace | None = None,
         paths: Iterable[str | os.PathLike[str]] | None = None,
         on_drift: Literal["refuse", "keep", "overwrite"] | None = None,
+        continuation: dict[str, Any] | None = None,
     ) -> RewindReport:
         """"Restore before this prompt": the rewind to just before user entry ``entry``,
         with the checkpoint taken right before it. Options as for :meth:`rewind`, ``paths``
@@ -882,6 +896,7 @@ class Threads(Managed):
             workspace,
             paths=paths,
             on_drift=on_drift,
+            continuation=continuation,
         )
 
     def fork(
