@@ -12,6 +12,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 mod error;
 pub mod gemini;
 pub mod rewind;
@@ -32,6 +33,7 @@ pub fn by_name(name: &str) -> Option<&'static dyn Agent> {
         claude::NAME => Some(&claude::ClaudeCode),
         codex::NAME => Some(&codex::Codex),
         gemini::NAME => Some(&gemini::GeminiCli),
+        copilot::NAME => Some(&copilot::CopilotCli),
         _ => None,
     }
 }
@@ -51,6 +53,27 @@ pub(crate) fn session_thread(prefix: &str, session_id: &str) -> ThreadId {
         .take(120)
         .collect();
     ThreadId::new(format!("{prefix}-{clean}"))
+}
+
+/// The admission key of a prompt: `PREFIX-prompt-` and a hash of the session, the prompt and
+/// how long the agent's transcript was, so the same delivery of the same prompt is one entry
+/// and the same words typed again later are another.
+pub(crate) fn prompt_key(
+    prefix: &str,
+    session_id: &str,
+    prompt: &str,
+    transcript_len: u64,
+) -> String {
+    let mut h = cairn_store::Hasher::new();
+    for part in [
+        session_id.as_bytes(),
+        prompt.as_bytes(),
+        &transcript_len.to_le_bytes(),
+    ] {
+        h.update(part);
+        h.update(&[0]);
+    }
+    format!("{prefix}-prompt-{}", &h.finish().to_hex()[..32])
 }
 
 /// The agent whose thread this is (its metadata's `agent`), if Cairn knows it.

@@ -596,6 +596,26 @@ pub enum HookCommand {
         #[arg(long)]
         watch: bool,
     },
+    /// GitHub Copilot CLI's hook: reads one hook document on stdin and checkpoints the workspace
+    /// of its `cwd` (issue 55).
+    #[command(
+        after_help = "UserPromptSubmit: the prompt is appended to the session's thread (copilot-<session_id>) \
+        as a user entry, after a checkpoint of the files. PreToolUse of a tool that changes files (create, \
+        edit, bash, powershell; Write, Edit, Bash as Copilot CLI names them to these hooks) and each --tool: a \
+        checkpoint labelled before-<tool>. PreCompact: a checkpoint. Stop: a checkpoint labelled end-of-turn. \
+        Other events and tools: nothing. On any failure it prints one line on stderr and exits with 1, which \
+        never blocks the agent.\n\n\
+        Installed by `cairn init copilot`. Example, to try it by hand:\n  \
+        echo '{\"session_id\":\"s1\",\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\".\",\"prompt\":\"hi\"}' | cairn hook copilot"
+    )]
+    Copilot {
+        /// Another tool whose calls change files; repeatable.
+        #[arg(long, value_name = "NAME")]
+        tool: Vec<String>,
+        /// Start `cairn watch` for the workspace in the background when none runs.
+        #[arg(long)]
+        watch: bool,
+    },
 }
 
 /// `cairn init ...`: plug Cairn into an agent.
@@ -679,6 +699,34 @@ pub enum InitCommand {
     )]
     Gemini {
         /// The user's settings (~/.gemini/settings.json) instead of the project's.
+        #[arg(long)]
+        user: bool,
+        /// Take Cairn's hooks out again (and the --on-rewind commands).
+        #[arg(long)]
+        remove: bool,
+        /// A command to run after every rewind Cairn completes in this workspace; repeatable
+        /// (kept in .claude/cairn.json, as for Claude Code).
+        #[arg(long, value_name = "CMD")]
+        on_rewind: Vec<String>,
+        /// The hooks start `cairn watch` for the workspace when none runs.
+        #[arg(long, conflicts_with = "remove")]
+        watch: bool,
+    },
+    /// Install Cairn's hooks for GitHub Copilot CLI (the project's .github/hooks/cairn.json)
+    /// (issue 55).
+    #[command(
+        after_help = "Writes .github/hooks/cairn.json (with --user, ~/.copilot/hooks/cairn.json), a hooks file \
+        of Cairn's own, leaving the other files of the directory as they are (idempotent): {\"version\": 1, \
+        \"hooks\": {EVENT: [{\"type\": \"command\", \"bash\": \"<cairn> hook copilot\", \"timeoutSec\": 60}]}} \
+        for SessionStart, UserPromptSubmit, PreToolUse, PreCompact and Stop.\n\n\
+        Copilot CLI loads a repository's hooks only in a folder you trust, and skips them without a word \
+        otherwise: init says so. A rewind of a copilot-… thread takes the files back; Copilot CLI cannot \
+        continue a session from an earlier message, so its conversation still holds the turns taken off \
+        (`cairn resume` runs `copilot --resume=SESSION`).\n\n\
+        Examples:\n  cairn init copilot\n  cairn init copilot --user\n  cairn init copilot --remove"
+    )]
+    Copilot {
+        /// The user's hooks (~/.copilot/hooks/cairn.json) instead of the project's.
         #[arg(long)]
         user: bool,
         /// Take Cairn's hooks out again (and the --on-rewind commands).

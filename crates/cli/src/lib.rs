@@ -218,6 +218,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             &on_rewind,
             watch,
         ),
+        Command::Hook(HookCommand::Copilot { tool, watch }) => {
+            agents::hook(&ctx, &cairn_agents::copilot::CopilotCli, &tool, watch)
+        }
+        Command::Init(InitCommand::Copilot {
+            user,
+            remove,
+            on_rewind,
+            watch,
+        }) => agents::init(
+            &ctx,
+            &cairn_agents::copilot::CopilotCli,
+            user,
+            remove,
+            &on_rewind,
+            watch,
+        ),
         Command::Trust { path, revoke } => trust::trust_command(&ctx, path.as_deref(), revoke),
         Command::Mcp => mcp::serve(&ctx),
     }

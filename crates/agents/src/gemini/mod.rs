@@ -302,17 +302,8 @@ impl Agent for GeminiCli {
                     .as_deref()
                     .and_then(|p| std::fs::metadata(p).ok())
                     .map_or(0, |m| m.len());
-                let mut h = cairn_store::Hasher::new();
-                for part in [
-                    input.session_id.as_bytes(),
-                    text.as_bytes(),
-                    &len.to_le_bytes(),
-                ] {
-                    h.update(part);
-                    h.update(&[0]);
-                }
                 Event::Prompt {
-                    key: format!("gemini-prompt-{}", &h.finish().to_hex()[..32]),
+                    key: crate::prompt_key("gemini", &input.session_id, &text, len),
                     text,
                     place: Place {
                         offset: Some(len),
