@@ -119,10 +119,15 @@ impl Finding {
 /// fails with `VALIDATION` when any check did not pass.
 pub(crate) fn doctor(ctx: &Ctx) -> Result<()> {
     let settings = Settings::read(ctx);
-    let mut findings = vec![
-        hooks_installed(&settings, &ctx.canonical_root()),
-        hooks_disabled(&settings),
-    ];
+    let codex = codex_hooks(ctx);
+    // Claude Code's checks, unless only Codex has Cairn's hooks (a Codex user is not told to
+    // install Claude Code's).
+    let claude = !settings.hooks.is_empty() || codex.is_none();
+    let mut findings = Vec::new();
+    if claude {
+        findings.push(hooks_installed(&settings, &ctx.canonical_root()));
+        findings.push(hooks_disabled(&settings));
+    }
     if !settings.hooks.is_empty() {
         findings.push(hooks_command(&settings, ctx));
     }
@@ -130,8 +135,10 @@ pub(crate) fn doctor(ctx: &Ctx) -> Result<()> {
         findings.push(f);
     }
     findings.push(store_writable(ctx));
-    findings.push(transcript_prompts(ctx, &settings));
-    findings.extend(codex_hooks(ctx));
+    if claude {
+        findings.push(transcript_prompts(ctx, &settings));
+    }
+    findings.extend(codex);
     let failed: Vec<&Finding> = findings.iter().filter(|f| !f.ok).collect();
     let json = DoctorJson {
         ok: failed.is_empty(),
@@ -140,7 +147,7 @@ pub(crate) fn doctor(ctx: &Ctx) -> Result<()> {
     ctx.emit(&json, || {
         let mut out: String = json.findings.iter().map(|f| f.line() + "\n").collect();
         if json.ok {
-            out.push_str("all good: Claude Code's prompts and file changes get checkpoints\n");
+            out.push_str("all good: the agent's prompts and file changes get checkpoints\n");
         }
         out
     })?;

@@ -154,3 +154,29 @@ fn doctor_reports_codex_hooks_it_cannot_check_and_says_what_to_do() {
         .as_str()
         .is_some_and(|m| m.contains("CAIRN_CODEX")));
 }
+
+#[test]
+fn doctor_does_not_tell_a_codex_user_to_install_claude_codes_hooks() {
+    // Issue 55: with only Codex's hooks installed, Claude Code's checks are not run.
+    let f = Fixture::new();
+    let no_codex = f.root.join("no-codex-here");
+    f.cairn(&["init", "codex"])
+        .env("CAIRN_CODEX", &no_codex)
+        .assert()
+        .success();
+    let out = f
+        .cairn(&["--json", "doctor"])
+        .env("CAIRN_CODEX", &no_codex)
+        .output()
+        .expect("doctor");
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let checks: Vec<&str> = json["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|x| x["check"].as_str())
+        .collect();
+    assert!(!checks.contains(&"hooks-installed"), "{json}");
+    assert!(!checks.contains(&"transcript-prompts"), "{json}");
+    assert!(checks.contains(&"codex-hooks-trusted"), "{json}");
+}
