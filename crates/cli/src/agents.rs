@@ -441,8 +441,14 @@ pub(crate) fn init(
             out.push_str(&format!("{n}\n"));
         }
         if !remove && !json.added.is_empty() {
+            // Until the agent runs the hooks (the notes above say what it needs), it does not.
+            let when = if json.notes.is_empty() {
+                "now checkpoints"
+            } else {
+                "will checkpoint, once it runs the hooks (see above),"
+            };
             out.push_str(&format!(
-                "{} now checkpoints the files before every prompt and before every tool that \
+                "{} {when} the files before every prompt and before every tool that \
                  changes files; see them with `cairn thread list` and `cairn list`\n",
                 agent.display_name()
             ));
