@@ -40,6 +40,9 @@ struct Demo {
     home: PathBuf,
     json: bool,
     steps: Vec<Step>,
+    /// The plan a dry run showed: a later step whose output begins with it (the same rewind,
+    /// refused or confirmed) says so in one line rather than print it again.
+    plan: Option<String>,
 }
 
 /// `arg` as a shell would need it typed.
@@ -129,7 +132,11 @@ impl Demo {
             "cairn {}",
             args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
         );
-        self.record(shown.clone(), code, text.clone());
+        let told = match self.plan.as_deref().and_then(|p| text.strip_prefix(p)) {
+            Some(rest) => format!("(the plan the dry run showed)\n{rest}"),
+            None => text.clone(),
+        };
+        self.record(shown.clone(), code, told);
         if code != expect {
             return Err(CliError::new(
                 ErrorKind::Panic,
@@ -276,6 +283,7 @@ pub(crate) fn demo(ctx: &Ctx, keep: bool) -> Result<()> {
         project: project.clone(),
         json: ctx.json,
         steps: Vec::new(),
+        plan: None,
     };
     if !d.json {
         println!("Cairn demo: a time machine for an agent's workspace.");
@@ -381,7 +389,11 @@ fn story(d: &mut Demo) -> Result<()> {
     d.cairn(&["diff", &user1, &user2, "--patch"], 0)?;
 
     d.say("7. The second turn went wrong: rewind to the end of the first. A dry run first; it changes nothing.");
-    d.cairn(&["rewind", "chat", &end1, "--files", "--dry-run"], 0)?;
+    let dry_run = d.cairn(&["rewind", "chat", &end1, "--files", "--dry-run"], 0)?;
+    // The refused and the confirmed rewind below begin with the same plan: shown once, here.
+    d.plan = dry_run
+        .find("dry run: nothing was changed")
+        .map(|at| dry_run[..at].to_string());
     d.check(
         "the dry run left the files alone",
         d.read("Makefile").is_some() && d.read("README.md").is_none(),
@@ -395,6 +407,7 @@ fn story(d: &mut Demo) -> Result<()> {
 
     d.say("9. The rewind, confirmed: the files and the conversation go back together, after a safety snapshot.");
     d.cairn(&["rewind", "chat", &end1, "--files", "--yes"], 0)?;
+    d.plan = None;
     let safety = d.newest()?;
     d.check(
         "the files are as the first turn left them",

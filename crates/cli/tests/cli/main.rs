@@ -220,6 +220,29 @@ fn demo_finishes_cleanly_and_tells_the_story() {
         .stdout(predicate::str::contains("whole story"));
 }
 
+// Issue 61: the demo showed the rewind's plan three times (the dry run, the refusal without
+// --yes, the confirmed rewind); once is enough, and the two later steps still say what they did.
+#[test]
+fn the_demo_shows_the_rewind_plan_once() {
+    let out = Command::cargo_bin("cairn")
+        .expect("bin")
+        .arg("demo")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.matches("plan: rewind thread chat").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("refusing to rewind without confirmation"),
+        "{text}"
+    );
+    assert!(text.contains("rewound thread chat"), "{text}");
+}
+
 #[test]
 fn demo_with_json_lists_its_steps() {
     let out = Command::cargo_bin("cairn")
