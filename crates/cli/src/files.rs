@@ -802,22 +802,8 @@ pub(crate) fn drift_reference(
 pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     let (dry_run, yes) = (a.dry_run, a.yes);
     ctx.check_confirmable("restore", dry_run, yes)?;
-    eprintln!(
-        "PHASE56 cli-start {:?}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
     let ws = ctx.open_workspace(false)?;
     let id = ws.store().resolve(&a.snapshot)?;
-    eprintln!(
-        "PHASE56 opened {:?}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
     let mut options = PlanOptions {
         paths: chosen_paths(ws.root(), &a.paths)?,
         ..PlanOptions::default()
@@ -833,13 +819,6 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     }
     let plan = plan?;
     let dry = Report::dry_run(&plan);
-    eprintln!(
-        "PHASE56 planned {:?}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
     if dry_run {
         return ctx.emit(&dry, || {
             plan_text(&dry, ws.root()) + "dry run: nothing was changed\n"
@@ -866,26 +845,12 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         yes,
     )?;
     let bar = ctx.spinner("restore: applying");
-    eprintln!(
-        "PHASE56 printed {:?}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
     let report = ws.apply(&plan, &ApplyOptions::default(), Context::default());
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let report = report?;
     record_restore(ctx, &ws, &report);
-    eprintln!(
-        "PHASE56 recorded {:?}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-    );
     ctx.emit(&report, || done_text(&report, None))
 }
 
