@@ -1,6 +1,6 @@
 //! `include/cairn.schema.json`: the JSON Schema of every document that crosses the C ABI,
 //! made from the Rust types themselves (`schemars`): the options structs of this crate
-//! (`json.rs`, `threads.rs`) and the reports of the library crates, which derive
+//! (`json.rs`, `threads/`) and the reports of the library crates, which derive
 //! `JsonSchema` behind their `schema` feature (enabled here as a dev-dependency). One
 //! document: `functions` names, for each C function that takes or gives JSON, the schema of
 //! each JSON argument (by its C name) and of its result, each with a title; `$defs` holds the

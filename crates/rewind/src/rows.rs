@@ -2,7 +2,7 @@
 //! checkpoint and a thread and how a row becomes one, the lookups every module shares
 //! (`load_*`, `require_thread`, the active branch, a thread's lineage), and the two writes
 //! that many operations make (`emit` an event, `note_workspace`). The [`crate::Threads`] API
-//! is in `threads.rs`; this is what it and the other modules read and write rows with.
+//! is in `threads/`; this is what it and the other modules read and write rows with.
 
 use crate::error::{DbResult, Error, Result};
 use crate::ids::{CheckpointId, EntryId, ThreadId};

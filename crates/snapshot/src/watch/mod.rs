@@ -47,7 +47,7 @@
 //! write through a hard link from outside the workspace make no event in its directories. A
 //! walk finds a hard-linked file changed by its `lstat`; so a directory holding a file with
 //! more than one link is never vouched for by the stat cache and is listed by every snapshot,
-//! watched or not (see `walk.rs`).
+//! watched or not (see the `walk` module).
 
 use crate::statcache::RACY_WINDOW_NS;
 use cairn_store::relpath::join;
