@@ -58,6 +58,7 @@ pub mod report;
 mod safe;
 mod site;
 pub mod watch;
+mod watch_socket;
 pub mod workspace;
 
 pub use apply::{files_after, ApplyOptions};

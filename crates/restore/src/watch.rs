@@ -22,24 +22,24 @@
 //!
 //! A daemon that does not answer (stopped with SIGSTOP or Ctrl-Z, or stuck) holds no client
 //! past [`ANSWER_WITHIN`] (issue 53): the connection is made within it, the daemon says it
-//! works on a request at once and again every [`BEAT`] until it answers, and a client that
+//! works on a request at once and again every `BEAT` (250 ms) until it answers, and a client that
 //! hears nothing for that long walks by itself, saying why in the snapshot's
-//! `walk.reason`. One daemon per workspace is decided by a lock beside the socket (see
-//! [`lock`]): `cairn watch --stop` and a new `cairn watch` find a daemon that does not answer
-//! by it, and kill it.
+//! `walk.reason`. One daemon per workspace is decided by a lock beside the socket:
+//! `cairn watch --stop` and a new `cairn watch` find a daemon that does not answer by it, and
+//! kill it.
+//!
+//! The daemon ([`serve`]) is here, above the workspace it serves; the socket's protocol, its
+//! lock and the client's side are below the workspace (the crate's `watch_socket` module,
+//! whose public items this module re-exports), so neither imports the other in a circle.
 
-pub(crate) mod client;
 mod daemon;
-mod lock;
-mod protocol;
 
-pub use client::{
+pub use crate::watch_socket::client::{
     daemon_allowed, find, kill_silent, listening, runs, status, wait_gone, Client, Found,
     ANSWER_WITHIN,
 };
+pub use crate::watch_socket::protocol::{socket_path, DaemonStatus, SOCKET_NAME};
 pub use daemon::{serve, ServeEnd};
-pub(crate) use protocol::Target;
-pub use protocol::{socket_path, DaemonStatus, SOCKET_NAME};
 
 #[cfg(doc)]
 use crate::workspace::Workspace;

@@ -8,7 +8,7 @@ use crate::journal::{self, Journal, Recovery, StrayStaged};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
-use crate::watch::{client, Target};
+use crate::watch_socket::{client, protocol::Target};
 use crate::{apply, home};
 use cairn_snapshot::{
     CaptureSettings, Context, Options as SnapshotOptions, Snapshot, WatchOptions, Watcher,

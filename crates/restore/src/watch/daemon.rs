@@ -7,13 +7,13 @@ mod state;
 #[cfg(doc)]
 use self::state::MERGES_STOPPED_AT_MOST;
 use self::state::{Asked, Count, Merges, StoreAhead, Tally};
-use super::client::{ask, connect, NoAnswer};
-use super::lock;
-use super::protocol::{
+use crate::error::{Error, Result};
+use crate::watch_socket::client::{ask, connect, NoAnswer};
+use crate::watch_socket::lock;
+use crate::watch_socket::protocol::{
     recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, Target, BEAT,
     TIMEOUT,
 };
-use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use cairn_snapshot::{
     ChangeSource, Changes, Context, Options as SnapshotOptions, Snapshot, Watcher,

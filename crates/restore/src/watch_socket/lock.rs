@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The lock file's name, beside the socket.
-pub(super) const LOCK_NAME: &str = "watch.lock";
+pub(crate) const LOCK_NAME: &str = "watch.lock";
 
 /// The lock file beside the socket `socket`.
-pub(super) fn lock_path(socket: &Path) -> PathBuf {
+pub(crate) fn lock_path(socket: &Path) -> PathBuf {
     socket.with_file_name(LOCK_NAME)
 }
 
@@ -34,7 +34,7 @@ fn open(path: &Path) -> Result<std::fs::File> {
 
 /// Takes the lock at `path` without waiting and writes this process's id in it: `None` when
 /// another process holds it.
-pub(super) fn try_take(path: &Path) -> Result<Option<HeldLock>> {
+pub(crate) fn try_take(path: &Path) -> Result<Option<HeldLock>> {
     let Some(held) = HeldLock::take(open(path)?, LockMode::Exclusive, false, path)? else {
         return Ok(None);
     };
@@ -48,7 +48,7 @@ pub(super) fn try_take(path: &Path) -> Result<Option<HeldLock>> {
 }
 
 /// Whether a process holds the lock at `path` (a daemon, or one starting).
-pub(super) fn held(path: &Path) -> Result<bool> {
+pub(crate) fn held(path: &Path) -> Result<bool> {
     if std::fs::symlink_metadata(path).is_err() {
         return Ok(false);
     }
@@ -69,7 +69,7 @@ fn try_take_quietly(path: &Path) -> Result<Option<HeldLock>> {
 /// to have the file open (a holder that has just taken the lock may not have written its id
 /// yet, and the id left there may by now be another process's). `None`: the lock is free,
 /// or its holder cannot be told.
-pub(super) fn holder(path: &Path) -> Result<Option<u32>> {
+pub(crate) fn holder(path: &Path) -> Result<Option<u32>> {
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         if !held(path)? {
@@ -104,7 +104,7 @@ fn has_open(pid: u32, path: &Path) -> bool {
 
 /// Whether process `pid` is stopped (by SIGSTOP, or Ctrl-Z in its terminal), from
 /// `/proc/<pid>/stat`.
-pub(super) fn stopped(pid: u32) -> bool {
+pub(crate) fn stopped(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
@@ -116,7 +116,7 @@ pub(super) fn stopped(pid: u32) -> bool {
 
 /// The process holding the lock at `path` when it is stopped (see [`stopped`]): a client
 /// waiting for its answer walks at once. Quick, no waiting: a holder not yet known is not.
-pub(super) fn stopped_holder(path: &Path) -> Option<u32> {
+pub(crate) fn stopped_holder(path: &Path) -> Option<u32> {
     let mut text = String::new();
     std::fs::File::open(path)
         .ok()?
@@ -129,7 +129,7 @@ pub(super) fn stopped_holder(path: &Path) -> Option<u32> {
 /// Kills process `pid` (SIGKILL, which also ends a stopped process), never this one, and
 /// waits until the lock at `path` is free (the kernel drops it as the process dies): the lock,
 /// taken, or `None` when another watcher took it first.
-pub(super) fn kill(pid: u32, path: &Path) -> Result<Option<HeldLock>> {
+pub(crate) fn kill(pid: u32, path: &Path) -> Result<Option<HeldLock>> {
     if pid == std::process::id() {
         return Err(Error::Busy {
             detail: format!(

@@ -61,7 +61,7 @@ pub fn listening(path: &Path) -> bool {
 /// longer than a socket address holds. Within [`ANSWER_WITHIN`] (`SO_SNDTIMEO` bounds a Unix
 /// socket's `connect`): a daemon that does not accept, its queue of connections full, fails
 /// it with `TimedOut`.
-pub(super) fn connect(path: &Path) -> std::io::Result<UnixStream> {
+pub(crate) fn connect(path: &Path) -> std::io::Result<UnixStream> {
     use rustix::net::{sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
     with_short_path(path, |p| {
         let fd = rustix::net::socket_with(
@@ -88,7 +88,7 @@ pub(super) fn connect(path: &Path) -> std::io::Result<UnixStream> {
 
 /// Why a request got no answer.
 #[derive(Debug)]
-pub(super) enum NoAnswer {
+pub(crate) enum NoAnswer {
     /// Nobody listens: no socket, or a dead watcher's.
     Nobody,
     /// Somebody listens but said nothing for [`ANSWER_WITHIN`] (stopped, or stuck), or
@@ -115,7 +115,7 @@ impl NoAnswer {
 /// until it answers; each sign of life is awaited for [`ANSWER_WITHIN`] (less when the
 /// watcher's process is seen stopped: looked at every [`LOOK_EVERY`] of silence), the answer
 /// for `total` at most.
-pub(super) fn ask(
+pub(crate) fn ask(
     path: &Path,
     req: &Request,
     total: Duration,

@@ -31,10 +31,10 @@ const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x07";
 
 /// How long a daemon waits for a request, and at most a client for an answer to `Changes`
 /// or `Status` (each served on a thread of its own, never behind a snapshot).
-pub(super) const TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often a daemon working on a request says so (`Response::Working`).
-pub(super) const BEAT: Duration = Duration::from_millis(250);
+pub(crate) const BEAT: Duration = Duration::from_millis(250);
 
 /// The socket of the watcher of workspace `id` in `store`.
 pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
@@ -42,7 +42,7 @@ pub fn socket_path(store: &Store, id: &str) -> Result<PathBuf> {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Request {
+pub(crate) enum Request {
     Changes {
         since: Option<Token>,
     },
@@ -68,7 +68,7 @@ pub(crate) struct Target {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Response {
+pub(crate) enum Response {
     Changes(Changes),
     Snapshot(Box<Snapshot>),
     Status(Box<DaemonStatus>),
@@ -130,7 +130,7 @@ pub struct DaemonStatus {
     pub took_over: Option<u32>,
 }
 
-pub(super) fn with_short_path<T>(
+pub(crate) fn with_short_path<T>(
     path: &Path,
     f: impl FnOnce(&Path) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
@@ -149,7 +149,7 @@ pub(super) fn with_short_path<T>(
     out
 }
 
-pub(super) fn send<T: Serialize>(s: &mut UnixStream, msg: &T) -> std::io::Result<()> {
+pub(crate) fn send<T: Serialize>(s: &mut UnixStream, msg: &T) -> std::io::Result<()> {
     let bytes = postcard::to_stdvec(msg).map_err(std::io::Error::other)?;
     let len = u32::try_from(PROTOCOL.len() + bytes.len()).map_err(std::io::Error::other)?;
     let mut out = Vec::with_capacity(4 + len as usize);
@@ -159,7 +159,7 @@ pub(super) fn send<T: Serialize>(s: &mut UnixStream, msg: &T) -> std::io::Result
     s.write_all(&out)
 }
 
-pub(super) fn recv<T: serde::de::DeserializeOwned>(s: &mut UnixStream) -> std::io::Result<T> {
+pub(crate) fn recv<T: serde::de::DeserializeOwned>(s: &mut UnixStream) -> std::io::Result<T> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len);
