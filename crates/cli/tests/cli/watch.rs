@@ -431,7 +431,13 @@ fn claude_code_hooks_installed_with_watch_start_a_watcher_that_their_checkpoints
         .is_some_and(|c| c.ends_with(" hook claude-code")));
     assert_eq!(
         plain["added"],
-        serde_json::json!(["UserPromptSubmit", "PreToolUse", "PreCompact", "Stop"])
+        serde_json::json!([
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PreCompact",
+            "Stop"
+        ])
     );
     f.json(&["watch", "--stop"]);
 }
