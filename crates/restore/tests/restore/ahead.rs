@@ -224,8 +224,10 @@ fn snapshots_walked_ahead_equal_a_walk_after_random_operations_and_a_stale_one_i
             operate(&root, &mut rng, n);
             let walked = daemon(&fx).expect("the daemon runs").walked_ahead;
             let case = n % 3;
+            let mut walked_first = walked;
             if case < 2 {
                 walked_ahead_past(&fx, walked);
+                walked_first = daemon(&fx).expect("the daemon runs").walked_ahead;
             }
             if case == 1 {
                 // A change after the walk ahead: it must not stand in for this snapshot.
@@ -257,8 +259,15 @@ fn snapshots_walked_ahead_equal_a_walk_after_random_operations_and_a_stale_one_i
                     }
                 }
                 1 => {
-                    assert_eq!(after, before, "operation {n}: a stale walk ahead was used");
-                    assert!(snap.walk.ahead_ms.is_none());
+                    // Held up past the daemon's 20 ms margin after the second change (a loaded
+                    // machine), the daemon walks ahead again, after it: that walk may answer
+                    // (the snapshot equals a walk, checked above). The first one never may.
+                    let walked_again =
+                        daemon(&fx).expect("the daemon runs").walked_ahead > walked_first;
+                    if !walked_again {
+                        assert_eq!(after, before, "operation {n}: a stale walk ahead was used");
+                        assert!(snap.walk.ahead_ms.is_none());
+                    }
                     stale += 1;
                 }
                 _ => immediate += 1,
