@@ -844,6 +844,8 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         ),
         yes,
     )?;
+    // The dry run's lists of every path are not held while the files are written (issue 56).
+    drop(dry);
     let bar = ctx.spinner("restore: applying");
     let report = ws.apply(&plan, &ApplyOptions::default(), Context::default());
     if let Some(bar) = bar {

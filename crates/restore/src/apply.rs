@@ -300,6 +300,9 @@ fn guarded_restore(
     // Every change is made. Durability is confirmed by the next snapshot, restore or opening of the
     // workspace (see the journal module), not waited for here.
     journal::advance(ws, &mut j, State::Applied, false)?;
+    // The journal's copy of the plan and its report are not held while the stat cache is
+    // built, the peak of a restore's memory (issue 56).
+    drop(j);
     // The files it wrote go into the stat cache, while the restore lock is still held.
     exec.prime(plan);
     drop(lock);

@@ -240,7 +240,7 @@ impl<'a> Exec<'a> {
             // A directory of ours made read-only is opened up only when the restore runs (and
             // given its mode back): staging, which changes nothing, writes into the nearest
             // ancestor that lets it instead; the rename puts the file in place (issue 32).
-            let mut file = match safe::create_file(&*fd, &name, 0o600) {
+            let mut file = match safe::create_file(&*fd, &name, *mode) {
                 Ok(f) => f,
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ACCESS.raw_os_error()) => {
                     let mut found = None;
@@ -248,7 +248,7 @@ impl<'a> Exec<'a> {
                         let parent = dir.iter().rposition(|&b| b == b'/').unwrap_or(0);
                         dir.truncate(parent);
                         fd = self.dirs.dir(&dir)?;
-                        if let Ok(f) = safe::create_file(&*fd, &name, 0o600) {
+                        if let Ok(f) = safe::create_file(&*fd, &name, *mode) {
                             found = Some(f);
                             break;
                         }
@@ -260,16 +260,16 @@ impl<'a> Exec<'a> {
                 }
                 Err(e) => return Err(Error::io("stage", self.abs(&dir), e)),
             };
-            let r = self.ws.store().copy_object_to(blob, &mut file);
-            if let Err(e) = r {
-                let _ = safe::unlink(&*fd, &name);
-                return Err(stage_error(self.abs(&path.0), e));
-            }
-            rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-                .map_err(|e| Error::io("set mode", self.abs(&path.0), e.into()))?;
-            if let Ok(st) = rustix::fs::fstat(&file) {
-                self.staged_stats
-                    .insert(path.0.clone(), StatRecord::of(&st));
+            let r = fill_staged(self.ws, &mut file, blob, *mode, || self.dirs.abs(&path.0));
+            let st = match r {
+                Ok(st) => st,
+                Err(e) => {
+                    let _ = safe::unlink(&*fd, &name);
+                    return Err(e);
+                }
+            };
+            if let Some(st) = st {
+                self.staged_stats.insert(path.0.clone(), st);
             }
             self.staging_dirs.push(dir.clone());
             self.staged.insert(path.0.clone(), (dir, name));
@@ -322,7 +322,7 @@ impl<'a> Exec<'a> {
                 _ => {}
             }
         }
-        let store = self.ws.store();
+        let (ws, store) = (self.ws, self.ws.store());
         let dirs = &self.dirs;
         let stats = work
             .par_iter()
@@ -330,16 +330,10 @@ impl<'a> Exec<'a> {
                 let (_, name) = a.path().split_last();
                 match a {
                     Action::WriteFile { blob, mode, .. } => {
-                        let mut file = safe::create_file(&**fd, name, 0o600)
+                        let mut file = safe::create_file(&**fd, name, *mode)
                             .map_err(|e| Error::io("stage", dirs.abs(&a.path().0), e))?;
-                        store
-                            .copy_object_to(blob, &mut file)
-                            .map_err(|e| stage_error(dirs.abs(&a.path().0), e))?;
-                        rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-                            .map_err(|e| Error::io("set mode", dirs.abs(&a.path().0), e.into()))?;
-                        Ok(rustix::fs::fstat(&file)
-                            .ok()
-                            .map(|st| (a.path().0.clone(), StatRecord::of(&st))))
+                        let st = fill_staged(ws, &mut file, blob, *mode, || dirs.abs(&a.path().0))?;
+                        Ok(st.map(|st| (a.path().0.clone(), st)))
                     }
                     Action::MakeSymlink { target, .. } => {
                         let bytes = store.read_object(target)?.1;
@@ -399,32 +393,60 @@ impl<'a> Exec<'a> {
     /// is now at its place (issue 33): `cairn_snapshot::prime` keeps those whose records are
     /// proven, so the next snapshot reads none of them. Best effort, after every change.
     pub(crate) fn prime(&mut self, plan: &Plan) {
+        // What staging kept is done with once the plan is carried out: freed before the stat
+        // cache is built, the peak of a restore's memory (issue 56).
+        let staged_stats = std::mem::take(&mut self.staged_stats);
+        self.prestaged = HashSet::new();
+        self.staged = HashMap::new();
+        // The directories are looked up here, the files' `lstat`s made in parallel.
+        let mut fds = Vec::new();
         let mut written = Vec::new();
         for a in &plan.actions {
             let Action::WriteFile { path, blob, .. } = a else {
                 continue;
             };
-            let Some(staged) = self.staged_stats.get(&path.0).copied() else {
+            let Some(staged) = staged_stats.get(&path.0).copied() else {
                 continue;
             };
             let Some(&clock_ns) = self.clocks.get(&staged.dev) else {
                 continue;
             };
-            let (parent, name) = path.split_last();
-            let Ok(fd) = self.dirs.dir(parent) else {
+            let Ok(fd) = self.dirs.dir(path.split_last().0) else {
                 continue;
             };
-            let Ok(Some(st)) = safe::lstat(&*fd, name) else {
-                continue;
-            };
+            fds.push(fd);
             written.push(Written {
                 path: path.0.clone(),
                 blob: *blob,
                 staged,
                 clock_ns,
-                placed: StatRecord::of(&st),
+                placed: staged,
             });
         }
+        drop(staged_stats);
+        let placed: Vec<Option<StatRecord>> = fds
+            .par_iter()
+            .zip(written.par_iter())
+            .map(|(fd, w)| {
+                let name = match w.path.iter().rposition(|&b| b == b'/') {
+                    Some(i) => &w.path[i + 1..],
+                    None => &w.path[..],
+                };
+                safe::lstat(&**fd, name)
+                    .ok()
+                    .flatten()
+                    .map(|st| StatRecord::of(&st))
+            })
+            .collect();
+        drop(fds);
+        let mut placed = placed.into_iter();
+        written.retain_mut(|w| match placed.next().flatten() {
+            Some(p) => {
+                w.placed = p;
+                true
+            }
+            None => false,
+        });
         let ws = self.ws;
         cairn_snapshot::prime(
             ws.store(),
@@ -523,15 +545,18 @@ impl<'a> Exec<'a> {
         let mut obstructed = Vec::new();
         // Paths the plan removes before it creates something there (a type change): for the
         // creation, "absent" is the state before it too.
+        // Only a recovery looks these up: an apply does not hold a copy of every path for them.
         let removed: std::collections::HashSet<Vec<u8>> = plan
             .actions
             .iter()
+            .filter(|_| recover)
             .filter(|a| matches!(a, Action::RemoveFile { .. } | Action::RemoveDir { .. }))
             .map(|a| a.path().0.clone())
             .collect();
         let created: HashMap<Vec<u8>, &Action> = plan
             .actions
             .iter()
+            .filter(|_| recover)
             .filter(|a| {
                 matches!(
                     a,
@@ -861,6 +886,30 @@ fn sync_together(files: Vec<(std::fs::File, std::path::PathBuf)>) -> Result<()> 
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Writes the content `blob` into the staged `file` (created with `mode`'s permission bits, as
+/// far as the umask lets them through), verifying it against its id, then gives the file its
+/// mode: `open` already did where the umask kept every bit (the `fstat` taken for the stat
+/// cache shows it), else one `fchmod` (issue 56: no `fchmod` per file in the common case).
+/// Returns that `fstat`'s record, `None` where it could not be taken.
+fn fill_staged(
+    ws: &Site,
+    file: &mut std::fs::File,
+    blob: &ObjectId,
+    mode: u32,
+    abs: impl Fn() -> std::path::PathBuf,
+) -> Result<Option<StatRecord>> {
+    ws.store()
+        .copy_object_to(blob, file)
+        .map_err(|e| stage_error(abs(), e))?;
+    match rustix::fs::fstat(&*file) {
+        Ok(st) if st.st_mode & 0o7777 == mode & 0o7777 => return Ok(Some(StatRecord::of(&st))),
+        _ => {}
+    }
+    rustix::fs::fchmod(&*file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
+        .map_err(|e| Error::io("set mode", abs(), e.into()))?;
+    Ok(rustix::fs::fstat(&*file).ok().map(|st| StatRecord::of(&st)))
 }
 
 /// The error of staging content for `path` that the store could not give.

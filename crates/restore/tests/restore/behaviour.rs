@@ -947,3 +947,36 @@ fn snapshots_taken_without_a_daemon_merge_the_small_packs_they_leave_and_every_s
         assert_eq!(&fx.picture(), picture);
     }
 }
+
+// Issue 56: a staged file is created with its mode, and given it with `fchmod` only where the
+// umask took bits away; this checks the bits the usual umask (022) strips, and those `open`
+// never sets, come back, beside an existing file and inside a directory made whole.
+#[test]
+fn files_whose_modes_the_umask_strips_come_back_with_every_bit() {
+    let fx = Fx::new();
+    let modes: [(&str, u32); 6] = [
+        ("group-writable.txt", 0o664),
+        ("everyone.txt", 0o666),
+        ("tool.sh", 0o777),
+        ("private.txt", 0o600),
+        ("read-only.txt", 0o444),
+        ("setgid.sh", 0o2755),
+    ];
+    for (name, mode) in modes {
+        for dir in ["", "made/"] {
+            let rel = format!("{dir}{name}");
+            fx.write(&rel, rel.as_bytes());
+            chmod(&fx.root().join(&rel), mode);
+        }
+    }
+    fx.write("kept.txt", b"kept");
+    let snap = fx.snap();
+    let want = fx.picture();
+    std::fs::remove_dir_all(fx.root().join("made")).expect("rm");
+    for (name, _) in modes {
+        std::fs::remove_file(fx.root().join(name)).expect("rm");
+    }
+    fx.restore(&snap.id);
+    assert_eq!(fx.picture(), want);
+    assert!(temp_files(&fx.root()).is_empty());
+}

@@ -41,6 +41,18 @@ impl Fx {
     pub fn picture(&self) -> BTreeMap<Vec<u8>, Node> {
         picture(&self.root())
     }
+
+    /// Restores the whole of `snap` with the default options.
+    pub fn restore(&self, snap: &cairn_store::SnapshotId) -> cairn_restore::Report {
+        self.ws
+            .restore(
+                snap,
+                &Default::default(),
+                &Default::default(),
+                Default::default(),
+            )
+            .expect("restore")
+    }
 }
 
 pub fn open(dir: &Path) -> Workspace {
