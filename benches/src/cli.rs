@@ -160,26 +160,40 @@ pub fn output(cmd: &mut std::process::Command) -> Result<String, String> {
 /// Runs `git ARGS` in `tree` with the machine's and the user's configuration ignored (as in
 /// `compare`) and the untracked cache on, as the harnesses time it.
 pub fn git(tree: &std::path::Path, args: &[&str]) -> Result<(), String> {
-    output(
-        std::process::Command::new("git")
-            .current_dir(tree)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .args([
-                "-c",
-                "gc.auto=0",
-                "-c",
-                "user.name=bench",
-                "-c",
-                "user.email=bench@example.invalid",
-                "-c",
-                "commit.gpgSign=false",
-                "-c",
-                "core.untrackedCache=true",
-            ])
-            .args(args),
-    )
-    .map(drop)
+    output(git_command().current_dir(tree).args(args)).map(drop)
+}
+
+/// `git` with the machine's and the user's configuration ignored, no automatic gc, a bench
+/// identity, no signing and the untracked cache on.
+pub fn git_command() -> std::process::Command {
+    let mut c = std::process::Command::new("git");
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args([
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.invalid",
+            "-c",
+            "commit.gpgSign=false",
+            "-c",
+            "core.untrackedCache=true",
+        ]);
+    c
+}
+
+/// Every path below `root` (as [`crate::gen::walk`] lists them), sorted: what a restored copy
+/// is checked against.
+pub fn listing(root: &std::path::Path) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut paths: Vec<_> = crate::gen::walk(root)
+        .map_err(|e| format!("walking {}: {e}", root.display()))?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    paths.sort();
+    Ok(paths)
 }
 
 /// How long the harnesses wait after editing files, so no tool sees them as racy (inside the

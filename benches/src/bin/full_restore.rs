@@ -23,8 +23,7 @@
 //!
 //! Each output is checked afterwards (untimed) to list the same paths as the tree.
 
-use cairn_benches::cli::{self, Args};
-use cairn_benches::gen;
+use cairn_benches::cli::{self, listing, Args};
 use cairn_restore::{Workspace, WorkspaceOptions};
 use std::path::Path;
 use std::process::Command;
@@ -46,16 +45,6 @@ fn main() {
 
 fn tar(args: &[&str], dir: &Path) -> Result<(), String> {
     cli::output(Command::new("tar").arg("-C").arg(dir).args(args)).map(drop)
-}
-
-fn listing(root: &Path) -> Result<Vec<std::path::PathBuf>, String> {
-    let mut paths: Vec<_> = gen::walk(root)
-        .map_err(|e| format!("walking {}: {e}", root.display()))?
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect();
-    paths.sort();
-    Ok(paths)
 }
 
 fn run(args: Args) -> Result<(), String> {
