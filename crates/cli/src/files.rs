@@ -812,6 +812,9 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
         options.on_drift = d.policy();
         options.reference = drift_reference(&ws, &id, a.reference.as_deref())?;
     }
+    if yes && !dry_run {
+        return restore_confirmed(ctx, &ws, &id, &options);
+    }
     let bar = ctx.spinner("restore: planning");
     let plan = ws.plan(&id, &options, Context::default());
     if let Some(bar) = bar {
@@ -853,6 +856,35 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     }
     let report = report?;
     record_restore(ctx, &ws, &report);
+    ctx.emit(&report, || done_text(&report, None))
+}
+
+/// A restore confirmed beforehand (`--yes`): no question stands between the plan and its
+/// apply, so the one walk of the safety snapshot makes the plan that is carried out
+/// (`Workspace::restore`), instead of a walk to plan and another for the safety snapshot
+/// (issue 56). The plan is printed as it was carried out, then what was done.
+fn restore_confirmed(
+    ctx: &Ctx,
+    ws: &cairn_restore::Workspace,
+    id: &cairn_store::SnapshotId,
+    options: &PlanOptions,
+) -> Result<()> {
+    let bar = ctx.spinner("restore: applying");
+    let report = ws.restore(id, options, &ApplyOptions::default(), Context::default());
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    if !ctx.json {
+        print!("{}", plan_text(&report, ws.root()));
+    }
+    // A restore that changes something always takes a safety snapshot.
+    if report.safety_snapshot_id.is_none() {
+        return ctx.emit(&report, || {
+            "nothing to do: the files are as the snapshot holds them\n".into()
+        });
+    }
+    record_restore(ctx, ws, &report);
     ctx.emit(&report, || done_text(&report, None))
 }
 
