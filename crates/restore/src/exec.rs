@@ -332,8 +332,7 @@ impl<'a> Exec<'a> {
                     Action::WriteFile { blob, mode, .. } => {
                         let mut file = safe::create_file(&**fd, name, *mode)
                             .map_err(|e| Error::io("stage", dirs.abs(&a.path().0), e))?;
-                        let st = fill_staged(ws, &mut file, blob, *mode, || dirs.abs(&a.path().0))?;
-                        Ok(st.map(|st| (a.path().0.clone(), st)))
+                        fill_staged(ws, &mut file, blob, *mode, || dirs.abs(&a.path().0))
                     }
                     Action::MakeSymlink { target, .. } => {
                         let bytes = store.read_object(target)?.1;
@@ -345,7 +344,14 @@ impl<'a> Exec<'a> {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        self.staged_stats.extend(stats.into_iter().flatten());
+        // The records come back in `work`'s order, without a copy of each path (issue 56: the
+        // paths are copied once, into the map, sized beforehand).
+        self.staged_stats.reserve(stats.iter().flatten().count());
+        for ((_, a), st) in work.iter().zip(stats) {
+            if let Some(st) = st {
+                self.staged_stats.insert(a.path().0.clone(), st);
+            }
+        }
         Ok(())
     }
 
