@@ -282,16 +282,42 @@ impl<'a> Exec<'a> {
     /// run time one rename puts the whole directory in place, instead of one rename per file.
     /// Nothing in the workspace changes.
     fn stage_new_dirs(&mut self, actions: &[&Action]) -> Result<()> {
+        // Descriptors of the staged directories, at most `safe::max_open_dirs` at once: past
+        // that, the files gathered so far are written and the descriptors let go, each
+        // directory reopened where it stands when it is needed again (issue 56: a 500k-file
+        // tree has 41,666 directories, more than a process may hold open).
         let mut staged: HashMap<Vec<u8>, Arc<OwnedFd>> = HashMap::new();
+        // Where each staged directory stands beneath the root (under its temporary name).
+        let mut staged_at: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
         let mut work: Vec<(Arc<OwnedFd>, &Action)> = Vec::new();
         for a in actions {
             let path = &a.path().0;
             let (parent, name) = a.path().split_last();
+            if staged.len() >= self.dirs.max_open() {
+                self.write_staged(&work)?;
+                work.clear();
+                staged.clear();
+            }
+            let in_staged = match staged.get(parent) {
+                Some(fd) => Some(fd.clone()),
+                None => match staged_at.get(parent) {
+                    Some(at) => {
+                        let fd = self.dirs.dir(at)?;
+                        staged.insert(parent.to_vec(), fd.clone());
+                        Some(fd)
+                    }
+                    None => None,
+                },
+            };
             match a {
                 Action::MakeDir { mode, .. } => {
-                    if let Some(pfd) = staged.get(parent).cloned() {
+                    if let Some(pfd) = in_staged {
                         let fd = safe::mkdir_open(&*pfd, name, *mode)
                             .map_err(|e| Error::io("stage directory", self.abs(path), e))?;
+                        let mut at = staged_at.get(parent).cloned().unwrap_or_default();
+                        at.push(b'/');
+                        at.extend_from_slice(name);
+                        staged_at.insert(path.clone(), at);
                         staged.insert(path.clone(), Arc::new(fd));
                         self.prestaged.insert(path.clone());
                         continue;
@@ -309,19 +335,31 @@ impl<'a> Exec<'a> {
                         let _ = safe::rmdir(&*pfd, &tmp);
                         continue;
                     };
+                    let mut at = parent.to_vec();
+                    if !at.is_empty() {
+                        at.push(b'/');
+                    }
+                    at.extend_from_slice(&tmp);
+                    staged_at.insert(path.clone(), at);
                     self.new_dirs.insert(path.clone(), tmp);
                     self.staging_dirs.push(parent.to_vec());
                     staged.insert(path.clone(), Arc::new(fd));
                 }
                 Action::WriteFile { .. } | Action::MakeSymlink { .. } => {
-                    if let Some(pfd) = staged.get(parent) {
-                        work.push((pfd.clone(), a));
+                    if let Some(pfd) = in_staged {
+                        work.push((pfd, a));
                         self.prestaged.insert(path.clone());
                     }
                 }
                 _ => {}
             }
         }
+        self.write_staged(&work)
+    }
+
+    /// Writes (and verifies) the files and symlinks `work` puts in staged directories, in
+    /// parallel, keeping each file's record for the stat cache.
+    fn write_staged(&mut self, work: &[(Arc<OwnedFd>, &Action)]) -> Result<()> {
         let (ws, store) = (self.ws, self.ws.store());
         let dirs = &self.dirs;
         let stats = work
