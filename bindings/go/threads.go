@@ -576,6 +576,18 @@ type RewindOptions struct {
 	// (after the one restored) by someone else: DriftRefuse (ErrConflict), DriftKeep or
 	// DriftOverwrite. "": no check.
 	OnDrift DriftPolicy
+	// Continuation is an agent's half of the rewind, kept with it before the files change:
+	// its Data comes back in the report's Continuation and the thread is found by each of its
+	// Names once the rewind is done. nil: none (a thread Claude Code's hooks wrote gets
+	// Claude's without it).
+	Continuation *Continuation
+}
+
+// Continuation is what an agent needs to continue its own conversation from a rewind's point,
+// and the names the thread is found by from the rewind on.
+type Continuation struct {
+	Data  json.RawMessage `json:"data"`
+	Names []string        `json:"names,omitempty"`
 }
 
 func (o *RewindOptions) encode() ([]byte, error) {
@@ -591,17 +603,19 @@ func (o *RewindOptions) encode() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(struct {
-		Files        *bool       `json:"files,omitempty"`
-		Memory       *bool       `json:"memory,omitempty"`
-		DryRun       bool        `json:"dry_run,omitempty"`
-		Force        bool        `json:"force,omitempty"`
-		Key          string      `json:"key,omitempty"`
-		ToolSettleMS *uint64     `json:"tool_settle_ms,omitempty"`
-		LeaseWaitMS  *uint64     `json:"lease_wait_ms,omitempty"`
-		FromRun      string      `json:"from_run,omitempty"`
-		Paths        []string    `json:"paths,omitempty"`
-		OnDrift      DriftPolicy `json:"on_drift,omitempty"`
-	}{o.Files, o.Memory, o.DryRun, o.Force, o.Key, settle, wait, o.FromRun, o.Paths, o.OnDrift})
+		Files        *bool         `json:"files,omitempty"`
+		Memory       *bool         `json:"memory,omitempty"`
+		DryRun       bool          `json:"dry_run,omitempty"`
+		Force        bool          `json:"force,omitempty"`
+		Key          string        `json:"key,omitempty"`
+		ToolSettleMS *uint64       `json:"tool_settle_ms,omitempty"`
+		LeaseWaitMS  *uint64       `json:"lease_wait_ms,omitempty"`
+		FromRun      string        `json:"from_run,omitempty"`
+		Paths        []string      `json:"paths,omitempty"`
+		OnDrift      DriftPolicy   `json:"on_drift,omitempty"`
+		Continuation *Continuation `json:"continuation,omitempty"`
+	}{o.Files, o.Memory, o.DryRun, o.Force, o.Key, settle, wait, o.FromRun, o.Paths, o.OnDrift,
+		o.Continuation})
 }
 
 // FilesReport is the files part of a rewind or fork.

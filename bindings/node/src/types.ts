@@ -827,6 +827,19 @@ export interface RewindOptions extends Cancellable {
    * Default: no check.
    */
   onDrift?: 'refuse' | 'keep' | 'overwrite';
+  /**
+   * An agent's half of the rewind, kept with it before the files change: its `data` comes back
+   * in the report's `continuation`, and the thread is found by each of its `names` once the
+   * rewind is done. A thread Claude Code's hooks wrote gets Claude's without it.
+   */
+  continuation?: Continuation;
+}
+
+/** What an agent needs to continue its own conversation from a rewind's point, and the names
+ * the thread is found by from the rewind on. */
+export interface Continuation {
+  data: unknown;
+  names?: string[];
 }
 
 /** The files part of a rewind or fork report. */

@@ -71,6 +71,7 @@ const RESULTS = {
 /** Each object of the schema's options: the interface a caller fills. */
 const OPTIONS = {
   CheckpointPolicy: 'CheckpointPolicy',
+  Continuation: 'Continuation',
   DiffOptions: 'DiffOptions',
   ForkOptions: 'ForkOptions',
   GcOptions: 'GcOptions',
