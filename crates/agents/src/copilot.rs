@@ -274,10 +274,6 @@ impl Agent for CopilotCli {
         Ok(changes)
     }
 
-    fn is_ours(&self, command: &str) -> bool {
-        command.contains("cairn") && command.contains("hook copilot")
-    }
-
     /// Copilot CLI cannot continue a session from an earlier message.
     fn before(&self, place: &Place) -> Result<Option<String>> {
         Err(Error::NoPlace(format!(

@@ -249,7 +249,9 @@ pub trait Agent: Send + Sync {
     ) -> std::result::Result<settings::Changes, String>;
 
     /// Whether a hook command is Cairn's.
-    fn is_ours(&self, command: &str) -> bool;
+    fn is_ours(&self, command: &str) -> bool {
+        command.contains("cairn") && command.contains(&format!("hook {}", self.name()))
+    }
 
     /// Where the agent's conversation is cut to take the prompt at `place` and everything
     /// after it away, in the agent's own terms: for Claude Code the id of the message before

@@ -109,17 +109,13 @@ pub(crate) fn hook(
             Ok(())
         }
         Event::BeforeTool { label, who } => checkpoint(
-            &ctx,
-            agent,
-            &hook.session_id,
+            &session_of(&ctx, agent, &hook.session_id)?,
             CheckpointKind::Tool,
             &label,
             who,
         ),
         Event::Compaction => checkpoint(
-            &ctx,
-            agent,
-            &hook.session_id,
+            &session_of(&ctx, agent, &hook.session_id)?,
             CheckpointKind::Compaction,
             "before-compaction",
             serde_json::Map::new(),
@@ -133,15 +129,10 @@ pub(crate) fn hook(
             if let Ok(v) = serde_json::to_value(&place) {
                 meta.insert(cairn_agents::PLACE_KEY.into(), v);
             }
-            checkpoint(
-                &ctx,
-                agent,
-                &hook.session_id,
-                CheckpointKind::Manual,
-                END_OF_TURN,
-                meta,
-            )?;
-            crate::own_rewind::follow(&ctx, agent, &hook.session_id)
+            // One opening of the workspace and its threads serves both.
+            let opened = session_of(&ctx, agent, &hook.session_id)?;
+            checkpoint(&opened, CheckpointKind::Manual, END_OF_TURN, meta)?;
+            crate::own_rewind::follow(&opened.0, agent, &opened.1, &hook.session_id)
         }
         Event::SessionStart => {
             if let Some(notice) = crate::doctor::session_start_notice(&ctx) {
@@ -154,18 +145,25 @@ pub(crate) fn hook(
     }
 }
 
-fn checkpoint(
+/// Opens the workspace and its threads, and finds the thread of the agent's session.
+fn session_of(
     ctx: &Ctx,
     agent: &dyn Agent,
     session_id: &str,
+) -> Result<(crate::threads::Opened, ThreadId)> {
+    let o = open(ctx, true)?;
+    let thread = session_thread(&o.threads, agent, session_id)?;
+    Ok((o, thread))
+}
+
+fn checkpoint(
+    (o, thread): &(crate::threads::Opened, ThreadId),
     kind: CheckpointKind,
     label: &str,
     metadata: serde_json::Map<String, serde_json::Value>,
 ) -> Result<()> {
-    let o = open(ctx, true)?;
-    let thread = session_thread(&o.threads, agent, session_id)?;
     o.threads.checkpoint_as(
-        &thread,
+        thread,
         kind,
         label,
         &CheckpointOptions {

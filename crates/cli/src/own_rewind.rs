@@ -7,12 +7,12 @@
 //! dropped turns made them, and the user is told in one line which differ and the command that
 //! puts them back (issue 54).
 
-use crate::agents::session_thread;
-use crate::ctx::Ctx;
 use crate::error::Result;
-use crate::threads::open;
+use crate::threads::Opened;
 use cairn_agents::{Agent, Place};
-use cairn_rewind::{AppendOptions, Entry, EntryKind, NewEntry, RewindOptions, FILE_CHECKPOINT_KEY};
+use cairn_rewind::{
+    AppendOptions, Entry, EntryKind, NewEntry, RewindOptions, ThreadId, FILE_CHECKPOINT_KEY,
+};
 
 /// How many changed paths the notice names before it counts the rest.
 const NAMED_PATHS: usize = 5;
@@ -20,10 +20,13 @@ const NAMED_PATHS: usize = 5;
 /// Moves the thread of `session_id` to where the agent's conversation stands when the user
 /// rewound it inside the agent, and prints the notice (`{"systemMessage": ...}`) on stdout.
 /// A transcript that cannot be read leaves the thread as it is.
-pub(crate) fn follow(ctx: &Ctx, agent: &dyn Agent, session_id: &str) -> Result<()> {
-    let o = open(ctx, true)?;
-    let thread = session_thread(&o.threads, agent, session_id)?;
-    let entries = o.threads.entries(&thread, false)?;
+pub(crate) fn follow(
+    o: &Opened,
+    agent: &dyn Agent,
+    thread: &ThreadId,
+    session_id: &str,
+) -> Result<()> {
+    let entries = o.threads.entries(thread, false)?;
     let prompts: Vec<(usize, Place)> = entries
         .iter()
         .enumerate()
@@ -48,7 +51,7 @@ pub(crate) fn follow(ctx: &Ctx, agent: &dyn Agent, session_id: &str) -> Result<(
     let point = &entries[earlier[k + 1].0 - 1];
     let newest = &entries[*newest_at];
     o.threads.rewind(
-        &thread,
+        thread,
         &point.id,
         &RewindOptions {
             files: Some(false),
@@ -60,7 +63,7 @@ pub(crate) fn follow(ctx: &Ctx, agent: &dyn Agent, session_id: &str) -> Result<(
         m.remove(FILE_CHECKPOINT_KEY);
     }
     let moved = o.threads.append(
-        &thread,
+        thread,
         NewEntry::user(newest.payload.clone()).with_metadata(metadata),
         &AppendOptions {
             files_of: newest.checkpoint.as_ref().map(|c| c.checkpoint_id.clone()),
@@ -71,7 +74,7 @@ pub(crate) fn follow(ctx: &Ctx, agent: &dyn Agent, session_id: &str) -> Result<(
             ..AppendOptions::default()
         },
     )?;
-    if let Some(notice) = notice(&o, &thread, first_dropped, newest, &moved.entry) {
+    if let Some(notice) = notice(o, thread, first_dropped, newest, &moved.entry) {
         println!("{}", serde_json::json!({ "systemMessage": notice }));
     }
     Ok(())
@@ -81,8 +84,8 @@ pub(crate) fn follow(ctx: &Ctx, agent: &dyn Agent, session_id: &str) -> Result<(
 /// files before the first dropped turn) as the prompt found them, and the command that puts
 /// them back. `None` when none differ or a checkpoint is missing.
 fn notice(
-    o: &crate::threads::Opened,
-    thread: &cairn_rewind::ThreadId,
+    o: &Opened,
+    thread: &ThreadId,
     first_dropped: &Entry,
     newest: &Entry,
     moved: &Entry,

@@ -519,7 +519,8 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         ctx.check_confirmable("rewind --files", args.dry_run, args.yes)?;
     }
     let o = open(ctx, false)?;
-    let thread = thread_named(&o.threads, &args.thread)?.id;
+    let found = thread_named(&o.threads, &args.thread)?;
+    let thread = found.id.clone();
     let point = if is_checkpoint {
         Point::Checkpoint(resolve_checkpoint(&o.threads, &thread, name)?)
     } else {
@@ -564,7 +565,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
     };
     // An agent's thread: where the agent's conversation continues is chosen from the plan and
     // kept in the rewind's journal before any file changes (issue 54).
-    let agent_thread = cairn_agents::of_thread(&o.threads.thread(&thread)?.metadata).is_some();
+    let agent_thread = cairn_agents::of_thread(&found.metadata).is_some();
     let mut half = crate::agents::AgentHalf::default();
     if args.dry_run || files || agent_thread {
         let mut plan = call(&options)?;

@@ -210,10 +210,6 @@ impl Agent for ClaudeCode {
         settings::merge_hooks(settings, &wanted(), command, remove, |c| self.is_ours(c))
     }
 
-    fn is_ours(&self, command: &str) -> bool {
-        command.contains("cairn") && command.contains("hook claude-code")
-    }
-
     fn before(&self, place: &Place) -> Result<Option<String>> {
         let (path, t) = transcript_of(place)?;
         let line = prompt_line(&t, &path, place)?;

@@ -409,10 +409,6 @@ impl Agent for Codex {
         settings::merge_hooks(settings, &wanted(), command, remove, |c| self.is_ours(c))
     }
 
-    fn is_ours(&self, command: &str) -> bool {
-        command.contains("cairn") && command.contains("hook codex")
-    }
-
     /// The prompt's turn: `thread/revert` takes it and every later turn away.
     fn before(&self, place: &Place) -> Result<Option<String>> {
         place.prompt_id.clone().map(Some).ok_or_else(|| {

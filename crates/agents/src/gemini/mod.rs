@@ -382,10 +382,6 @@ impl Agent for GeminiCli {
         Ok(changes)
     }
 
-    fn is_ours(&self, command: &str) -> bool {
-        command.contains("cairn") && command.contains("hook gemini")
-    }
-
     /// The id of the prompt's own message: `$rewindTo` takes it and everything after it off.
     fn before(&self, place: &Place) -> Result<Option<String>> {
         prompt_message(place).map(Some)
