@@ -19,8 +19,34 @@ use std::time::Duration;
 /// (`UNSUPPORTED`, naming both versions) instead. Version 3 adds the table `thread_names`
 /// (the names a rewind's continuation gives a thread, issue 54), which a build of version 2
 /// would not keep. Opening a version 1 or 2 database upgrades it in place (nothing to
-/// rewrite: the new table is created and the version changes).
-pub const SCHEMA_VERSION: i64 = 3;
+/// rewrite: the new table is created and the version changes). Version 4 adds the table
+/// `inbox` (prompts queued for a thread's next safe boundary, issue 59) and its event kinds
+/// (`prompt_queued`, `prompt_delivered`, `prompt_cancelled`), which a build of version 3 would
+/// fail on reading from the shared log; a version 1 to 3 database gains the table in place.
+pub const SCHEMA_VERSION: i64 = 4;
+
+/// What version 4 adds: the inbox of each thread (see [`crate::Admission`]). One row per
+/// admission key of a thread, for ever: `queued` until delivered at a safe boundary (the
+/// entry and its checkpoint named) or cancelled by a rewind (named). Written to run on a
+/// database that may have it already.
+const SCHEMA_V4: &str = r#"
+CREATE TABLE IF NOT EXISTS inbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  thread_id TEXT NOT NULL REFERENCES threads(id),
+  key TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'delivered', 'cancelled')),
+  payload BLOB NOT NULL,
+  metadata TEXT NOT NULL,
+  entry_id TEXT,
+  checkpoint_id TEXT,
+  rewind_id TEXT,
+  error TEXT,
+  queued_ms INTEGER NOT NULL,
+  done_ms INTEGER,
+  UNIQUE (thread_id, key)
+);
+CREATE INDEX IF NOT EXISTS inbox_queued ON inbox(thread_id, state, seq);
+"#;
 
 /// What version 3 adds to the tables of versions 1 and 2: the names a thread is also found by
 /// (see [`crate::names`]). Written to run on a database that may have it already.
@@ -33,8 +59,8 @@ CREATE TABLE IF NOT EXISTS thread_names (
 CREATE INDEX IF NOT EXISTS thread_names_thread ON thread_names(thread_id);
 "#;
 
-/// The tables of schema versions 1 and 2 (version 3 adds [`SCHEMA_V3`]), created in one
-/// transaction.
+/// The tables of schema versions 1 and 2 (version 3 adds [`SCHEMA_V3`], version 4
+/// [`SCHEMA_V4`]), created in one transaction.
 const SCHEMA_V1: &str = r#"
 CREATE TABLE threads (
   id TEXT PRIMARY KEY,
@@ -367,9 +393,10 @@ fn migrate_pg(pg: &mut PgClient, shown: &Path) -> Result<()> {
                 .db("write the schema version")?;
                 Ok(())
             }
-            // Version 1's tables are version 2's; version 3 adds one.
-            1 | 2 => {
+            // Version 1's tables are version 2's; versions 3 and 4 add one each.
+            1..=3 => {
                 pg.batch(&pg_types(SCHEMA_V3)).db("upgrade the schema")?;
+                pg.batch(&pg_types(SCHEMA_V4)).db("upgrade the schema")?;
                 pg.query(
                     "UPDATE cairn_schema SET version = ?1 RETURNING version",
                     [SCHEMA_VERSION],
@@ -394,9 +421,8 @@ fn migrate_pg(pg: &mut PgClient, shown: &Path) -> Result<()> {
     }
 }
 
-/// The schema for PostgreSQL: [`SCHEMA_V1`] and [`SCHEMA_V3`] with their types translated
-/// ([`pg_types`]), the three references of
-/// `threads` to tables created after it added at the end, an explicit `rowid` on `threads`
+/// The schema for PostgreSQL: [`SCHEMA_V1`], [`SCHEMA_V3`] and [`SCHEMA_V4`] with their types
+/// translated ([`pg_types`]), the three references of `threads` to tables created after it added at the end, an explicit `rowid` on `threads`
 /// (SQLite's implicit one orders threads created in the same millisecond), and the
 /// `cairn_schema` table that holds what SQLite keeps in `PRAGMA user_version`.
 pub(crate) fn pg_schema() -> String {
@@ -429,6 +455,7 @@ pub(crate) fn pg_schema() -> String {
          CREATE TABLE cairn_schema (version BIGINT NOT NULL);\n",
     );
     schema.push_str(&pg_types(SCHEMA_V3));
+    schema.push_str(&pg_types(SCHEMA_V4));
     schema
 }
 
@@ -482,12 +509,14 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
         0 => {
             tx.execute_batch(SCHEMA_V1).db("create the schema")?;
             tx.execute_batch(SCHEMA_V3).db("create the schema")?;
+            tx.execute_batch(SCHEMA_V4).db("create the schema")?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .db("write the schema version")?;
         }
-        // Version 1's tables are version 2's; version 3 adds one.
-        1 | 2 => {
+        // Version 1's tables are version 2's; versions 3 and 4 add one each.
+        1..=3 => {
             tx.execute_batch(SCHEMA_V3).db("upgrade the schema")?;
+            tx.execute_batch(SCHEMA_V4).db("upgrade the schema")?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .db("upgrade the schema version")?;
         }

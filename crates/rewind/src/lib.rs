@@ -6,7 +6,9 @@
 //! several machines may share, with the same schema and guarantees. It holds threads and their entries (a tree of branches
 //! with one active leaf; nothing is ever deleted), the checkpoints this layer took (snapshots
 //! bound to entries), memory items and the entries they stand on, runs with leases and their
-//! tool calls, rewind and fork records with idempotency keys, and an append-only event log.
+//! tool calls, rewind and fork records with idempotency keys, an inbox of prompts queued for
+//! each thread's next safe boundary ([`Threads::enqueue`], [`Threads::deliver`]; cancelled by
+//! a rewind), and an append-only event log.
 //!
 //! Files are reached only through the [`Files`] seam, which `cairn-restore`'s
 //! [`cairn_restore::Workspace`] implements (see [`workspace`]): a checkpoint is a workspace
@@ -81,5 +83,6 @@ pub use report::{
 pub use rewind::{RewindOptions, RewindRecord};
 pub use runs::{Run, RunOptions};
 pub use threads::{
-    AppendOptions, Appended, CheckpointFailure, CheckpointOptions, Threads, ThreadsOptions, DB_FILE,
+    Admission, AppendOptions, Appended, CheckpointFailure, CheckpointOptions, DeliverOptions,
+    Delivery, PromptState, Threads, ThreadsOptions, DB_FILE,
 };

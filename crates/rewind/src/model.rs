@@ -435,6 +435,13 @@ pub enum EventKind {
     /// workspace recorded with [`crate::Threads::record_restore`] (no thread). Since schema
     /// version 2.
     RestoreApplied,
+    /// A prompt was queued in the thread's inbox (`key`). Since schema version 4.
+    PromptQueued,
+    /// A queued prompt was delivered at a safe boundary: its `key`, the `entry_id` it became
+    /// and its `checkpoint_id`. Since schema version 4.
+    PromptDelivered,
+    /// A queued prompt was cancelled by a rewind (`key`, `rewind_id`). Since schema version 4.
+    PromptCancelled,
 }
 
 impl EventKind {
@@ -448,6 +455,9 @@ impl EventKind {
             EventKind::RewindCompleted => "rewind_completed",
             EventKind::ForkCreated => "fork_created",
             EventKind::RestoreApplied => "restore_applied",
+            EventKind::PromptQueued => "prompt_queued",
+            EventKind::PromptDelivered => "prompt_delivered",
+            EventKind::PromptCancelled => "prompt_cancelled",
         }
     }
 
@@ -461,6 +471,9 @@ impl EventKind {
             "rewind_completed" => EventKind::RewindCompleted,
             "fork_created" => EventKind::ForkCreated,
             "restore_applied" => EventKind::RestoreApplied,
+            "prompt_queued" => EventKind::PromptQueued,
+            "prompt_delivered" => EventKind::PromptDelivered,
+            "prompt_cancelled" => EventKind::PromptCancelled,
             _ => return None,
         })
     }

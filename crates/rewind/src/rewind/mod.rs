@@ -9,8 +9,8 @@
 //!    with its idempotency key, and with `force` stops the runs in the way.
 //! 3. The files are restored through [`crate::Files::apply`], journalled under a key of the
 //!    record; the record then says `files_done`.
-//! 4. One transaction switches the active leaf, stales memory, drops runs, completes the record
-//!    and releases the thread.
+//! 4. One transaction switches the active leaf, stales memory, drops runs, cancels the prompts
+//!    still queued in the thread's inbox, completes the record and releases the thread.
 //!
 //! Opening the database after a crash finishes a record whose files were done (asking the
 //! workspace, through [`crate::Files::finished`], when the crash came before the record said
@@ -746,6 +746,9 @@ impl Threads {
                 _ => None,
             };
             record_names(c, thread, names_of(request.continuation.as_ref()))?;
+            // The prompts still queued were written for the state the rewind leaves: they are
+            // cancelled here, with the rewind (and so with its recovery), never sent.
+            crate::threads::cancel_queued(c, thread, id)?;
             let report = RewindReport {
                 rewind_id: Some(id.clone()),
                 thread_id: thread.clone(),

@@ -132,6 +132,7 @@ impl Threads {
                     Some((_, _, holder, other)) if self.inner.op_alive(c, &holder, &other) => Ok(Step::Wait),
                     found => {
                         self.check_not_held(c, thread)?;
+                        super::inbox::refuse_cancelled_key(c, thread, key)?;
                         let sql = if found.is_some() {
                             "UPDATE admissions SET entry_id = ?3, holder = ?4, op = ?5, created_ms = ?6 \
                              WHERE thread_id = ?1 AND key = ?2"
@@ -183,47 +184,71 @@ impl Threads {
         opts: &AppendOptions,
         entry_id: &EntryId,
     ) -> Result<Appended> {
-        let run_id = opts.run.as_ref().map(|r| r.id().clone());
         let (checkpoint, checkpoint_error) = self.checkpoint_before(thread, &entry, opts, entry_id);
-        let metadata = metadata_with_checkpoint(entry.metadata.clone(), checkpoint.as_ref());
         self.inner.write("append an entry", |c| {
-            let t = require_thread(c, thread)?;
-            self.check_not_held(c, thread)?;
-            if let Some(run) = &opts.run {
-                self.check_run_alive_in(c, run)?;
-            }
-            let now = c.now_ms();
-            if let Some(cp) = &checkpoint {
-                record_checkpoint(c, thread, entry_id, entry.kind, cp, run_id.as_ref(), now)?;
-            }
-            let row = EntryRow {
-                id: entry_id,
+            self.insert_appended(
+                c,
                 thread,
-                parent: t.active_leaf.as_ref(),
-                entry: &entry,
-                metadata: &metadata,
-                checkpoint: checkpoint.as_ref().map(|cp| &cp.id),
-                run: run_id.as_ref(),
-                key: opts.key.as_deref(),
-                now,
-            };
-            insert_entry(c, &row)?;
-            emit_appended(c, &row)?;
-            let mut entry = load_entry(c, entry_id)?.ok_or_else(|| {
-                Error::not_found(format!("entry {entry_id}"), "it was just written")
-            })?;
-            // It is the thread's new active leaf.
-            entry.on_active_branch = true;
-            let checkpoint = match &checkpoint {
-                Some(cp) => load_checkpoint(c, &cp.id)?,
-                None => None,
-            };
-            Ok(Appended {
-                entry,
+                &entry,
+                opts,
+                entry_id,
                 checkpoint,
                 checkpoint_error,
-                repeated: false,
-            })
+            )
+        })
+    }
+
+    /// The transaction of an admitted append (in `c`): the checkpoint's record, the entry's
+    /// row and the event; the entry as written. A queued prompt's delivery runs it inside its
+    /// own transaction.
+    #[allow(clippy::too_many_arguments)] // the parts of one append, each used once
+    pub(super) fn insert_appended(
+        &self,
+        c: &Conn<'_>,
+        thread: &ThreadId,
+        entry: &NewEntry,
+        opts: &AppendOptions,
+        entry_id: &EntryId,
+        checkpoint: Option<TakenCheckpoint>,
+        checkpoint_error: Option<CheckpointFailure>,
+    ) -> Result<Appended> {
+        let run_id = opts.run.as_ref().map(|r| r.id().clone());
+        let metadata = metadata_with_checkpoint(entry.metadata.clone(), checkpoint.as_ref());
+        let t = require_thread(c, thread)?;
+        self.check_not_held(c, thread)?;
+        if let Some(run) = &opts.run {
+            self.check_run_alive_in(c, run)?;
+        }
+        let now = c.now_ms();
+        if let Some(cp) = &checkpoint {
+            record_checkpoint(c, thread, entry_id, entry.kind, cp, run_id.as_ref(), now)?;
+        }
+        let row = EntryRow {
+            id: entry_id,
+            thread,
+            parent: t.active_leaf.as_ref(),
+            entry,
+            metadata: &metadata,
+            checkpoint: checkpoint.as_ref().map(|cp| &cp.id),
+            run: run_id.as_ref(),
+            key: opts.key.as_deref(),
+            now,
+        };
+        insert_entry(c, &row)?;
+        emit_appended(c, &row)?;
+        let mut entry = load_entry(c, entry_id)?
+            .ok_or_else(|| Error::not_found(format!("entry {entry_id}"), "it was just written"))?;
+        // It is the thread's new active leaf.
+        entry.on_active_branch = true;
+        let checkpoint = match &checkpoint {
+            Some(cp) => load_checkpoint(c, &cp.id)?,
+            None => None,
+        };
+        Ok(Appended {
+            entry,
+            checkpoint,
+            checkpoint_error,
+            repeated: false,
         })
     }
 }

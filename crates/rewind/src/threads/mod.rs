@@ -27,9 +27,12 @@ use std::time::{Duration, Instant};
 
 mod append;
 mod checkpoint;
+mod inbox;
 
 use append::check_object;
-use checkpoint::{metadata_with_checkpoint, record_checkpoint};
+use checkpoint::{metadata_with_checkpoint, record_checkpoint, TakenCheckpoint};
+pub(crate) use inbox::cancel_queued;
+pub use inbox::{Admission, DeliverOptions, Delivery, PromptState};
 
 /// The file name of the database inside a store directory.
 pub const DB_FILE: &str = "threads.db";

@@ -44,22 +44,29 @@ fn a_database_of_a_newer_schema_is_refused_as_unsupported() {
     assert_eq!(kind(r), ErrorKind::Unsupported);
 }
 
-#[test]
-fn a_database_of_schema_version_1_is_upgraded_in_place_with_its_data() {
-    let env = env();
-    let t = env.thread("chat");
+/// Makes the database what an older build wrote (`sql`, which sets `user_version`), opens it
+/// again, and returns that handle with the schema version the file has then.
+fn as_older_build(env: &Env, sql: &str) -> (Threads, i64) {
     let path = env.threads.path().to_path_buf();
     let conn = rusqlite::Connection::open(&path).expect("open");
-    conn.pragma_update(None, "user_version", 1)
-        .expect("pretend a version 1 build wrote it");
+    conn.execute_batch(sql)
+        .expect("make it what an older build wrote");
     drop(conn);
     let again = env.reopen(ThreadsOptions::default());
-    assert_eq!(again.thread(&t).expect("thread").id, t);
     let conn = rusqlite::Connection::open(&path).expect("open");
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!((version, SCHEMA_VERSION), (3, 3));
+    (again, version)
+}
+
+#[test]
+fn a_database_of_schema_version_1_is_upgraded_in_place_with_its_data() {
+    let env = env();
+    let t = env.thread("chat");
+    let (again, version) = as_older_build(&env, "PRAGMA user_version = 1");
+    assert_eq!(again.thread(&t).expect("thread").id, t);
+    assert_eq!((version, SCHEMA_VERSION), (4, 4));
 }
 
 // issue 54: version 3 adds the table of thread names.
@@ -67,19 +74,10 @@ fn a_database_of_schema_version_1_is_upgraded_in_place_with_its_data() {
 fn a_database_of_schema_version_2_gains_the_names_table_and_keeps_its_threads() {
     let env = env();
     let t = two_turns(&env, "claude-old");
-    let path = env.threads.path().to_path_buf();
-    let conn = rusqlite::Connection::open(&path).expect("open");
-    conn.execute_batch("DROP TABLE thread_names; PRAGMA user_version = 2")
-        .expect("make it what a version 2 build wrote");
-    drop(conn);
-    let again = env.reopen(ThreadsOptions::default());
+    let (again, version) = as_older_build(&env, "DROP TABLE thread_names; PRAGMA user_version = 2");
     assert_eq!(again.thread(&t.thread).expect("thread").id, t.thread);
     assert_eq!(again.active_branch(&t.thread).expect("branch").len(), 4);
-    let conn = rusqlite::Connection::open(&path).expect("open");
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .expect("version");
-    assert_eq!((version, SCHEMA_VERSION), (3, 3));
+    assert_eq!((version, SCHEMA_VERSION), (4, 4));
     // The names work on the upgraded database.
     let opts = cairn_rewind::RewindOptions {
         continuation: Some(cairn_rewind::Continuation {
@@ -93,6 +91,20 @@ fn a_database_of_schema_version_2_gains_the_names_table_and_keeps_its_threads() 
         again.resolve(&"claude-new".into()).expect("resolve"),
         t.thread
     );
+}
+
+// issue 59: version 4 adds the inbox of queued prompts.
+#[test]
+fn a_database_of_schema_version_3_gains_the_inbox_and_keeps_its_threads() {
+    let env = env();
+    let t = two_turns(&env, "chat");
+    let (again, version) = as_older_build(&env, "DROP TABLE inbox; PRAGMA user_version = 3");
+    assert_eq!(again.active_branch(&t.thread).expect("branch").len(), 4);
+    assert_eq!((version, SCHEMA_VERSION), (4, 4));
+    let queued = again
+        .enqueue(&t.thread, "k-1", cairn_rewind::NewEntry::user("queued"))
+        .expect("the inbox works on the upgraded database");
+    assert_eq!(queued.state, cairn_rewind::PromptState::Queued);
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod events;
 mod fake;
 mod fleet;
 mod fork;
+mod inbox;
 mod memory;
 mod names;
 mod pg;

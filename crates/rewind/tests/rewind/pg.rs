@@ -181,27 +181,57 @@ fn a_server_that_never_answers_fails_in_under_ten_seconds() {
     drop(silent);
 }
 
+/// A thread database at `url` with a thread `id` of `appended` user messages, made what an
+/// older build wrote (`sql`, which sets the version) and opened again: that handle, the thread,
+/// its first entry, and the schema version the database has then.
+fn as_older_build(
+    url: &str,
+    id: &str,
+    appended: usize,
+    sql: &str,
+) -> (
+    Threads,
+    cairn_rewind::ThreadId,
+    Option<cairn_rewind::EntryId>,
+    i64,
+) {
+    let threads = open(url);
+    let t = threads
+        .create_thread(Some(id.into()), serde_json::json!({}))
+        .expect("a thread");
+    let mut first = None;
+    for i in 0..appended {
+        let a = threads
+            .append(
+                &t.id,
+                NewEntry::user(format!("message {i}")),
+                &AppendOptions::default(),
+            )
+            .expect("append");
+        first.get_or_insert(a.entry.id);
+    }
+    drop(threads);
+    let mut client = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    client
+        .batch_execute(sql)
+        .expect("make it what an older build wrote");
+    let again = open(url);
+    let version: i64 = client
+        .query_one("SELECT version FROM cairn_schema", &[])
+        .expect("version")
+        .get(0);
+    (again, t.id, first, version)
+}
+
 #[test]
 fn a_database_of_schema_version_1_is_upgraded_in_place() {
     let Some(admin) = server("a_database_of_schema_version_1") else {
         return;
     };
     let url = fresh_pg_url(&admin);
-    let threads = open(&url);
-    let t = threads
-        .create_thread(Some("chat".into()), serde_json::json!({}))
-        .expect("a thread");
-    drop(threads);
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-    client
-        .batch_execute("UPDATE cairn_schema SET version = 1")
-        .expect("pretend a version 1 build wrote it");
-    let again = open(&url);
-    assert_eq!(again.thread(&t.id).expect("thread").id, t.id);
-    let version: i64 = client
-        .query_one("SELECT version FROM cairn_schema", &[])
-        .expect("version")
-        .get(0);
+    let (again, t, _, version) =
+        as_older_build(&url, "chat", 0, "UPDATE cairn_schema SET version = 1");
+    assert_eq!(again.thread(&t).expect("thread").id, t);
     assert_eq!(version, cairn_rewind::SCHEMA_VERSION);
 }
 
@@ -212,28 +242,14 @@ fn a_database_of_schema_version_2_gains_the_names_table_and_keeps_its_threads() 
         return;
     };
     let url = fresh_pg_url(&admin);
-    let threads = open(&url);
-    let t = threads
-        .create_thread(Some("claude-old".into()), serde_json::json!({}))
-        .expect("a thread");
-    let first = threads
-        .append(&t.id, NewEntry::user("hello"), &AppendOptions::default())
-        .expect("append");
-    threads
-        .append(&t.id, NewEntry::user("again"), &AppendOptions::default())
-        .expect("append");
-    drop(threads);
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-    client
-        .batch_execute("DROP TABLE thread_names; UPDATE cairn_schema SET version = 2")
-        .expect("make it what a version 2 build wrote");
-    let again = open(&url);
-    assert_eq!(again.active_branch(&t.id).expect("branch").len(), 2);
-    let version: i64 = client
-        .query_one("SELECT version FROM cairn_schema", &[])
-        .expect("version")
-        .get(0);
-    assert_eq!((version, cairn_rewind::SCHEMA_VERSION), (3, 3));
+    let (again, t, first, version) = as_older_build(
+        &url,
+        "claude-old",
+        2,
+        "DROP TABLE thread_names; UPDATE cairn_schema SET version = 2",
+    );
+    assert_eq!(again.active_branch(&t).expect("branch").len(), 2);
+    assert_eq!((version, cairn_rewind::SCHEMA_VERSION), (4, 4));
     let opts = cairn_rewind::RewindOptions {
         continuation: Some(cairn_rewind::Continuation {
             data: serde_json::json!({"session": "new"}),
@@ -241,9 +257,31 @@ fn a_database_of_schema_version_2_gains_the_names_table_and_keeps_its_threads() 
         }),
         ..Default::default()
     };
-    again.rewind(&t.id, &first.entry.id, &opts).expect("rewind");
-    assert_eq!(again.resolve(&"claude-new".into()).expect("resolve"), t.id);
-    assert_eq!(again.names(&t.id).expect("names").len(), 1);
+    let first = first.expect("a first entry");
+    again.rewind(&t, &first, &opts).expect("rewind");
+    assert_eq!(again.resolve(&"claude-new".into()).expect("resolve"), t);
+    assert_eq!(again.names(&t).expect("names").len(), 1);
+}
+
+// issue 59: version 4 adds the inbox of queued prompts.
+#[test]
+fn a_database_of_schema_version_3_gains_the_inbox_and_keeps_its_threads() {
+    let Some(admin) = server("a_database_of_schema_version_3") else {
+        return;
+    };
+    let url = fresh_pg_url(&admin);
+    let (again, t, _, version) = as_older_build(
+        &url,
+        "chat",
+        1,
+        "DROP TABLE inbox; UPDATE cairn_schema SET version = 3",
+    );
+    assert_eq!(again.active_branch(&t).expect("branch").len(), 1);
+    assert_eq!((version, cairn_rewind::SCHEMA_VERSION), (4, 4));
+    let queued = again
+        .enqueue(&t, "k-1", NewEntry::user("queued"))
+        .expect("the inbox works on the upgraded database");
+    assert_eq!(queued.state, cairn_rewind::PromptState::Queued);
 }
 
 #[test]

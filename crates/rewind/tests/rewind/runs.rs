@@ -347,7 +347,7 @@ fn a_tool_of_a_run_asking_to_rewind_its_own_thread_gets_validation() {
 
 /// Starts a file rewind on another thread that blocks inside the restore; returns once the
 /// restore was entered, with the channel that releases it.
-fn blocked_rewind(
+pub(crate) fn blocked_rewind(
     env: &Env,
     t: &Turns,
 ) -> (
