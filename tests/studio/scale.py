@@ -50,14 +50,14 @@ def main():
     base, token = url.split("/?")[0], url.split("token=")[1]
     auth = {"Authorization": f"Bearer {token}"}
     try:
-        _, page = timed("first page of the thread (500 entries)", lambda: t.http(base + "/api/threads/demo", headers=auth))
+        _, page = timed("first page of the thread (500 entries)", lambda: t.http(base + "/v1/threads/demo", headers=auth))
         assert page["total"] == ENTRIES and len(page["entries"]) == min(500, ENTRIES), page["total"]
-        q = f"/api/diff?from={cp1}&to=live"
+        q = f"/v1/diff?from={cp1}&to=live"
         _, diff = timed(f"first page of a diff of {FILES} changed files (computed)", lambda: t.http(base + q, headers=auth))
         assert diff["total"] == FILES and len(diff["changes"]) == min(1000, FILES), diff["total"]
         timed("a later page of it (kept)", lambda: t.http(base + q + "&offset=30000", headers=auth))
         path_hex = diff["changes"][0]["path_hex"]
-        _, p = timed("one file's patch", lambda: t.http(base + q.replace("/api/diff", "/api/patch") + "&path_hex=" + path_hex, headers=auth))
+        _, p = timed("one file's patch", lambda: t.http(base + q.replace("/v1/diff", "/v1/patch") + "&path_hex=" + path_hex, headers=auth))
         assert "version 2" in p["patch"], p
         d = t.browser()
         try:

@@ -246,31 +246,31 @@ class Story:
         self.click("#plan-cancel")
 
     def test_a_stale_plan_is_refused_with_conflict_and_nothing_changes(self):
-        status, plan = http(self.base + "/api/plan", method="POST", headers=self.auth(),
+        status, plan = http(self.base + "/v1/plans", method="POST", headers=self.auth(),
                             body={"op": "restore", "snapshot": self.ids["cp2"]})
         assert status == 200, plan
         (WS / "app.py").write_text("changed after the plan was shown\n")
-        status, err = http(self.base + "/api/apply", method="POST", headers=self.auth(),
+        status, err = http(self.base + "/v1/plans/apply", method="POST", headers=self.auth(),
                            body={"request": plan["request"], "digest": plan["digest"]})
         assert status == 409 and err["error"]["kind"] == "CONFLICT", (status, err)
         assert "CONFLICT" in err["error"]["meaning"]
         assert (WS / "app.py").read_text() == "changed after the plan was shown\n"
-        status, err = http(self.base + "/api/apply", method="POST", headers=self.auth(),
+        status, err = http(self.base + "/v1/plans/apply", method="POST", headers=self.auth(),
                            body={"request": plan["request"]})
         assert status in (400, 422), (status, err)
 
     def test_api_calls_without_the_token_or_from_a_foreign_origin_or_host_are_refused(self):
-        ok, _ = http(self.base + "/api/threads", headers=self.auth())
+        ok, _ = http(self.base + "/v1/threads", headers=self.auth())
         assert ok == 200
-        s, e = http(self.base + "/api/threads")
+        s, e = http(self.base + "/v1/threads")
         assert s == 401 and e["error"]["kind"] == "DENIED", (s, e)
-        s, e = http(self.base + "/api/threads", headers={"Authorization": "Bearer " + "0" * 32})
+        s, e = http(self.base + "/v1/threads", headers={"Authorization": "Bearer " + "0" * 32})
         assert s == 401, s
-        s, e = http(self.base + "/api/threads", headers=self.auth({"Origin": "http://evil.example"}))
+        s, e = http(self.base + "/v1/threads", headers=self.auth({"Origin": "http://evil.example"}))
         assert s == 403 and "origin" in e["error"]["message"], (s, e)
-        s, e = http(self.base + "/api/threads", headers=self.auth({"Host": f"evil.example:{self.port}"}))
+        s, e = http(self.base + "/v1/threads", headers=self.auth({"Host": f"evil.example:{self.port}"}))
         assert s == 403 and "host" in e["error"]["message"], (s, e)
-        s, e = http(self.base + "/api/plan", method="POST", body={"op": "restore", "snapshot": self.ids["cp1"]},
+        s, e = http(self.base + "/v1/plans", method="POST", body={"op": "restore", "snapshot": self.ids["cp1"]},
                     headers=self.auth({"Origin": "http://attacker.test"}))
         assert s == 403, s
         # The same from inside a page of another origin: the browser's own fetch is refused.
@@ -278,7 +278,7 @@ class Story:
         d.get("data:text/html,<p>elsewhere</p>")
         got = d.execute_async_script(
             "const done = arguments[arguments.length - 1];"
-            f"fetch('{self.base}/api/threads', {{headers: {{Authorization: 'Bearer {self.token}'}}}})"
+            f"fetch('{self.base}/v1/threads', {{headers: {{Authorization: 'Bearer {self.token}'}}}})"
             ".then(r => done('status ' + r.status)).catch(e => done('failed ' + e));")
         assert got != "status 200", got
         d.get(self.base + "/?token=" + self.token)

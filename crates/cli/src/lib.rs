@@ -26,6 +26,7 @@ pub mod parse;
 mod patch;
 mod studio;
 mod threads;
+mod serve;
 mod trust;
 mod watch;
 
@@ -175,6 +176,17 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Init(InitCommand::ClaudeCode {
             user,
+        Command::Serve {
+            port,
+            socket,
+            openapi,
+        } => {
+            let listen = match socket {
+                Some(path) => serve::Listen::Socket(path),
+                None => serve::Listen::Loopback(port),
+            };
+            serve::serve(&ctx, listen, openapi)
+        }
             remove,
             on_rewind,
             watch,

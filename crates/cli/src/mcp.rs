@@ -112,6 +112,10 @@ pub(crate) struct RewindToolArgs {
     /// else: "refuse" (the default), "keep" or "overwrite".
     #[serde(default)]
     on_drift: Option<DriftChoice>,
+    /// A request key: calling again with the same key answers the rewind it made and never
+    /// runs a second one (a failed one is retried).
+    #[serde(default)]
+    key: Option<String>,
 }
 
 /// The arguments of `thread_log`.
@@ -262,7 +266,8 @@ impl Server {
                        files: true (it overwrites and deletes files, after a safety snapshot). Call it with \
                        dry_run: true first and read the plan; then dry_run: false does it. With files, \
                        paths restores only those files and directories, and files someone else edited since \
-                       the thread's newest checkpoint are refused unless on_drift is keep or overwrite.",
+                       the thread's newest checkpoint are refused unless on_drift is keep or overwrite. A key \
+                       makes a retry safe: the same key answers the same rewind.",
         annotations(
             read_only_hint = false,
             destructive_hint = true,
@@ -280,6 +285,7 @@ impl Server {
             force: false,
             on_drift: a.on_drift.map(DriftChoice::arg),
             paths: a.paths,
+            key: a.key,
         };
         self.run(move |ctx| threads::rewind(ctx, &args)).await
     }

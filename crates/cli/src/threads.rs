@@ -27,9 +27,16 @@ pub(crate) struct Opened {
 /// messages, finishing rewinds a crash interrupted.
 pub(crate) fn open(ctx: &Ctx, create: bool) -> Result<Opened> {
     let ws = Arc::new(ctx.open_workspace(create)?);
+    open_on(ctx, ws, true)
+}
+
+/// The thread database of `ws`, as [`open`] opens it; `recover`: finishing the rewinds a crash
+/// interrupted now (`cairn serve` does it after it starts listening, issue 59).
+pub(crate) fn open_on(ctx: &Ctx, ws: Arc<Workspace>, recover: bool) -> Result<Opened> {
     let options = ThreadsOptions {
         checkpoints: Some(Checkpoints::default()),
         workspaces: vec![ws.clone() as Arc<dyn Files>],
+        recover,
         ..ThreadsOptions::default()
     };
     let threads = Threads::open(ctx.threads_db()?, options)?;
@@ -409,9 +416,47 @@ pub struct ChooseJson {
 }
 
 /// What a rewind goes to: an entry, or a checkpoint.
-enum Point {
+pub(crate) enum Point {
+    /// An entry of the active branch.
     Entry(EntryId),
+    /// A checkpoint of the thread's lineage.
     Checkpoint(CheckpointId),
+}
+
+impl Point {
+    /// The entry or checkpoint `name` (`cp_…` names a checkpoint) of `thread`.
+    pub(crate) fn resolve(threads: &Threads, thread: &ThreadId, name: &str) -> Result<Point> {
+        Ok(if name.starts_with(CheckpointId::PREFIX) {
+            Point::Checkpoint(resolve_checkpoint(threads, thread, name)?)
+        } else {
+            Point::Entry(resolve_entry(threads, thread, name)?)
+        })
+    }
+
+    /// The library's rewind of `thread` to this point.
+    pub(crate) fn rewind(
+        &self,
+        threads: &Threads,
+        thread: &ThreadId,
+        options: &RewindOptions,
+    ) -> std::result::Result<cairn_rewind::RewindReport, cairn_rewind::Error> {
+        match self {
+            Point::Entry(e) => threads.rewind(thread, e, options),
+            Point::Checkpoint(c) => threads.rewind_to_checkpoint(thread, c, options),
+        }
+    }
+}
+
+/// The rewind of `thread` made with request key `key`, if there is one (issue 59).
+pub(crate) fn keyed_rewind(
+    threads: &Threads,
+    thread: &ThreadId,
+    key: &str,
+) -> Result<Option<cairn_rewind::RewindRecord>> {
+    Ok(threads
+        .rewinds(thread)?
+        .into_iter()
+        .find(|r| r.key.as_deref() == Some(key)))
 }
 
 impl std::fmt::Display for Point {
@@ -521,11 +566,18 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
     let o = open(ctx, false)?;
     let found = thread_named(&o.threads, &args.thread)?;
     let thread = found.id.clone();
+    // A key whose rewind completed: that rewind again, planned and run no second time (issue 59).
+    let repeated = match &args.key {
+        Some(key) => {
+            keyed_rewind(&o.threads, &thread, key)?.is_some_and(|r| r.state == "completed")
+        }
+        None => false,
+    };
     let point = if is_checkpoint {
         Point::Checkpoint(resolve_checkpoint(&o.threads, &thread, name)?)
     } else {
         let entry = resolve_entry(&o.threads, &thread, name)?;
-        if !o.threads.entry(&entry)?.on_active_branch {
+        if !repeated && !o.threads.entry(&entry)?.on_active_branch {
             return Err(CliError::new(
                 ErrorKind::Validation,
                 format!(
@@ -543,6 +595,7 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         workspace: Some(o.ws.clone() as Arc<dyn Files>),
         dry_run: true,
         force: args.force,
+        key: args.key.clone(),
         ..RewindOptions::default()
     };
     if !files && (args.on_drift.is_some() || !args.paths.is_empty()) {
@@ -559,15 +612,12 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
                 .policy(),
         );
     }
-    let call = |options: &RewindOptions| match &point {
-        Point::Entry(e) => o.threads.rewind(&thread, e, options),
-        Point::Checkpoint(c) => o.threads.rewind_to_checkpoint(&thread, c, options),
-    };
+    let call = |options: &RewindOptions| point.rewind(&o.threads, &thread, options);
     // An agent's thread: where the agent's conversation continues is chosen from the plan and
     // kept in the rewind's journal before any file changes (issue 54).
     let agent_thread = cairn_agents::of_thread(&found.metadata).is_some();
     let mut half = crate::agents::AgentHalf::default();
-    if args.dry_run || files || agent_thread {
+    if args.dry_run || (!repeated && (files || agent_thread)) {
         let mut plan = call(&options)?;
         half = crate::agents::prepare_rewind(&o.threads, &thread, &plan, options.memory)?;
         if args.dry_run {

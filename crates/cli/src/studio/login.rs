@@ -11,9 +11,9 @@
 //! scripts) is printed on stdout only; pasted into a browser (`/?token=…`) it is exchanged the
 //! same way and stays out of the tab's storage.
 
-use super::api::ApiError;
 use super::{new_token, refused, same_secret, Studio};
 use crate::error::CliError;
+use crate::serve::ApiError;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;

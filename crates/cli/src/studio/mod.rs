@@ -2,7 +2,8 @@
 //! rewinds (issue 22).
 //!
 //! An axum server on a tokio runtime, bound to `127.0.0.1` only, serving a page whose HTML,
-//! CSS and JavaScript are compiled into the binary, and a JSON API under `/api/`:
+//! CSS and JavaScript are compiled into the binary, and the API of `cairn serve` under `/v1/`
+//! (the page is one of its clients, issue 59; see [`crate::serve`]):
 //!
 //! - every request must name this server by its loopback address in `Host` (and in `Origin`
 //!   when the browser sends one), so a page of another site that rebinds its name to
@@ -11,20 +12,19 @@
 //!   (`Authorization: Bearer …`, or `?token=` for the event stream, which a browser cannot
 //!   give headers); a page gets its session for the one-time code of the owner-only file the
 //!   browser is opened on, so no secret is in any process's arguments (see [`login`]);
-//! - a change (rewind, restore, fork) is planned first (`/api/plan`, a dry run) and applied
-//!   only by `/api/apply` naming the plan's digest: the server plans again, and refuses with
-//!   `CONFLICT` unless the plan it would carry out is the one the page showed.
+//! - a change (rewind, restore, fork) is planned first (`/v1/plans`, a dry run) and applied
+//!   only by `/v1/plans/apply` naming the plan's digest: the server plans again, and refuses
+//!   with `CONFLICT` unless the plan it would carry out is the one the page showed.
 //!
 //! The operations call the same library code as `cairn rewind`, `cairn restore` and
-//! `cairn fork`. Live updates come from the thread database's event log, polled every
-//! 200 ms by one thread and sent to every page as server-sent events.
+//! `cairn fork`. Live updates come from the thread database's event log, sent to every page
+//! by the feed (`/v1/events`).
 
-mod api;
 mod login;
-mod ops;
 
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
+use crate::serve::{new_token, refused, same_secret, stop_requested, Service};
 use crate::threads::Opened;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -34,21 +34,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use cairn_store::ErrorKind;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::broadcast;
-
-/// How often the event log is read for live updates.
-const POLL_EVERY: Duration = Duration::from_millis(200);
 
 /// What every request handler shares.
 pub(crate) struct Studio {
-    /// The invocation's context (where the workspace and the store are).
-    pub(crate) ctx: Ctx,
-    /// The workspace and its thread database.
-    pub(crate) opened: Opened,
+    /// The API's state (the workspace, its thread database, ...).
+    pub(crate) service: Arc<Service>,
     /// The per-launch token for scripts (`Authorization: Bearer`), printed on stdout only.
     token: String,
     /// The pages' sessions and the page file's one-time code.
@@ -57,12 +50,13 @@ pub(crate) struct Studio {
     hosts: Vec<String>,
     /// The `Origin`s this server's page has.
     origins: Vec<String>,
-    /// New events of the thread database, for the event streams.
-    events: broadcast::Sender<String>,
-    /// Recent diffs, so paging through a large one does not compute it again.
-    pub(crate) diffs: Mutex<api::DiffCache>,
-    /// The directories forks made here went into (a restore may undo their files).
-    pub(crate) fork_roots: Mutex<std::collections::HashSet<std::path::PathBuf>>,
+}
+
+impl std::ops::Deref for Studio {
+    type Target = Service;
+    fn deref(&self) -> &Service {
+        &self.service
+    }
 }
 
 impl Studio {
@@ -71,47 +65,20 @@ impl Studio {
         let hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}")];
         let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
         Studio {
-            ctx,
-            opened,
+            service: Arc::new(Service::new(ctx, opened, "cairn studio")),
             token,
             logins: Mutex::default(),
             hosts,
             origins,
-            events: broadcast::channel(1024).0,
-            diffs: Mutex::new(api::DiffCache::default()),
-            fork_roots: Mutex::new(Default::default()),
         }
     }
-}
-
-/// A random token of 128 bits, in hex.
-fn new_token() -> Result<String> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| {
-            CliError::new(
-                ErrorKind::of_io(&e),
-                format!("cannot read /dev/urandom for the studio's token: {e}"),
-            )
-        })?;
-    Ok(hex::encode(bytes))
 }
 
 /// `cairn studio`: serves the page until the process is stopped.
 pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
     let opened = crate::threads::open(ctx, false)?;
     let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
-        .map_err(|e| {
-            CliError::new(
-                if e.kind() == std::io::ErrorKind::AddrInUse {
-                    ErrorKind::Busy
-                } else {
-                    ErrorKind::of_io(&e)
-                },
-                format!("cannot listen on 127.0.0.1:{port}: {e}; choose another --port"),
-            )
-        })?;
+        .map_err(|e| crate::serve::bind_error(e, &format!("127.0.0.1:{port}")))?;
     let port = listener.local_addr().map_err(io_error)?.port();
     let token = new_token()?;
     let url = format!("http://127.0.0.1:{port}/?token={token}");
@@ -136,7 +103,7 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
         .enable_all()
         .build()
         .map_err(io_error)?;
-    start_event_poller(studio.clone());
+    studio.service.start_poller();
     let app = router(studio.clone());
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io_error)?;
@@ -149,21 +116,6 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
     studio.drop_code(None);
     runtime.shutdown_background();
     served
-}
-
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM; never, if neither can be listened for.
-async fn stop_requested() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-    }
 }
 
 fn io_error(e: std::io::Error) -> CliError {
@@ -224,45 +176,9 @@ fn open_browser(studio: &Arc<Studio>, port: u16) {
     }
 }
 
-/// One thread reads the event log from where it stood at launch and hands every new event
-/// to the page's streams.
-fn start_event_poller(studio: Arc<Studio>) {
-    std::thread::spawn(move || {
-        let mut cursor = studio.opened.threads.last_cursor().unwrap_or(0);
-        loop {
-            std::thread::sleep(POLL_EVERY);
-            match studio.opened.threads.events_since(cursor, 500) {
-                Ok(events) => {
-                    for e in events {
-                        cursor = e.cursor;
-                        if let Ok(text) = serde_json::to_string(&e) {
-                            // No page listening is not an error.
-                            let _ = studio.events.send(text);
-                        }
-                    }
-                }
-                Err(e) => {
-                    let _ = studio
-                        .events
-                        .send(serde_json::json!({"error": CliError::from(e).line()}).to_string());
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-            }
-        }
-    });
-}
-
 /// The server's routes: the page, its assets, and the API behind the token.
 pub(crate) fn router(studio: Arc<Studio>) -> Router {
-    let api = Router::new()
-        .route("/api/threads", get(api::threads))
-        .route("/api/threads/{id}", get(api::thread))
-        .route("/api/snapshots/{id}", get(api::snapshot))
-        .route("/api/diff", get(api::diff))
-        .route("/api/patch", get(api::patch))
-        .route("/api/events", get(api::events))
-        .route("/api/plan", post(ops::plan))
-        .route("/api/apply", post(ops::apply))
+    let api = crate::serve::v1(studio.service.clone())
         .route_layer(axum::middleware::from_fn_with_state(
             studio.clone(),
             require_token,
@@ -319,18 +235,11 @@ async fn style_css() -> Response {
 }
 
 async fn not_found() -> Response {
-    api::ApiError(CliError::new(
+    crate::serve::ApiError(CliError::new(
         ErrorKind::NotFound,
         "no such page or API call",
     ))
     .into_response()
-}
-
-/// A refusal of the security checks: `DENIED`, with what was wrong.
-fn refused(status: StatusCode, message: impl Into<String>) -> Response {
-    let mut r = api::ApiError(CliError::new(ErrorKind::Denied, message)).into_response();
-    *r.status_mut() = status;
-    r
 }
 
 /// Refuses a request whose `Host`, or `Origin` when it has one, is not this server's loopback
@@ -414,11 +323,6 @@ fn given_secret(req: &Request) -> Option<String> {
             .map(str::to_string)
     });
     bearer.map(str::to_string).or(query)
-}
-
-/// Compares two secrets in time that depends on their lengths only.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

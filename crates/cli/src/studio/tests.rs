@@ -1,10 +1,10 @@
 //! The studio's security checks and its digest check, against the real router on a loopback
 //! port (raw HTTP/1.1, so every header is the test's own), and the turn's next checkpoint.
 
-use super::ops::{apply_op, digest_of, Op, OpRequest};
 use super::*;
+use crate::serve::plans::{apply_op, digest_of, Op, OpRequest};
 use cairn_rewind::{AppendOptions, NewEntry, ThreadId};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
 
 struct Served {
@@ -112,13 +112,13 @@ fn kind_of(body: &str) -> String {
 #[test]
 fn an_api_call_with_the_token_and_this_servers_host_is_answered() {
     let s = serve();
-    let (code, body) = send(s.port, "GET", "/api/threads", &[host(s.port), bearer()], "");
+    let (code, body) = send(s.port, "GET", "/v1/threads", &[host(s.port), bearer()], "");
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("\"t\""), "{body}");
     let (code, _) = send(
         s.port,
         "GET",
-        "/api/threads",
+        "/v1/threads",
         &[("Host", format!("localhost:{}", s.port)), bearer()],
         "",
     );
@@ -128,20 +128,20 @@ fn an_api_call_with_the_token_and_this_servers_host_is_answered() {
 #[test]
 fn an_api_call_without_the_token_or_with_another_is_refused() {
     let s = serve();
-    let (code, body) = send(s.port, "GET", "/api/threads", &[host(s.port)], "");
+    let (code, body) = send(s.port, "GET", "/v1/threads", &[host(s.port)], "");
     assert_eq!((code, kind_of(&body).as_str()), (401, "DENIED"), "{body}");
     let wrong = ("Authorization", format!("Bearer {}", "f".repeat(32)));
     assert_eq!(
-        send(s.port, "GET", "/api/threads", &[host(s.port), wrong], "").0,
+        send(s.port, "GET", "/v1/threads", &[host(s.port), wrong], "").0,
         401
     );
     let short = ("Authorization", "Bearer 0011".to_string());
     assert_eq!(
-        send(s.port, "GET", "/api/threads", &[host(s.port), short], "").0,
+        send(s.port, "GET", "/v1/threads", &[host(s.port), short], "").0,
         401
     );
     // The event stream takes it in the query, as EventSource cannot send headers.
-    let (code, _) = send(s.port, "GET", "/api/events?token=nope", &[host(s.port)], "");
+    let (code, _) = send(s.port, "GET", "/v1/events?token=nope", &[host(s.port)], "");
     assert_eq!(code, 401);
 }
 
@@ -158,7 +158,7 @@ fn a_request_naming_another_host_is_refused_even_with_the_token() {
         let (code, body) = send(
             s.port,
             "GET",
-            "/api/threads",
+            "/v1/threads",
             &[("Host", h.clone()), bearer()],
             "",
         );
@@ -186,7 +186,7 @@ fn a_request_from_a_foreign_origin_or_site_is_refused_even_with_the_token() {
     let (code, body) = send(
         s.port,
         "GET",
-        "/api/threads",
+        "/v1/threads",
         &[host(s.port), bearer(), origin],
         "",
     );
@@ -196,7 +196,7 @@ fn a_request_from_a_foreign_origin_or_site_is_refused_even_with_the_token() {
         send(
             s.port,
             "GET",
-            "/api/threads",
+            "/v1/threads",
             &[host(s.port), bearer(), other_port],
             ""
         )
@@ -208,7 +208,7 @@ fn a_request_from_a_foreign_origin_or_site_is_refused_even_with_the_token() {
         send(
             s.port,
             "GET",
-            "/api/threads",
+            "/v1/threads",
             &[host(s.port), bearer(), site],
             ""
         )
@@ -220,7 +220,7 @@ fn a_request_from_a_foreign_origin_or_site_is_refused_even_with_the_token() {
         send(
             s.port,
             "GET",
-            "/api/threads",
+            "/v1/threads",
             &[host(s.port), bearer(), own],
             ""
         )
@@ -266,6 +266,7 @@ fn restore_request(snapshot: &cairn_store::SnapshotId) -> OpRequest {
         new_thread_id: None,
         root: None,
         on_drift: None,
+        key: None,
     }
 }
 
@@ -273,7 +274,7 @@ fn plan_over_http(s: &Served, request: &OpRequest) -> serde_json::Value {
     let (code, body) = send(
         s.port,
         "POST",
-        "/api/plan",
+        "/v1/plans",
         &[
             host(s.port),
             bearer(),
@@ -298,7 +299,7 @@ fn a_change_confirmed_with_its_plans_digest_is_made_and_names_its_safety_snapsho
     let (code, done) = send(
         s.port,
         "POST",
-        "/api/apply",
+        "/v1/plans/apply",
         &[
             host(s.port),
             bearer(),
@@ -340,7 +341,7 @@ fn a_change_whose_digest_is_not_the_plan_it_would_carry_out_is_refused_with_conf
     let (code, body) = send(
         s.port,
         "POST",
-        "/api/apply",
+        "/v1/plans/apply",
         &[
             host(s.port),
             bearer(),
@@ -403,7 +404,13 @@ fn tokens_are_random_128_bit_hex_and_compared_whole() {
 #[test]
 fn the_mutating_calls_are_post_only() {
     let s = serve();
-    let (code, _) = send(s.port, "GET", "/api/apply", &[host(s.port), bearer()], "");
+    let (code, _) = send(
+        s.port,
+        "GET",
+        "/v1/plans/apply",
+        &[host(s.port), bearer()],
+        "",
+    );
     assert_eq!(code, 405);
 }
 
@@ -445,7 +452,7 @@ fn a_turn_ends_at_the_next_checkpoint_on_its_own_branch() {
         checkpoint(Some("e4"), 4),
         checkpoint(Some("e2"), 2),
     ];
-    let next = super::api::next_checkpoints(&list, &parents);
+    let next = crate::serve::next_checkpoints(&list, &parents);
     let snap = |n: u8| Some(cairn_store::SnapshotId(cairn_store::ObjectId([n; 32])));
     // e1's turn ends at the first later checkpoint below it (e3's); e3's and e4's turns are
     // still going, and so is e2's (e3's checkpoint came before it).
@@ -473,6 +480,7 @@ fn a_rewind_whose_files_changed_after_its_plan_was_shown_is_refused_with_conflic
         new_thread_id: None,
         root: None,
         on_drift: None,
+        key: None,
     };
     let plan = plan_over_http(&s, &request);
     let exact: OpRequest = serde_json::from_value(plan["request"].clone()).expect("a request");
@@ -524,7 +532,7 @@ fn a_diff_asked_with_attribution_names_the_tool_call_that_changed_each_path() {
         )
         .expect("a tool checkpoint");
     std::fs::write(s.root.join("b.txt"), "by the tool\n").expect("the tool's change");
-    let path = format!("/api/diff?from={}&to=live&attribute=true", s.first.to_hex());
+    let path = format!("/v1/diff?from={}&to=live&attribute=true", s.first.to_hex());
     let (code, body) = send(s.port, "GET", &path, &[host(s.port), bearer()], "");
     assert_eq!(code, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
@@ -546,7 +554,7 @@ fn a_diff_asked_with_attribution_names_the_tool_call_that_changed_each_path() {
     assert_eq!(by_path["a.txt"][0]["checkpoint_kind"], "user", "{body}");
     assert_eq!(by_path["a.txt"].as_array().map(Vec::len), Some(1), "{body}");
     // Without asking, no attribution is computed.
-    let plain = format!("/api/diff?from={}&to=live", s.first.to_hex());
+    let plain = format!("/v1/diff?from={}&to=live", s.first.to_hex());
     let (_, body) = send(s.port, "GET", &plain, &[host(s.port), bearer()], "");
     assert!(!body.contains("attribution"), "{body}");
 }
@@ -577,23 +585,16 @@ fn a_page_code_is_exchanged_once_for_a_session_that_opens_the_api() {
     assert_ne!(session, TOKEN);
     let with = ("Authorization", format!("Bearer {session}"));
     assert_eq!(
-        send(s.port, "GET", "/api/threads", &[host(s.port), with], "").0,
+        send(s.port, "GET", "/v1/threads", &[host(s.port), with], "").0,
         200
     );
     // The event stream's query carries it too.
-    let q = format!("/api/threads?token={session}");
+    let q = format!("/v1/threads?token={session}");
     assert_eq!(send(s.port, "GET", &q, &[host(s.port)], "").0, 200);
     // The code itself opens nothing, and is dead once used.
     let with_code = ("Authorization", format!("Bearer {code}"));
     assert_eq!(
-        send(
-            s.port,
-            "GET",
-            "/api/threads",
-            &[host(s.port), with_code],
-            ""
-        )
-        .0,
+        send(s.port, "GET", "/v1/threads", &[host(s.port), with_code], "").0,
         401
     );
     assert_eq!(
@@ -658,7 +659,7 @@ fn the_page_may_be_reached_from_another_site_but_not_its_script_nor_the_api() {
         200
     );
     let site = ("Sec-Fetch-Site", "cross-site".to_string());
-    for path in ["/app.js", "/api/threads"] {
+    for path in ["/app.js", "/v1/threads"] {
         let (code, body) = send(
             s.port,
             "GET",
@@ -671,7 +672,7 @@ fn the_page_may_be_reached_from_another_site_but_not_its_script_nor_the_api() {
     // A navigation that is an API call is still one.
     let mut nav = navigation("cross-site").to_vec();
     nav.push(bearer());
-    assert_eq!(send(s.port, "GET", "/api/threads", &nav, "").0, 403);
+    assert_eq!(send(s.port, "GET", "/v1/threads", &nav, "").0, 403);
     // Nor is the page served to another host for all that.
     let mut other = navigation("cross-site").to_vec();
     other[0] = ("Host", format!("evil.example:{}", s.port));
@@ -718,6 +719,7 @@ fn a_studio_rewind_of_a_claude_thread_keeps_where_its_conversation_continues() {
         new_thread_id: None,
         root: None,
         on_drift: None,
+        key: None,
     };
     let plan = plan_over_http(&s, &request);
     let shown = plan["plan"]["agent"].to_string();

@@ -148,7 +148,7 @@ fn api_with(port: u16, secret: &str) -> u16 {
     http(
         port,
         "GET",
-        "/api/threads",
+        "/v1/threads",
         &[("Authorization", &format!("Bearer {secret}"))],
         "",
     )
@@ -262,7 +262,7 @@ fn the_browser_is_opened_on_nothing_another_user_could_get_into_the_studio_with(
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        let q = format!("/api/threads?token={escaped}");
+        let q = format!("/v1/threads?token={escaped}");
         let by_query = http(l.port, "GET", &q, &[], "").0;
         assert_ne!(by_query, 200, "{s} opens the API in a query");
         for field in ["code", "token"] {
@@ -275,7 +275,7 @@ fn the_browser_is_opened_on_nothing_another_user_could_get_into_the_studio_with(
     let (code, threads) = http(
         l.port,
         "GET",
-        "/api/threads",
+        "/v1/threads",
         &[("Authorization", &format!("Bearer {session}"))],
         "",
     );

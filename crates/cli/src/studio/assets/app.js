@@ -93,7 +93,7 @@ const shortId = (id) => (id || "").replace(/^(e_|t_|cp_)/, "").slice(0, 10);
 // ---- threads ----
 
 async function loadThreads() {
-  const j = await api("/api/threads");
+  const j = await api("/v1/threads");
   document.getElementById("root").textContent = j.root;
   state.threads = j.threads;
   const ul = document.getElementById("threads");
@@ -117,7 +117,7 @@ async function loadThread() {
   if (!id) return;
   let offset = 0, total = 1, entries = [], j;
   while (offset < total) {   // pages of up to 500 entries
-    j = await api("/api/threads/" + encodeURIComponent(id) + "?offset=" + offset);
+    j = await api("/v1/threads/" + encodeURIComponent(id) + "?offset=" + offset);
     entries = entries.concat(j.entries);
     total = j.total;
     offset += j.entries.length;
@@ -233,13 +233,13 @@ async function showDiff(from, to, title) {
   box.replaceChildren(el("p", { class: "muted" }, "computing…"));
   try {
     const q = "from=" + from + "&to=" + (to || "live");
-    const j = await api("/api/diff?" + q + "&attribute=true");
+    const j = await api("/v1/diff?" + q + "&attribute=true");
     state.diff = { q, total: j.total, loaded: j.changes.length };
     const list = el("ul", { class: "files", id: "diff-files" }, j.changes.map((c) => fileRow(c, q)));
     const more = el("button", { class: "more" }, "more files");
     more.hidden = j.changes.length >= j.total;
     more.addEventListener("click", async () => {
-      const k = await api("/api/diff?" + q + "&attribute=true&offset=" + state.diff.loaded);
+      const k = await api("/v1/diff?" + q + "&attribute=true&offset=" + state.diff.loaded);
       list.append(...k.changes.map((c) => fileRow(c, q)));
       state.diff.loaded += k.changes.length;
       more.hidden = state.diff.loaded >= k.total;
@@ -271,7 +271,7 @@ async function showPatch(li, c, q) {
   for (const x of document.querySelectorAll("#diff-files li")) x.classList.toggle("selected", x === li);
   const box = document.getElementById("patch");
   try {
-    const j = await api("/api/patch?" + q + "&path_hex=" + c.path_hex);
+    const j = await api("/v1/patch?" + q + "&path_hex=" + c.path_hex);
     if (j.binary) { box.replaceChildren(el("p", { class: "binary" }, "Binary file " + j.path + " differs (not shown)")); return; }
     if (!j.patch) { box.replaceChildren(el("p", { class: "muted" }, j.path + ": only its mode or kind changed")); return; }
     const lines = j.patch.split("\n");
@@ -334,7 +334,7 @@ function driftControl(request, dflt) {
     .filter(([v]) => v !== "" || !dflt);
   const select = el("select", {
     id: "plan-drift",
-    onchange: (ev) => plan({ ...request, on_drift: ev.target.value || null }),
+    onchange: (ev) => plan({ ...request, on_drift: ev.target.value || null, key: null }),
   }, choices.map(([v, label]) => el("option", { value: v, selected: v === (current || "") ? true : null }, label)));
   return el("div", {}, el("label", {}, "Files edited by someone else since: ", select));
 }
@@ -343,7 +343,7 @@ function planControls(request) {
   if (request.op === "rewind") {
     const out = [el("label", {}, el("input", {
       type: "checkbox", id: "plan-files", checked: request.files ? true : null,
-      onchange: (ev) => plan({ ...request, files: ev.target.checked, on_drift: null }),
+      onchange: (ev) => plan({ ...request, files: ev.target.checked, on_drift: null, key: null }),
     }), " restore the files too")];
     if (request.files) out.push(driftControl(request, "refuse"));
     return out;
@@ -362,8 +362,11 @@ function planControls(request) {
 
 async function plan(request) {
   clearError();
+  // A rewind carries a request key, made once per plan shown: confirming again (a retry
+  // after a failure) answers the same rewind and never runs a second one.
+  if (request.op === "rewind" && !request.key) request = { ...request, key: "studio-" + crypto.randomUUID() };
   let p = null, err = null;
-  try { p = await api("/api/plan", request); } catch (e) { err = e; }
+  try { p = await api("/v1/plans", request); } catch (e) { err = e; }
   pending = p;
   const confirm = document.getElementById("plan-confirm");
   confirm.hidden = !p;
@@ -381,7 +384,7 @@ async function confirmPlan() {
   confirm.disabled = true;
   const box = document.getElementById("plan");
   try {
-    const done = await api("/api/apply", { request: pending.request, digest: pending.digest });
+    const done = await api("/v1/plans/apply", { request: pending.request, digest: pending.digest });
     pending = null;
     confirm.hidden = true;
     document.getElementById("plan-cancel").textContent = "Close";
@@ -411,7 +414,7 @@ function refresh() {
 
 function listen() {
   const live = document.getElementById("live");
-  const es = new EventSource("/api/events?token=" + encodeURIComponent(SESSION));
+  const es = new EventSource("/v1/events?token=" + encodeURIComponent(SESSION));
   es.addEventListener("ready", () => { live.textContent = "live"; live.className = "live on"; });
   es.addEventListener("cairn", () => { state.events++; live.dataset.events = state.events; refresh(); });
   es.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };

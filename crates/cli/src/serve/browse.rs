@@ -1,23 +1,32 @@
-//! The studio's read-only API: threads, a thread's entries with their checkpoints, a
-//! snapshot's details, diffs (a page of the file list at a time) and one file's patch, and
-//! the stream of the thread database's events.
+//! The read-only part of the API: threads, a page of a thread's entries with their
+//! checkpoints, a snapshot's details, diffs (a page of the file list at a time) and one file's
+//! patch (issue 22; under `/v1` since issue 59).
 
-use super::Studio;
+use super::error::{blocking, ApiResult, ErrorBody};
+use super::Service;
 use crate::error::CliError;
 use crate::files::SkippedJson;
 use crate::patch::{self, Patch};
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use cairn_rewind::{Checkpoint, EntryId, ThreadId};
 use cairn_snapshot::{Change, ChangeKind};
 use cairn_store::{EntryKind, ErrorKind, RelPath, SnapshotId};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use std::convert::Infallible;
 use std::sync::Arc;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The routes of this part.
+pub(crate) fn routes() -> OpenApiRouter<Arc<Service>> {
+    OpenApiRouter::new()
+        .routes(routes!(threads))
+        .routes(routes!(thread))
+        .routes(routes!(snapshot))
+        .routes(routes!(diff))
+        .routes(routes!(patch))
+}
 
 /// The most entries one page of a thread holds.
 pub(crate) const MAX_ENTRIES_PAGE: usize = 500;
@@ -30,110 +39,22 @@ const SKIPPED_ON_PAGE: usize = 20;
 /// How many diffs are kept for paging.
 const DIFFS_KEPT: usize = 8;
 
-/// An error as the API answers it: a status and `{"error": {kind, code, message, meaning,
-/// path}}`, `meaning` saying for people what the kind means.
-#[derive(Debug)]
-pub(crate) struct ApiError(pub(crate) CliError);
-
-impl<E: Into<CliError>> From<E> for ApiError {
-    fn from(e: E) -> Self {
-        ApiError(e.into())
-    }
-}
-
-/// What an error kind means for someone looking at the page.
-pub(crate) fn meaning(kind: Option<ErrorKind>) -> &'static str {
-    match kind {
-        None => "The request was not understood.",
-        Some(ErrorKind::Busy) => {
-            "BUSY: something holds the workspace or its store right now (a snapshot, restore \
-             or command in another process). Nothing was changed; try again when it is done."
-        }
-        Some(ErrorKind::WorkspaceBusy) => {
-            "WORKSPACE_BUSY: a run or hold in an overlapping workspace refuses a restore. \
-             Nothing was changed; wait for it to end."
-        }
-        Some(ErrorKind::ThreadBusy) => {
-            "THREAD_BUSY: a run of this thread is going on (an agent is working in it). \
-             Nothing was changed; wait for the run to end, or stop it, then try again."
-        }
-        Some(ErrorKind::Denied) => {
-            "DENIED: Cairn refused, because it would lose data or cross a permission \
-             boundary. Nothing was changed."
-        }
-        Some(ErrorKind::Conflict) => {
-            "CONFLICT: someone else's change is in the way: the files or the thread changed \
-             since the plan was shown. Nothing was changed; look at the new plan."
-        }
-        Some(ErrorKind::NotFound) => "NOT_FOUND: no such thread, entry or snapshot.",
-        Some(ErrorKind::Validation) => {
-            "VALIDATION: well formed, but not allowed now (the rewind rules)."
-        }
-        Some(ErrorKind::InvalidArgument) => "INVALID_ARGUMENT: a malformed id or value.",
-        Some(ErrorKind::Corrupt) => {
-            "CORRUPT: stored data is damaged; `cairn verify` shows what is affected."
-        }
-        Some(ErrorKind::Io) => "IO: the operating system failed a read or write.",
-        Some(_) => "The operation failed.",
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let e = self.0;
-        let status = match e.kind {
-            None | Some(ErrorKind::InvalidArgument) => StatusCode::BAD_REQUEST,
-            Some(ErrorKind::NotFound) => StatusCode::NOT_FOUND,
-            Some(ErrorKind::Validation) => StatusCode::UNPROCESSABLE_ENTITY,
-            Some(
-                ErrorKind::Busy
-                | ErrorKind::WorkspaceBusy
-                | ErrorKind::ThreadBusy
-                | ErrorKind::Conflict,
-            ) => StatusCode::CONFLICT,
-            Some(ErrorKind::Denied) => StatusCode::FORBIDDEN,
-            Some(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        let body = serde_json::json!({"error": {
-            "kind": e.kind.map(|k| k.name()).unwrap_or("USAGE"),
-            "code": e.kind.map(|k| k.code()),
-            "message": e.line(),
-            "meaning": meaning(e.kind),
-            "path": e.path,
-        }});
-        (status, Json(body)).into_response()
-    }
-}
-
-/// The API's result type.
-pub(crate) type ApiResult<T> = std::result::Result<Json<T>, ApiError>;
-
-/// Runs `f` on a thread that may block (the store, the database, the file system).
-pub(crate) async fn blocking<T: Send + 'static>(
-    studio: Arc<Studio>,
-    f: impl FnOnce(&Studio) -> crate::error::Result<T> + Send + 'static,
-) -> ApiResult<T> {
-    match tokio::task::spawn_blocking(move || f(&studio)).await {
-        Ok(r) => r.map(Json).map_err(ApiError),
-        Err(_) => Err(ApiError(CliError::new(
-            ErrorKind::Panic,
-            "the studio stopped on an internal error",
-        ))),
-    }
-}
-
-/// What `/api/threads` answers.
-#[derive(Debug, Serialize)]
+/// What `/v1/threads` answers.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ThreadsJson {
     /// The workspace served.
     root: String,
     /// Its id.
     workspace_id: String,
     /// Every thread of the database, oldest first.
+    #[schema(value_type = Vec<Object>)]
     threads: Vec<cairn_rewind::Thread>,
 }
 
-pub(crate) async fn threads(State(studio): State<Arc<Studio>>) -> ApiResult<ThreadsJson> {
+/// Every thread of the database, with the workspace served.
+#[utoipa::path(get, path = "/v1/threads", operation_id = "list_threads", tag = "threads",
+    responses((status = 200, body = ThreadsJson)))]
+pub(crate) async fn threads(State(studio): State<Arc<Service>>) -> ApiResult<ThreadsJson> {
     blocking(studio, |s| {
         Ok(ThreadsJson {
             root: s.opened.ws.root().display().to_string(),
@@ -145,7 +66,8 @@ pub(crate) async fn threads(State(studio): State<Arc<Studio>>) -> ApiResult<Thre
 }
 
 /// A page of something long.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct Page {
     #[serde(default)]
     offset: usize,
@@ -153,12 +75,14 @@ pub(crate) struct Page {
 }
 
 /// A checkpoint as a thread page shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CheckpointJson {
     checkpoint_id: String,
+    #[schema(value_type = String)]
     kind: cairn_rewind::CheckpointKind,
     /// The checkpoint's label, else its snapshot's.
     label: Option<String>,
+    #[schema(value_type = String)]
     snapshot_id: SnapshotId,
     created_ms: i64,
     /// Files it holds.
@@ -166,21 +90,27 @@ pub(crate) struct CheckpointJson {
     /// Their bytes.
     bytes: u64,
     /// Paths it left out (the first few), and how many there are.
+    #[schema(value_type = Vec<Object>)]
     skipped: Vec<SkippedJson>,
     skipped_count: usize,
     /// The next checkpoint on the way from this one (the end of its turn); `None` when the
     /// turn is still going (the files now end it).
+    #[schema(value_type = Option<String>)]
     next_snapshot_id: Option<SnapshotId>,
     /// The manifest could not be read.
     error: Option<String>,
 }
 
 /// An entry as a thread page shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct EntryJson {
+    #[schema(value_type = String)]
     id: EntryId,
+    #[schema(value_type = Option<String>)]
     parent_id: Option<EntryId>,
+    #[schema(value_type = String)]
     thread_id: ThreadId,
+    #[schema(value_type = String)]
     kind: &'static str,
     /// The start of its text.
     text: String,
@@ -193,15 +123,18 @@ pub(crate) struct EntryJson {
 }
 
 /// A thread forked from this one.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ForkJson {
+    #[schema(value_type = String)]
     thread_id: ThreadId,
+    #[schema(value_type = Option<String>)]
     fork_entry: Option<EntryId>,
 }
 
-/// What `/api/threads/{id}` answers.
-#[derive(Debug, Serialize)]
+/// What `/v1/threads/{id}` answers.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ThreadJson {
+    #[schema(value_type = Object)]
     thread: cairn_rewind::Thread,
     /// Every entry the thread sees.
     total: usize,
@@ -241,7 +174,7 @@ pub(crate) fn next_checkpoints(
     next
 }
 
-fn checkpoint_json(s: &Studio, cp: &Checkpoint, next: Option<SnapshotId>) -> CheckpointJson {
+fn checkpoint_json(s: &Service, cp: &Checkpoint, next: Option<SnapshotId>) -> CheckpointJson {
     let manifest = s.opened.ws.store().read_manifest(&cp.snapshot_id);
     let (label, files, bytes, skipped, error) = match &manifest {
         Ok(m) => (
@@ -275,8 +208,12 @@ fn preview(text: &[u8]) -> (String, usize) {
     (text.chars().take(PREVIEW_CHARS).collect(), chars)
 }
 
+/// A page of a thread's entries (every branch), each with its checkpoints, and its forks.
+#[utoipa::path(get, path = "/v1/threads/{id}", operation_id = "thread_page", tag = "threads",
+    params(("id" = String, Path, description = "The thread's id"), Page),
+    responses((status = 200, body = ThreadJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn thread(
-    State(studio): State<Arc<Studio>>,
+    State(studio): State<Arc<Service>>,
     UrlPath(id): UrlPath<String>,
     Query(page): Query<Page>,
 ) -> ApiResult<ThreadJson> {
@@ -341,19 +278,27 @@ pub(crate) async fn thread(
     .await
 }
 
-/// What `/api/snapshots/{id}` answers.
-#[derive(Debug, Serialize)]
+/// What `/v1/snapshots/{id}` answers.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SnapshotJson {
+    #[schema(value_type = String)]
     id: SnapshotId,
     label: Option<String>,
     created_ms: i64,
+    #[schema(value_type = Object)]
     stats: cairn_store::Stats,
+    #[schema(value_type = Object)]
     capture: cairn_store::CaptureSettings,
+    #[schema(value_type = Vec<Object>)]
     skipped: Vec<SkippedJson>,
 }
 
+/// A snapshot's details.
+#[utoipa::path(get, path = "/v1/snapshots/{id}", operation_id = "snapshot", tag = "files",
+    params(("id" = String, Path, description = "A snapshot id, a prefix of 4+ hex digits, or a label")),
+    responses((status = 200, body = SnapshotJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn snapshot(
-    State(studio): State<Arc<Studio>>,
+    State(studio): State<Arc<Service>>,
     UrlPath(name): UrlPath<String>,
 ) -> ApiResult<SnapshotJson> {
     blocking(studio, move |s| {
@@ -382,22 +327,23 @@ pub(crate) struct DiffCache {
 type DiffKey = (SnapshotId, Option<SnapshotId>);
 
 /// Which diff: `from` a snapshot `to` another, or to the files now (`to` absent or `live`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DiffQuery {
     from: String,
     to: Option<String>,
     #[serde(default)]
     offset: usize,
     limit: Option<usize>,
-    /// For `/api/patch`: the path, as hex of its bytes.
+    /// For `/v1/patch`: the path, as hex of its bytes.
     path_hex: Option<String>,
-    /// For `/api/diff`: name, for each change of the page, the checkpoint intervals it
+    /// For `/v1/diff`: name, for each change of the page, the checkpoint intervals it
     /// changed in and the tool call or subagent that opened each.
     #[serde(default)]
     attribute: bool,
 }
 
-fn diff_key(s: &Studio, q: &DiffQuery) -> crate::error::Result<DiffKey> {
+fn diff_key(s: &Service, q: &DiffQuery) -> crate::error::Result<DiffKey> {
     let store = s.opened.ws.store();
     let from = store.resolve(&q.from)?;
     let to = match q.to.as_deref() {
@@ -409,7 +355,7 @@ fn diff_key(s: &Studio, q: &DiffQuery) -> crate::error::Result<DiffKey> {
 
 /// The changes of a diff: from the cache when `reuse` (a later page, a patch) and it has
 /// them, else computed (a diff to the files now is always computed for its first page).
-fn changes(s: &Studio, key: DiffKey, reuse: bool) -> crate::error::Result<Arc<Vec<Change>>> {
+fn changes(s: &Service, key: DiffKey, reuse: bool) -> crate::error::Result<Arc<Vec<Change>>> {
     let reusable = reuse || key.1.is_some();
     if reusable {
         let cache = s.diffs.lock().unwrap_or_else(|p| p.into_inner());
@@ -433,25 +379,32 @@ fn changes(s: &Studio, key: DiffKey, reuse: bool) -> crate::error::Result<Arc<Ve
 }
 
 /// One changed path of a diff.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ChangeJson {
+    #[schema(value_type = String)]
     path: RelPath,
     path_hex: String,
+    #[schema(value_type = String)]
     kind: ChangeKind,
+    #[schema(value_type = Option<String>)]
     old_kind: Option<EntryKind>,
+    #[schema(value_type = Option<String>)]
     new_kind: Option<EntryKind>,
     old_size: Option<u64>,
     new_size: Option<u64>,
     /// With `attribute`: who changed it, per checkpoint interval, oldest first.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
     attribution: Option<Vec<cairn_rewind::Attribution>>,
 }
 
-/// What `/api/diff` answers.
-#[derive(Debug, Serialize)]
+/// What `/v1/diff` answers.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct DiffJson {
+    #[schema(value_type = String)]
     from: SnapshotId,
     /// `None`: the files now.
+    #[schema(value_type = Option<String>)]
     to: Option<SnapshotId>,
     /// How many paths changed, and of each kind.
     total: usize,
@@ -463,8 +416,11 @@ pub(crate) struct DiffJson {
     changes: Vec<ChangeJson>,
 }
 
+/// A page of the paths that differ between two snapshots, or a snapshot and the files now.
+#[utoipa::path(get, path = "/v1/diff", operation_id = "diff", tag = "files", params(DiffQuery),
+    responses((status = 200, body = DiffJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn diff(
-    State(studio): State<Arc<Studio>>,
+    State(studio): State<Arc<Service>>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult<DiffJson> {
     blocking(studio, move |s| {
@@ -510,10 +466,12 @@ pub(crate) async fn diff(
     .await
 }
 
-/// What `/api/patch` answers: one file's unified diff, or that it is binary.
-#[derive(Debug, Serialize)]
+/// What `/v1/patch` answers: one file's unified diff, or that it is binary.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct PatchJson {
+    #[schema(value_type = String)]
     path: RelPath,
+    #[schema(value_type = String)]
     kind: ChangeKind,
     /// Binary (or too large to diff): named, not shown.
     binary: bool,
@@ -521,8 +479,11 @@ pub(crate) struct PatchJson {
     patch: Option<String>,
 }
 
+/// One changed file's unified diff.
+#[utoipa::path(get, path = "/v1/patch", operation_id = "patch", tag = "files", params(DiffQuery),
+    responses((status = 200, body = PatchJson), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn patch(
-    State(studio): State<Arc<Studio>>,
+    State(studio): State<Arc<Service>>,
     Query(q): Query<DiffQuery>,
 ) -> ApiResult<PatchJson> {
     blocking(studio, move |s| {
@@ -558,29 +519,4 @@ pub(crate) async fn patch(
         })
     })
     .await
-}
-
-/// The thread database's events as they come, one server-sent event each (`event: cairn`,
-/// the event as JSON), after a first `ready` event.
-pub(crate) async fn events(
-    State(studio): State<Arc<Studio>>,
-) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
-    let rx = studio.events.subscribe();
-    let first = Some(SseEvent::default().event("ready").data("{}"));
-    let stream = futures_util::stream::unfold((rx, first), |(mut rx, first)| async move {
-        if let Some(ev) = first {
-            return Some((Ok(ev), (rx, None)));
-        }
-        let data = match rx.recv().await {
-            Ok(text) => text,
-            // Too slow a reader: tell the page to read everything again.
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => "{\"lagged\":true}".into(),
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-        };
-        Some((
-            Ok(SseEvent::default().event("cairn").data(data)),
-            (rx, None),
-        ))
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
 }

@@ -1,16 +1,16 @@
-//! The studio's changes: rewind, restore and fork, each planned first (a dry run, shown on
-//! the page with its digest) and carried out only when the call names the digest of the plan
-//! the server would carry out now.
+//! Planned changes: rewind, restore and fork, each planned first (a dry run, shown on the
+//! Studio's page with its digest) and carried out only when the call names the digest of the
+//! plan the server would carry out now (issue 22; under `/v1` since issue 59).
 //!
-//! `/api/plan` takes an [`OpRequest`] and answers the plan, the request made exact (entry
+//! `/v1/plans` takes an [`OpRequest`] and answers the plan, the request made exact (entry
 //! and snapshot names resolved to ids, a fork's new thread id fixed) and the digest: the
-//! SHA-256 of both as JSON. `/api/apply` takes that request and digest, plans again, refuses
+//! SHA-256 of both as JSON. `/v1/plans/apply` takes that request and digest, plans again, refuses
 //! with `CONFLICT` when the digest differs (the files or the thread changed since the page
 //! showed the plan, or the page did not show this plan), and then runs the same library call
 //! as `cairn rewind --files`, `cairn restore` or `cairn fork --files`.
 
-use super::api::{blocking, ApiError, ApiResult};
-use super::Studio;
+use super::error::{blocking, ApiError, ApiResult, ErrorBody};
+use super::Service;
 use crate::error::{CliError, Result};
 use crate::threads::{fork_workspace, resolve_entry, Made};
 use axum::body::Bytes;
@@ -22,12 +22,22 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// The routes of this part.
+pub(crate) fn routes() -> OpenApiRouter<Arc<Service>> {
+    OpenApiRouter::new()
+        .routes(routes!(plan))
+        .routes(routes!(apply))
+}
 
 /// How many paths of each list a plan on the page names (the digest covers them all).
 const PLAN_PATHS: usize = 1000;
 
 /// Which change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Op {
     /// `cairn rewind THREAD ENTRY [--files]`.
@@ -39,7 +49,7 @@ pub(crate) enum Op {
 }
 
 /// A change the page asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OpRequest {
     /// Which.
@@ -63,18 +73,23 @@ pub(crate) struct OpRequest {
     #[serde(default)]
     pub(crate) new_thread_id: Option<String>,
     /// The workspace a restore goes into, when not the one served: only a fork's directory
-    /// this studio made (to undo its files).
+    /// this server made (to undo its files).
     #[serde(default)]
     pub(crate) root: Option<String>,
     /// What to do with files edited by someone else since the files being left (drift):
     /// `refuse`, `keep` or `overwrite`, as `--on-drift` takes. A rewind with files refuses by
     /// default, as `cairn rewind --files` does; a restore checks only when told.
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     pub(crate) on_drift: Option<DriftPolicy>,
+    /// A rewind's request key (the page makes one per plan shown): applying again with it
+    /// answers the rewind it made, or retries it if it failed, and never runs a second one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) key: Option<String>,
 }
 
-/// What `/api/apply` takes.
-#[derive(Debug, Deserialize)]
+/// What `/v1/plans/apply` takes.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApplyRequest {
     /// The request, exactly as the plan answered it.
@@ -84,8 +99,9 @@ pub(crate) struct ApplyRequest {
 }
 
 /// A restore plan (or what a restore did) as the page shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct FilesView {
+    #[schema(value_type = String)]
     snapshot_id: SnapshotId,
     root: String,
     restore: Vec<String>,
@@ -97,6 +113,7 @@ pub(crate) struct FilesView {
     drifted: Vec<String>,
     unchanged: u64,
     busy: bool,
+    #[schema(value_type = Option<String>)]
     safety_snapshot_id: Option<SnapshotId>,
 }
 
@@ -146,15 +163,16 @@ fn files_view_of(f: &cairn_rewind::FilesReport, root: &Path) -> Result<FilesView
 }
 
 /// An entry a rewind takes off the active branch.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct CutView {
     id: String,
+    #[schema(value_type = String)]
     kind: &'static str,
     text: String,
 }
 
 /// A plan, or what was done, as the page shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct OpView {
     op: Op,
     dry_run: bool,
@@ -170,6 +188,7 @@ pub(crate) struct OpView {
     /// Runs a rewind or fork stops or drops.
     runs_dropped: usize,
     /// The safety snapshot: restoring it undoes the files part.
+    #[schema(value_type = Option<String>)]
     safety_snapshot_id: Option<SnapshotId>,
     /// The request that undoes the files part (a restore of the safety snapshot), to plan.
     undo: Option<OpRequest>,
@@ -178,10 +197,10 @@ pub(crate) struct OpView {
     agent: Vec<String>,
 }
 
-/// What `/api/plan` answers.
-#[derive(Debug, Serialize)]
+/// What `/v1/plans` answers.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct PlanJson {
-    /// The request made exact: send it back to `/api/apply`.
+    /// The request made exact: send it back to `/v1/plans/apply`.
     request: OpRequest,
     /// The SHA-256 of the request and the whole plan, in hex.
     digest: String,
@@ -209,7 +228,7 @@ fn need<'a>(v: &'a Option<String>, what: &str) -> Result<&'a str> {
         .ok_or_else(|| CliError::new(ErrorKind::InvalidArgument, format!("{what} is missing")))
 }
 
-fn cut_view(s: &Studio, ids: &[cairn_rewind::EntryId]) -> Vec<CutView> {
+fn cut_view(s: &Service, ids: &[cairn_rewind::EntryId]) -> Vec<CutView> {
     ids.iter()
         .take(PLAN_PATHS)
         .map(|id| match s.opened.threads.entry(id) {
@@ -241,6 +260,7 @@ fn undo_of(safety: Option<SnapshotId>, root: Option<&Path>) -> Option<OpRequest>
         new_thread_id: None,
         root: root.map(|r| r.display().to_string()),
         on_drift: None,
+        key: None,
     })
 }
 
@@ -258,7 +278,7 @@ struct Planned {
 }
 
 /// The workspace a restore goes into: the served one, or a fork's directory made here.
-fn restore_target(s: &Studio, root: Option<&str>) -> Result<Arc<Workspace>> {
+fn restore_target(s: &Service, root: Option<&str>) -> Result<Arc<Workspace>> {
     let Some(root) = root.filter(|r| Path::new(r) != s.opened.ws.root()) else {
         return Ok(s.opened.ws.clone());
     };
@@ -270,7 +290,7 @@ fn restore_target(s: &Studio, root: Option<&str>) -> Result<Arc<Workspace>> {
     if !known {
         return Err(CliError::new(
             ErrorKind::Denied,
-            format!("the studio restores only its own workspace and the forks it made, not {root}"),
+            format!("the server restores only its own workspace and the forks it made, not {root}"),
         ));
     }
     let ctx = crate::ctx::Ctx {
@@ -282,7 +302,7 @@ fn restore_target(s: &Studio, root: Option<&str>) -> Result<Arc<Workspace>> {
 }
 
 /// Plans `req`; `keep_dir`: a fork's directory made to look at stays (for the apply).
-fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
+fn plan_op(s: &Service, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
     let threads = &s.opened.threads;
     let request;
     match req.op {
@@ -302,6 +322,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                     .clone()
                     .filter(|r| Path::new(r) != s.opened.ws.root()),
                 on_drift: req.on_drift,
+                key: None,
             };
             let mut options = PlanOptions::default();
             if let Some(policy) = req.on_drift {
@@ -351,6 +372,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 new_thread_id: None,
                 root: None,
                 on_drift: rewind_drift(req),
+                key: req.key.clone(),
             };
             let plan = threads.rewind(&thread, &entry, &rewind_options(s, &request, true))?;
             let now = files_now(&s.opened.ws, plan.files.as_ref())?;
@@ -403,6 +425,7 @@ fn plan_op(s: &Studio, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 snapshot: None,
                 root: None,
                 on_drift: None,
+                key: None,
             };
             // A fork into a directory of its own finds it empty or refuses; in place, the
             // files now are part of what is confirmed, as for a rewind.
@@ -448,7 +471,7 @@ fn rewind_drift(req: &OpRequest) -> Option<DriftPolicy> {
         .then(|| req.on_drift.unwrap_or(DriftPolicy::Refuse))
 }
 
-fn rewind_options(s: &Studio, req: &OpRequest, dry_run: bool) -> RewindOptions {
+fn rewind_options(s: &Service, req: &OpRequest, dry_run: bool) -> RewindOptions {
     RewindOptions {
         files: Some(req.files),
         on_drift: rewind_drift(req),
@@ -456,6 +479,7 @@ fn rewind_options(s: &Studio, req: &OpRequest, dry_run: bool) -> RewindOptions {
         workspace: Some(s.opened.ws.clone() as Arc<dyn Files>),
         dry_run,
         force: false,
+        key: req.key.clone().filter(|_| !dry_run),
         ..RewindOptions::default()
     }
 }
@@ -472,7 +496,7 @@ fn agent_lines(half: &crate::agents::AgentHalf, r: &cairn_rewind::RewindReport) 
         .collect()
 }
 
-fn rewind_view(s: &Studio, r: &cairn_rewind::RewindReport) -> Result<OpView> {
+fn rewind_view(s: &Service, r: &cairn_rewind::RewindReport) -> Result<OpView> {
     let files = match &r.files {
         Some(f) => Some(files_view_of(f, &f.root)?),
         None => None,
@@ -507,7 +531,7 @@ fn rewind_view(s: &Studio, r: &cairn_rewind::RewindReport) -> Result<OpView> {
 
 /// The fork's options, as `cairn fork` makes them (without `--force`).
 fn fork_options(
-    s: &Studio,
+    s: &Service,
     req: &OpRequest,
     target: Option<Arc<Workspace>>,
     dry_run: bool,
@@ -525,7 +549,7 @@ fn fork_options(
 }
 
 fn fork_plan(
-    s: &Studio,
+    s: &Service,
     req: &OpRequest,
     thread: &ThreadId,
     entry: &cairn_rewind::EntryId,
@@ -542,7 +566,7 @@ fn fork_plan(
     Ok((plan, root))
 }
 
-fn fork_view(s: &Studio, r: &cairn_rewind::ForkReport, root: &Path) -> Result<OpView> {
+fn fork_view(s: &Service, r: &cairn_rewind::ForkReport, root: &Path) -> Result<OpView> {
     let files = match &r.files {
         Some(f) => Some(files_view_of(f, root)?),
         None => None,
@@ -576,7 +600,9 @@ fn fork_view(s: &Studio, r: &cairn_rewind::ForkReport, root: &Path) -> Result<Op
 
 /// A request body as JSON; a malformed one (a change that names no digest among them) is
 /// `INVALID_ARGUMENT` in the API's error form.
-fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, ApiError> {
+pub(crate) fn body<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+) -> std::result::Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         ApiError(CliError::new(
             ErrorKind::InvalidArgument,
@@ -585,9 +611,16 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, 
     })
 }
 
-pub(crate) async fn plan(State(studio): State<Arc<Studio>>, bytes: Bytes) -> ApiResult<PlanJson> {
+/// Plans a rewind, restore or fork (a dry run): the plan, the request made exact, and the
+/// digest `/v1/plans/apply` confirms.
+#[utoipa::path(post, path = "/v1/plans", operation_id = "plan", tag = "changes",
+    request_body = OpRequest,
+    responses((status = 200, body = PlanJson), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub(crate) async fn plan(State(studio): State<Arc<Service>>, bytes: Bytes) -> ApiResult<PlanJson> {
     let req: OpRequest = body(&bytes)?;
     blocking(studio, move |s| {
+        s.ready()?;
         let p = plan_op(s, &req, false)?;
         Ok(PlanJson {
             request: p.request,
@@ -598,8 +631,16 @@ pub(crate) async fn plan(State(studio): State<Arc<Studio>>, bytes: Bytes) -> Api
     .await
 }
 
-/// Carries out `req` if the plan the server would carry out now has `digest`.
-pub(crate) fn apply_op(s: &Studio, req: &OpRequest, digest: &str) -> Result<OpView> {
+/// Carries out `req` if the plan the server would carry out now has `digest`; a rewind whose
+/// key made one already answers that one (retried if it failed), whatever the plan now.
+pub(crate) fn apply_op(s: &Service, req: &OpRequest, digest: &str) -> Result<OpView> {
+    s.ready()?;
+    if let (Op::Rewind, Some(key), Some(thread)) = (req.op, &req.key, &req.thread) {
+        let thread = ThreadId::new(thread.as_str());
+        if crate::threads::keyed_rewind(&s.opened.threads, &thread, key)?.is_some() {
+            return rewind_applied(s, req);
+        }
+    }
     let mut p = plan_op(s, req, true)?;
     let made = std::mem::take(&mut p.made);
     let outcome = apply_planned(s, req, digest, p);
@@ -610,7 +651,7 @@ pub(crate) fn apply_op(s: &Studio, req: &OpRequest, digest: &str) -> Result<OpVi
     outcome
 }
 
-fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Result<OpView> {
+fn apply_planned(s: &Service, req: &OpRequest, digest: &str, p: Planned) -> Result<OpView> {
     if p.request != *req {
         return Err(CliError::new(
             ErrorKind::InvalidArgument,
@@ -635,7 +676,10 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
             let report = ws.apply(&plan, &ApplyOptions::default(), Context::default())?;
             // For the processes following the event log; the files are restored either way.
             if let Err(e) = s.opened.threads.record_restore(ws.id(), ws.root(), &report) {
-                eprintln!("cairn studio: the restore could not be recorded in the event log: {e}");
+                eprintln!(
+                    "{}: the restore could not be recorded in the event log: {e}",
+                    s.name
+                );
             }
             let root = (ws.root() != s.opened.ws.root()).then(|| ws.root());
             Ok(OpView {
@@ -651,42 +695,7 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
                 ..p.view
             })
         }
-        Op::Rewind => {
-            let thread = ThreadId::new(need(&req.thread, "thread")?);
-            let entry = resolve_entry(&s.opened.threads, &thread, need(&req.entry, "entry")?)?;
-            let cursor = s.opened.threads.last_cursor()?;
-            // An agent's thread: where its conversation continues, kept in the rewind's
-            // journal before the files change, as `cairn rewind` does (issue 54).
-            let half =
-                if cairn_agents::of_thread(&s.opened.threads.thread(&thread)?.metadata).is_some() {
-                    let plan =
-                        s.opened
-                            .threads
-                            .rewind(&thread, &entry, &rewind_options(s, req, true))?;
-                    crate::agents::prepare_rewind(&s.opened.threads, &thread, &plan, true)?
-                } else {
-                    crate::agents::AgentHalf::default()
-                };
-            let mut options = rewind_options(s, req, false);
-            options.continuation = half.continuation.clone();
-            let report = s.opened.threads.rewind(&thread, &entry, &options)?;
-            crate::agents::settle(&report);
-            // The commands `cairn init claude-code --on-rewind` registered, as after
-            // `cairn rewind` (only trusted ones, issue 53); one that fails, or a file whose
-            // commands were not run, is said on stderr, the rewind stands.
-            for n in crate::threads::announce_rewind(
-                &s.opened.threads,
-                &thread,
-                cursor,
-                &report,
-                s.opened.ws.root(),
-            )? {
-                eprintln!("cairn studio: {}", n.message);
-            }
-            let mut view = rewind_view(s, &report)?;
-            view.agent = agent_lines(&half, &report);
-            Ok(view)
-        }
+        Op::Rewind => rewind_applied(s, req),
         Op::Fork => {
             let thread = ThreadId::new(need(&req.thread, "thread")?);
             let entry = resolve_entry(&s.opened.threads, &thread, need(&req.entry, "entry")?)?;
@@ -710,11 +719,29 @@ fn apply_planned(s: &Studio, req: &OpRequest, digest: &str, p: Planned) -> Resul
     }
 }
 
+/// Carries out the rewind `req` names, as `cairn rewind` does.
+fn rewind_applied(s: &Service, req: &OpRequest) -> Result<OpView> {
+    let thread = ThreadId::new(need(&req.thread, "thread")?);
+    let entry = resolve_entry(&s.opened.threads, &thread, need(&req.entry, "entry")?)?;
+    let point = crate::threads::Point::Entry(entry);
+    let (report, half) =
+        super::rewind::carry_out(s, &thread, &point, rewind_options(s, req, false))?;
+    let mut view = rewind_view(s, &report)?;
+    view.agent = agent_lines(&half, &report);
+    Ok(view)
+}
+
 fn short(digest: &str) -> &str {
     digest.get(..12).unwrap_or(digest)
 }
 
-pub(crate) async fn apply(State(studio): State<Arc<Studio>>, bytes: Bytes) -> ApiResult<OpView> {
+/// Carries out a planned change if the plan the server would carry out now has the digest
+/// given: `CONFLICT` otherwise, nothing changed.
+#[utoipa::path(post, path = "/v1/plans/apply", operation_id = "apply_plan", tag = "changes",
+    request_body = ApplyRequest,
+    responses((status = 200, body = OpView), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub(crate) async fn apply(State(studio): State<Arc<Service>>, bytes: Bytes) -> ApiResult<OpView> {
     let req: ApplyRequest = body(&bytes)?;
     blocking(studio, move |s| apply_op(s, &req.request, &req.digest)).await
 }
