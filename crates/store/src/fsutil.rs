@@ -56,6 +56,22 @@ pub fn create_new_file(path: &Path) -> Result<File> {
     Ok(f)
 }
 
+/// Whether the test-only switch removes the sync named `step` (issue 57: the power-cut
+/// explorer shows it catches a missing sync). Always `false` unless the crate is built with
+/// the `test-skip-sync` feature, which no package of Cairn is.
+#[inline]
+pub fn test_skips_sync(step: &str) -> bool {
+    #[cfg(feature = "test-skip-sync")]
+    {
+        std::env::var("CAIRN_TEST_SKIP_SYNC").is_ok_and(|v| v == step)
+    }
+    #[cfg(not(feature = "test-skip-sync"))]
+    {
+        let _ = step;
+        false
+    }
+}
+
 /// Syncs a directory, so that renames and creations in it are durable.
 pub fn sync_dir(path: &Path) -> Result<()> {
     let d = File::open(path).map_err(|e| Error::io("open directory", path, e))?;

@@ -105,7 +105,7 @@ pub struct GcPlan {
     pub repack: Vec<PackPlan>,
     /// Large objects unreachable and old enough: deleted.
     pub delete_large: Vec<ObjectId>,
-    /// Pack files without an index, old enough: deleted.
+    /// Pack files without an index, and indexes without their pack, old enough: deleted.
     #[serde(with = "crate::relpath::os_paths")]
     #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::RelPath>"))]
     pub orphan_packs: Vec<PathBuf>,
@@ -313,7 +313,7 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
         plan.repack.append(&mut old_packs);
     }
 
-    // Pack files without an index, and foreign entries in packs/.
+    // Pack files without an index, indexes without a pack, and foreign entries in packs/.
     for entry in read_dir(&layout.packs)? {
         let (name, path, ft) = entry;
         let ours = name
@@ -322,9 +322,16 @@ fn plan_with_reach(store: &Store, options: &GcOptions) -> Result<(GcPlan, HashSe
             .and_then(|h| ObjectId::from_hex(h).ok());
         match ours {
             Some(id) if ft.is_file() => {
-                if name.ends_with(".pack") && !indexed.contains(&id) {
-                    let idx = layout.packs.join(format!("{}.idx", id.to_hex()));
-                    if std::fs::symlink_metadata(&idx).is_err() && old(&path) {
+                // One half of a pack without the other (an index without its pack is what a
+                // power cut can leave, issue 57), old enough.
+                let other = if name.ends_with(".pack") {
+                    "idx"
+                } else {
+                    "pack"
+                };
+                if !indexed.contains(&id) {
+                    let other = layout.packs.join(format!("{}.{other}", id.to_hex()));
+                    if std::fs::symlink_metadata(&other).is_err() && old(&path) {
                         plan.orphan_packs.push(path);
                     }
                 }

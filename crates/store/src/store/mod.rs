@@ -451,6 +451,17 @@ impl Store {
                 });
                 continue;
             }
+            // An index without its pack names no object (issue 57): a power cut may keep the
+            // index's rename and lose the pack's (they are synced together, after both), or
+            // keep a collection's removal of the pack and lose that of its index. A
+            // collection removes it; a writer stores the objects anew.
+            let pack_path = dir.join(format!("{}.pack", id.to_hex()));
+            if let Err(e) = std::fs::symlink_metadata(&pack_path) {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    continue;
+                }
+                return Err(Error::io("inspect", &pack_path, e));
+            }
             match PackIndex::load(&idx_path) {
                 Ok(index) => {
                     set.packs.insert(id, LoadedPack::new(id, dir, index));
