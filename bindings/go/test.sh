@@ -9,8 +9,14 @@ cd "$(dirname "$0")"
 if [ -z "${CAIRN_HOME:-}" ]; then
   CAIRN_HOME=$(mktemp -d -t cairn-test-home-XXXXXX)
   export CAIRN_HOME
-  trap 'rm -rf "$CAIRN_HOME"' EXIT
+  made_home=1
 fi
+# Go's build cache under target/ (as npm's), and its temporary files (cgo's compiler probes,
+# `cgo-gcc-input-*`, which it leaves behind) in a directory removed at the end (issue 61).
+GOCACHE="$(cd ../.. && pwd)/target/go-cache"
+go_tmp=$(mktemp -d -t cairn-go-tmp-XXXXXX)
+trap 'rm -rf "$go_tmp" ${made_home:+"$CAIRN_HOME"}' EXIT
+export GOCACHE TMPDIR="$go_tmp"
 # The panic test makes the library print its (caught) panic; a backtrace would only add noise.
 export RUST_BACKTRACE=0
 export CGO_ENABLED=1
