@@ -315,6 +315,37 @@ pub enum Command {
         cairn fork chat e_3fa2 --files --into ../project-b --yes"
     )]
     Fork(ForkArgs),
+    /// Write a snapshot with every object it reaches as one stream (a tar), for another store.
+    #[command(
+        after_help = "The stream is a tar archive (`tar -tf` lists it): cairn-export.json, the manifest \
+        (snapshots/ID), every tree and blob the snapshot reaches (trees/ID, blobs/ID, each named by the \
+        SHA-256 of its bytes) and END, the count, last. It goes to standard output unless -o names a file \
+        (written whole, then renamed into place). `cairn import` reads it into another store, verified \
+        (issue 58): a provider's file API, a CI artifact or a copy carries a snapshot where no store is \
+        shared.\n\n\
+        Examples:\n  cairn export before-refactor -o snap.tar\n  cairn export 3fa2b1 | ssh box cairn -C /work import"
+    )]
+    Export {
+        /// The snapshot: id, prefix of 4+ hex digits, or label.
+        snapshot: String,
+        /// Write the stream to this file instead of standard output.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Read a snapshot `cairn export` wrote into the workspace's store, verified.
+    #[command(
+        after_help = "Every object's bytes are checked against its name, the manifest against its id, and \
+        the stream must be whole (its END entry and count): a truncated, altered or foreign stream is \
+        refused with CORRUPT and the store is left as it was (the stream is staged apart first, then the \
+        snapshot is copied in once it is whole). With --remote the snapshot goes to the remote too. \
+        Then `cairn restore ID` puts its files here.\n\n\
+        Examples:\n  cairn import snap.tar\n  cairn import < snap.tar\n  cairn --json import snap.tar"
+    )]
+    Import {
+        /// The stream (default, or `-`: standard input).
+        #[arg(value_name = "FILE")]
+        input: Option<PathBuf>,
+    },
     /// Take the guided tour: a whole story in a temporary directory, printed step by step.
     #[command(after_help = "Example:\n  cairn demo")]
     Demo {
@@ -648,6 +679,23 @@ pub enum HookCommand {
 /// `cairn init ...`: plug Cairn into an agent.
 #[derive(Debug, Subcommand)]
 pub enum InitCommand {
+    /// Mark the workspace as a directory bind-mounted into a container: restores and rewinds
+    /// with files are refused (BUSY) while a process runs in it (issue 58).
+    #[command(
+        after_help = "The container is found from its cgroup, never by asking it: with NAME, `ENGINE \
+        [--engine-arg ...] inspect NAME` gives its init's process id, whose cgroup (/proc/PID/cgroup, the \
+        unified hierarchy first, else pids, else name=systemd) is read; with --cgroup, that directory. A \
+        process runs in the container when its cgroup, or one below it, lists a process other than the \
+        container's init (the process that is PID 1 of its own PID namespace): a command run with `exec`, \
+        a shell, anything the init started or left behind. A container that is stopped, or that only \
+        idles in its init, runs nothing. While one runs, `cairn restore` and `cairn rewind --files` are \
+        refused with BUSY, their dry runs too, naming the container and the processes; --force does not \
+        go around it. Kept in the workspace's store (outside the container's reach).\n\n\
+        Examples:\n  cairn init container agent-box\n  cairn init container agent-box --engine docker\n  \
+        cairn init container --cgroup /sys/fs/cgroup/kubepods.slice/.../cri-containerd-ab12.scope\n  \
+        cairn init container --status\n  cairn init container --remove"
+    )]
+    Container(ContainerArgs),
     /// Install Cairn's hooks in Claude Code's settings (the project's .claude/settings.json).
     #[command(
         after_help = "Merges into the settings, leaving every other setting and hook as it is (idempotent):\n  \
@@ -767,6 +815,32 @@ pub enum InitCommand {
         #[arg(long, conflicts_with = "remove")]
         watch: bool,
     },
+}
+
+/// Arguments of `cairn init container`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").multiple(false))]
+pub struct ContainerArgs {
+    /// The container's name or id, as its engine knows it.
+    #[arg(group = "what")]
+    pub name: Option<String>,
+    /// The engine program that inspects it (default: podman when on PATH, else docker).
+    #[arg(long, value_name = "PROGRAM", requires = "name")]
+    pub engine: Option<String>,
+    /// An argument the engine gets before `inspect` (`--root DIR`, `--host URL`, ...);
+    /// repeatable.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true, requires = "name")]
+    pub engine_arg: Vec<String>,
+    /// The container's cgroup directory instead of a name (`/sys/fs/cgroup/...`): for an
+    /// engine Cairn does not ask, or a Kubernetes pod's container.
+    #[arg(long, value_name = "DIR", group = "what")]
+    pub cgroup: Option<PathBuf>,
+    /// Forget the container: the directory is an ordinary workspace again.
+    #[arg(long, group = "what")]
+    pub remove: bool,
+    /// Say what is recorded and which processes run in the container now.
+    #[arg(long, group = "what")]
+    pub status: bool,
 }
 
 /// `cairn store ...`.

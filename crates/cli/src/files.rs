@@ -803,6 +803,8 @@ pub(crate) fn restore(ctx: &Ctx, a: &RestoreArgs) -> Result<()> {
     let (dry_run, yes) = (a.dry_run, a.yes);
     ctx.check_confirmable("restore", dry_run, yes)?;
     let ws = ctx.open_workspace(false)?;
+    // A container's workspace: refused while a process runs in the container (issue 58).
+    crate::container::refuse_if_busy(&ws)?;
     let id = ws.store().resolve(&a.snapshot)?;
     let mut options = PlanOptions {
         paths: chosen_paths(ws.root(), &a.paths)?,

@@ -14,10 +14,12 @@
 
 mod agents;
 pub mod args;
+mod container;
 mod ctx;
 mod demo;
 mod doctor;
 pub mod error;
+mod export;
 mod files;
 mod home;
 mod mcp;
@@ -169,6 +171,9 @@ fn dispatch(cli: Cli) -> Result<()> {
             thread,
         } => threads::events(&ctx, since, follow, thread.as_deref()),
         Command::Fork(a) => threads::fork(&ctx, &a),
+        Command::Export { snapshot, output } => export::export(&ctx, &snapshot, output.as_deref()),
+        Command::Import { input } => export::import(&ctx, input.as_deref()),
+        Command::Init(InitCommand::Container(a)) => container::init(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
         Command::Hook(HookCommand::ClaudeCode { tool, watch }) => {

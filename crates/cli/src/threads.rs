@@ -604,6 +604,9 @@ pub(crate) fn rewind(ctx: &Ctx, args: &RewindArgs) -> Result<()> {
         ));
     }
     if files {
+        // A container's workspace: refused while a process runs in the container, --force or
+        // not (issue 58).
+        crate::container::refuse_if_busy(&o.ws)?;
         options.paths = crate::files::chosen_paths(o.ws.root(), &args.paths)?;
         // Paths someone else edited since the thread's newest checkpoint: refused unless told.
         options.on_drift = Some(

@@ -31,6 +31,7 @@
 pub mod cancel;
 pub mod copy;
 pub mod error;
+pub mod export;
 pub mod fsutil;
 pub mod gc;
 pub mod home;

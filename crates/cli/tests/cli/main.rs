@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 mod agents;
 mod codex;
+mod containers;
 mod doctor;
 mod files;
 mod home;
@@ -176,6 +177,9 @@ fn every_command_has_help_with_an_example() {
         "fork",
         "studio",
         "events",
+        "export",
+        "import",
+        "init container",
     ] {
         Command::cargo_bin("cairn")
             .expect("bin")
