@@ -15,6 +15,7 @@ mod mcp;
 mod precise;
 mod remote;
 mod resume;
+mod serve;
 mod store_ops;
 mod studio;
 mod threads;
@@ -176,6 +177,7 @@ fn every_command_has_help_with_an_example() {
         "rewind",
         "fork",
         "studio",
+        "serve",
         "events",
         "export",
         "import",

@@ -269,9 +269,10 @@ fn crash_child() {
     unreachable!("the child dies once the files are restored");
 }
 
-/// A workspace whose restore kills the process once the files are done.
-struct Dies {
-    ws: std::sync::Arc<cairn_restore::Workspace>,
+/// A workspace whose restore kills the process once the files are done (also the server
+/// killed mid-rewind of `serve.rs`, issue 59).
+pub(crate) struct Dies {
+    pub(crate) ws: std::sync::Arc<cairn_restore::Workspace>,
 }
 
 impl cairn_rewind::Files for Dies {
