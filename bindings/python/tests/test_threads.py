@@ -268,3 +268,19 @@ def test_a_postgres_url_nobody_answers_at_raises_an_io_error_without_the_passwor
         cairn.Threads(f"postgres://agent:s3cret@127.0.0.1:{port}/threads")
     assert f"postgres://agent:***@127.0.0.1:{port}/threads" in str(info.value)
     assert "s3cret" not in str(info.value)
+
+
+def test_a_rewind_repeated_with_its_request_key_answers_the_same_rewind_and_runs_once(threads, root):
+    # Issue 59: the key passes through the bindings to the rewind's record.
+    threads.create("chat")
+    first = threads.append("chat", "user", "one")
+    threads.append("chat", "user", "two")
+    write(root, "two.txt", "2")  # written in turn two: the rewind to turn one takes it away
+    done = threads.rewind("chat", first.entry.id, files=True, key="k-binding")
+    assert not (root / "two.txt").exists()
+    write(root, "two.txt", "again")
+    again = threads.rewind("chat", first.entry.id, files=True, key="k-binding")
+    assert again.rewind_id == done.rewind_id
+    assert (root / "two.txt").read_text() == "again"  # nothing ran a second time
+    started = [e for e in threads.events() if e.kind == "rewind_started"]
+    assert len(started) == 1
