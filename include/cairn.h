@@ -662,6 +662,66 @@ cairn_status cairn_threads_events(const struct cairn_threads *t,
                                   struct cairn_error **err_out);
 
 /*
+ Queues a user prompt in the thread's inbox under the admission key `key`, to be delivered
+ at the thread's next safe boundary (no run of the thread running or paused, no tool call
+ of its runs open). The prompt, may be empty: `{"text": str | "payload_hex": hex,
+ "metadata": {...}}`. Writes the admission as JSON: `state` is `"queued"`, or for a key seen
+ before (`repeated: true`) the admission as it is now: `"delivered"` (with `entry_id`,
+ `checkpoint_id`) or `"cancelled"` (with the `rewind_id` that cancelled it); nothing is
+ queued again. While a rewind holds the thread: `CAIRN_ERR_THREAD_BUSY`.
+
+ # Safety
+ `t` live; inputs valid for their lengths; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_enqueue(const struct cairn_threads *t,
+                                   const uint8_t *thread,
+                                   size_t thread_len,
+                                   const uint8_t *key,
+                                   size_t key_len,
+                                   const uint8_t *prompt_json,
+                                   size_t prompt_len,
+                                   struct cairn_buf **out,
+                                   struct cairn_error **err_out);
+
+/*
+ Delivers the oldest prompt queued in the thread's inbox if the thread is at a safe
+ boundary: the checkpoint is taken then (the run's workspace and policy, else `workspace`,
+ else the handle's default workspace, as for `cairn_threads_append`), and the prompt is
+ appended as a user entry under its key. `run` (may be NULL) is a run delivering between its
+ own turns: it does not count as under way while it is running. Options, may be empty:
+ `{"wait_ms": n}`. Writes `{"delivered": admission | null, "entry": entry | null,
+ "checkpoint": checkpoint | null, "waiting": what is under way | null, "queued": n}`. A
+ checkpoint that is due and fails leaves the prompt queued with its `error` and fails
+ with the checkpoint's error.
+
+ # Safety
+ `t` live; inputs valid for their lengths; `run`, `workspace` NULL or live; `out` writable;
+ `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_deliver(const struct cairn_threads *t,
+                                   const uint8_t *thread,
+                                   size_t thread_len,
+                                   const uint8_t *options_json,
+                                   size_t options_len,
+                                   const struct cairn_run *run,
+                                   const struct cairn_workspace *workspace,
+                                   struct cairn_buf **out,
+                                   struct cairn_error **err_out);
+
+/*
+ Every admission of the thread's inbox as JSON, oldest first: queued, delivered and
+ cancelled.
+
+ # Safety
+ `t` live; `thread` valid; `out` writable; `err_out` NULL or writable.
+ */
+cairn_status cairn_threads_inbox(const struct cairn_threads *t,
+                                 const uint8_t *thread,
+                                 size_t thread_len,
+                                 struct cairn_buf **out,
+                                 struct cairn_error **err_out);
+
+/*
  Opens (creating its store if needed) the workspace at `root`. `options_json` may be empty:
  `{"store": path, "id": str, "excludes": [glob], "max_file_bytes": n, "gitignore": bool,
  "refuse_hard_links": bool, "retain": {"count": n, "max_age_ms": n, "max_total_bytes": n},

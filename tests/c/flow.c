@@ -478,6 +478,56 @@ int main(void) {
                      CAIRN_ERR_NOT_FOUND, &err);
         expect_error(cairn_threads_append(th, S("chat"), S("{\"kind\":\"nonsense\"}"), NULL, NULL, &buf, &err),
                      CAIRN_ERR_INVALID_ARGUMENT, &err);
+
+        /* The inbox (issue 59): a prompt queued while a run is under way waits; at the boundary
+           it is delivered with its checkpoint; a rewind cancels the one still queued, and its
+           old key answers with the cancelled admission. */
+        CHECK(cairn_threads_create(th, S("{\"id\":\"inbox\"}"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_append(th, S("inbox"), S("{\"kind\":\"user\",\"text\":\"start\"}"), NULL, NULL, &buf, &err) == CAIRN_OK);
+        char *start = take_json(buf);
+        char *start_obj = strstr(start, "\"entry\":{");
+        char start_id[128];
+        json_str(start_obj ? start_obj : start, "id", start_id, sizeof start_id);
+        free(start);
+        cairn_run *irun = NULL;
+        CHECK(cairn_threads_begin_run(th, S("inbox"), NULL, 0, NULL, &irun, &err) == CAIRN_OK);
+        CHECK(cairn_threads_enqueue(th, S("inbox"), S("q1"), S("{\"text\":\"queued one\"}"), &buf, &err) == CAIRN_OK);
+        char *q = take_json(buf);
+        CHECK(strstr(q, "\"state\":\"queued\"") != NULL);
+        CHECK(strstr(q, "\"payload\":\"queued one\"") != NULL);
+        free(q);
+        CHECK(cairn_threads_deliver(th, S("inbox"), NULL, 0, NULL, NULL, &buf, &err) == CAIRN_OK);
+        char *waiting = take_json(buf);
+        CHECK(strstr(waiting, "\"delivered\":null") != NULL);
+        CHECK(strstr(waiting, "\"waiting\":\"run ") != NULL);
+        free(waiting);
+        CHECK(cairn_threads_end_run(th, irun, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        cairn_run_free(irun);
+        write_file(root, "notes.txt", "at delivery\n");
+        CHECK(cairn_threads_deliver(th, S("inbox"), S("{}"), NULL, NULL, &buf, &err) == CAIRN_OK);
+        char *delivered = take_json(buf);
+        CHECK(strstr(delivered, "\"state\":\"delivered\"") != NULL);
+        CHECK(strstr(delivered, "\"checkpoint\":{") != NULL);
+        CHECK(strstr(delivered, "\"waiting\":null") != NULL);
+        free(delivered);
+        CHECK(cairn_threads_enqueue(th, S("inbox"), S("q2"), S("{\"text\":\"queued two\"}"), &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_rewind(th, S("inbox"), S(start_id), NULL, 0, NULL, &buf, &err) == CAIRN_OK);
+        cairn_buf_free(buf);
+        CHECK(cairn_threads_enqueue(th, S("inbox"), S("q2"), S("{\"text\":\"queued two\"}"), &buf, &err) == CAIRN_OK);
+        char *again = take_json(buf);
+        CHECK(strstr(again, "\"state\":\"cancelled\"") != NULL);
+        CHECK(strstr(again, "\"repeated\":true") != NULL);
+        CHECK(strstr(again, "\"rewind_id\":\"rw_") != NULL);
+        free(again);
+        CHECK(cairn_threads_inbox(th, S("inbox"), &buf, &err) == CAIRN_OK);
+        char *inbox = take_json(buf);
+        CHECK(strstr(inbox, "\"key\":\"q1\"") != NULL && strstr(inbox, "\"key\":\"q2\"") != NULL);
+        free(inbox);
+        expect_error(cairn_threads_enqueue(th, S("inbox"), NULL, 0, S("{\"text\":\"x\"}"), &buf, &err),
+                     CAIRN_ERR_INVALID_ARGUMENT, &err);
         cairn_threads_free(th);
         cairn_threads_free(NULL);
         cairn_run_free(NULL);

@@ -64,7 +64,8 @@ macro_rules! table {
 fn functions(g: &mut SchemaGenerator) -> Vec<Function> {
     use crate::json::*;
     use crate::threads::{
-        AppendJson, AppendedOut, CreateJson, EntryOut, ForkJson, MemoryJson, RewindJson, RunJson,
+        AdmissionOut, AppendJson, AppendedOut, CreateJson, DeliverJson, DeliveryOut, EntryOut,
+        ForkJson, MemoryJson, PromptJson, RewindJson, RunJson,
     };
     use cairn_restore::{Plan, Recovery, Report};
     use cairn_rewind as rw;
@@ -106,6 +107,9 @@ fn functions(g: &mut SchemaGenerator) -> Vec<Function> {
         "cairn_threads_restore_before"(options_json: RewindJson) -> rw::RewindReport;
         "cairn_threads_fork"(options_json: ForkJson) -> rw::ForkReport;
         "cairn_threads_events"() -> Vec<rw::Event>;
+        "cairn_threads_enqueue"(prompt_json: PromptJson) -> AdmissionOut<'static>;
+        "cairn_threads_deliver"(options_json: DeliverJson) -> DeliveryOut<'static>;
+        "cairn_threads_inbox"() -> Vec<AdmissionOut<'static>>;
     }
 }
 

@@ -13,14 +13,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 // After this module's own functions in the header (cbindgen takes a module's items, then its
-// modules', in the order they are declared): runs, rewinds and forks, then events.
+// modules', in the order they are declared): runs, rewinds and forks, events, then the inbox.
 mod runs;
 
 mod rewind;
 
 mod events;
 
+mod inbox;
+
 pub use events::*;
+pub use inbox::*;
 pub use rewind::*;
 pub use runs::*;
 
@@ -164,6 +167,19 @@ pub unsafe extern "C" fn cairn_threads_free(t: *mut cairn_threads) {
 impl cairn_threads {
     fn workspace_or(&self, ws: *const cairn_workspace) -> Option<Arc<dyn Files>> {
         ws_arg(ws).or_else(|| self.workspace.clone().map(|w| w as Arc<dyn Files>))
+    }
+
+    /// The workspace of an append or a delivery: with a run, `ws` only (the run has its own);
+    /// without, `ws` or the handle's default one.
+    fn workspace_for(
+        &self,
+        run: Option<&Run>,
+        ws: *const cairn_workspace,
+    ) -> Option<Arc<dyn Files>> {
+        match run {
+            Some(_) => ws_arg(ws),
+            None => self.workspace_or(ws),
+        }
     }
 }
 
@@ -343,29 +359,14 @@ pub unsafe extern "C" fn cairn_threads_append(
         let e: AppendJson = serde_json::from_slice(raw).map_err(|err| {
             FfiError::invalid(format!("the entry is not a valid document: {err}"))
         })?;
-        let payload = match (e.text, e.payload_hex) {
-            (Some(t), None) => t.into_bytes(),
-            (None, Some(h)) => {
-                hex_decode(&h).ok_or_else(|| FfiError::invalid("payload_hex is not hex"))?
-            }
-            (None, None) => Vec::new(),
-            (Some(_), Some(_)) => {
-                return Err(FfiError::invalid(
-                    "give either text or payload_hex, not both",
-                ))
-            }
-        };
+        let payload = payload_of(e.text, e.payload_hex)?;
         let mut entry = NewEntry::new(e.kind, payload);
         if let Some(m) = e.metadata {
             entry = entry.with_metadata(m);
         }
         let run = arg!(maybe run).map(|r| r.run.clone());
         let opts = AppendOptions {
-            workspace: if run.is_none() {
-                t.workspace_or(workspace)
-            } else {
-                ws_arg(workspace)
-            },
+            workspace: t.workspace_for(run.as_ref(), workspace),
             run,
             key: e.key,
             wait: ms(e.wait_ms).unwrap_or_default(),
@@ -374,6 +375,20 @@ pub unsafe extern "C" fn cairn_threads_append(
         let appended = t.threads.append(&id, entry, &opts)?;
         out.json(&AppendedOut::of(&appended))
     })
+}
+
+/// An entry's or a prompt's payload from its document: `text`, or `payload_hex`, or empty.
+fn payload_of(text: Option<String>, payload_hex: Option<String>) -> Result<Vec<u8>, FfiError> {
+    match (text, payload_hex) {
+        (Some(t), None) => Ok(t.into_bytes()),
+        (None, Some(h)) => {
+            hex_decode(&h).ok_or_else(|| FfiError::invalid("payload_hex is not hex"))
+        }
+        (None, None) => Ok(Vec::new()),
+        (Some(_), Some(_)) => Err(FfiError::invalid(
+            "give either text or payload_hex, not both",
+        )),
+    }
 }
 
 fn hex_decode(h: &str) -> Option<Vec<u8>> {
