@@ -7,6 +7,7 @@ use crate::plan::{self, Action, Plan};
 use crate::safe::{self, Dirs};
 use crate::site::Site;
 use cairn_snapshot::statcache::{StatRecord, Written};
+use cairn_store::fsutil::{mode_of, stat_dev, stat_mode};
 use cairn_store::{fsutil, relpath};
 use cairn_store::{
     Classify, EntryKind, ErrorKind, Hasher, ObjectId, RelPath, SnapshotId, Tree, TreeEntry, TreeId,
@@ -128,8 +129,8 @@ impl<'a> Exec<'a> {
                 if st.st_uid != rustix::process::geteuid().as_raw() {
                     return Err(e);
                 }
-                self.unlocked.push((rel.to_vec(), st.st_mode & 0o7777));
-                safe::chmod_dir(&*fd, (st.st_mode & 0o7777) | 0o700)?;
+                self.unlocked.push((rel.to_vec(), stat_mode(&st) & 0o7777));
+                safe::chmod_dir(&*fd, (stat_mode(&st) & 0o7777) | 0o700)?;
                 f(&fd)
             }
             r => r,
@@ -415,7 +416,7 @@ impl<'a> Exec<'a> {
             let Ok(st) = rustix::fs::fstat(&*fd) else {
                 continue;
             };
-            if self.clocks.contains_key(&st.st_dev) {
+            if self.clocks.contains_key(&stat_dev(&st)) {
                 continue;
             }
             let name = self.next_temp();
@@ -428,7 +429,8 @@ impl<'a> Exec<'a> {
             let _ = safe::unlink(&*fd, &name);
             if let Ok(after) = clock {
                 let r = StatRecord::of(&after);
-                self.clocks.insert(after.st_dev, r.ctime_ns.max(r.mtime_ns));
+                self.clocks
+                    .insert(stat_dev(&after), r.ctime_ns.max(r.mtime_ns));
             }
         }
     }
@@ -545,11 +547,11 @@ impl<'a> Exec<'a> {
         };
         let ft = safe::file_type(&st);
         Ok(Some(match ft {
-            rustix::fs::FileType::Directory => (EntryKind::Dir, None, st.st_mode),
+            rustix::fs::FileType::Directory => (EntryKind::Dir, None, stat_mode(&st)),
             rustix::fs::FileType::Symlink => {
                 let t = safe::readlink(&*fd, name)
                     .map_err(|e| Error::io("readlink", self.abs(path), e))?;
-                (EntryKind::Symlink, Some(ObjectId::of(&t)), st.st_mode)
+                (EntryKind::Symlink, Some(ObjectId::of(&t)), stat_mode(&st))
             }
             rustix::fs::FileType::RegularFile => {
                 let mut f = safe::open_read(&*fd, name)
@@ -557,10 +559,10 @@ impl<'a> Exec<'a> {
                 let mut h = Hasher::new();
                 h.update_from(&mut f)
                     .map_err(|e| Error::io("read", self.abs(path), e))?;
-                (EntryKind::File, Some(h.finish()), st.st_mode)
+                (EntryKind::File, Some(h.finish()), stat_mode(&st))
             }
             // Something else stands there: it matches neither side.
-            _ => (EntryKind::File, None, st.st_mode),
+            _ => (EntryKind::File, None, stat_mode(&st)),
         }))
     }
 
@@ -850,8 +852,15 @@ impl<'a> Exec<'a> {
 /// is passed over); for a large one, the whole file system (`syncfs`).
 pub(crate) fn make_durable(ws: &Site, plan: &Plan) -> Result<()> {
     let mut dirs = Dirs::open(ws.root())?;
+    // `syncfs` is Linux's; elsewhere `sync`, every file system.
+    #[cfg(target_os = "linux")]
     let whole_fs = |dirs: &Dirs| {
         rustix::fs::syncfs(dirs.root_fd()).map_err(|e| Error::io("sync", ws.root(), e.into()))
+    };
+    #[cfg(not(target_os = "linux"))]
+    let whole_fs = |_: &Dirs| {
+        rustix::fs::sync();
+        Ok(())
     };
     if plan.actions.len() > SYNC_EACH_MAX {
         return whole_fs(&dirs);
@@ -948,10 +957,10 @@ fn fill_staged(
         .copy_object_to(blob, file)
         .map_err(|e| stage_error(abs(), e))?;
     match rustix::fs::fstat(&*file) {
-        Ok(st) if st.st_mode & 0o7777 == mode & 0o7777 => return Ok(Some(StatRecord::of(&st))),
+        Ok(st) if stat_mode(&st) & 0o7777 == mode & 0o7777 => return Ok(Some(StatRecord::of(&st))),
         _ => {}
     }
-    rustix::fs::fchmod(&*file, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
+    rustix::fs::fchmod(&*file, mode_of(mode & 0o7777))
         .map_err(|e| Error::io("set mode", abs(), e.into()))?;
     Ok(rustix::fs::fstat(&*file).ok().map(|st| StatRecord::of(&st)))
 }

@@ -48,7 +48,15 @@ pub struct RootIdentity {
 }
 
 impl RootIdentity {
+    /// The identity of the directory at `root`, if its file system keeps a birth time (read
+    /// with `statx`, Linux's; elsewhere there is none, and the root is known by its path).
+    #[cfg(not(target_os = "linux"))]
+    pub fn of(_root: &Path) -> Option<RootIdentity> {
+        None
+    }
+
     /// The identity of the directory at `root`, if its file system keeps a birth time.
+    #[cfg(target_os = "linux")]
     pub fn of(root: &Path) -> Option<RootIdentity> {
         use rustix::fs::{AtFlags, StatxFlags};
         let st = rustix::fs::statx(

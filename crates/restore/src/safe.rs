@@ -6,6 +6,7 @@
 //! operation (`ELOOP`/`ENOTDIR`) instead of being followed.
 
 use crate::error::{Error, Result};
+use cairn_store::fsutil::mode_of;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -64,6 +65,7 @@ impl Dirs {
         self.max_open
     }
 
+    #[cfg(target_os = "linux")] // for `syncfs`, Linux's
     pub(crate) fn root_fd(&self) -> &OwnedFd {
         &self.root_fd
     }
@@ -146,7 +148,7 @@ pub(crate) fn create_file(
         dir,
         OsStr::from_bytes(name),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(mode & 0o777),
+        mode_of(mode & 0o777),
     )?;
     Ok(std::fs::File::from(fd))
 }
@@ -160,7 +162,7 @@ pub(crate) fn chmod_file(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Re
         Mode::empty(),
     ) {
         Ok(fd) => {
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode & 0o7777))?;
+            rustix::fs::fchmod(&fd, mode_of(mode & 0o7777))?;
             Ok(())
         }
         // An unreadable file of ours: check it is not a symlink, then chmod by name.
@@ -169,7 +171,7 @@ pub(crate) fn chmod_file(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Re
                 rustix::fs::chmodat(
                     dir,
                     OsStr::from_bytes(name),
-                    Mode::from_raw_mode(mode & 0o7777),
+                    mode_of(mode & 0o7777),
                     AtFlags::empty(),
                 )?;
                 Ok(())
@@ -182,7 +184,7 @@ pub(crate) fn chmod_file(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Re
 
 /// Sets the mode of directory `fd`.
 pub(crate) fn chmod_dir(fd: &impl AsFd, mode: u32) -> std::io::Result<()> {
-    rustix::fs::fchmod(fd, Mode::from_raw_mode(mode & 0o7777))?;
+    rustix::fs::fchmod(fd, mode_of(mode & 0o7777))?;
     Ok(())
 }
 
@@ -228,7 +230,7 @@ pub(crate) fn mkdir(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Result<
 pub(crate) fn mkdir_open(dir: &impl AsFd, name: &[u8], mode: u32) -> std::io::Result<OwnedFd> {
     rustix::fs::mkdirat(dir, OsStr::from_bytes(name), Mode::from_raw_mode(0o700))?;
     let fd = rustix::fs::openat(dir, OsStr::from_bytes(name), DIR_FLAGS, Mode::empty())?;
-    rustix::fs::fchmod(&fd, Mode::from_raw_mode((mode & 0o7777) | 0o700))?;
+    rustix::fs::fchmod(&fd, mode_of((mode & 0o7777) | 0o700))?;
     Ok(fd)
 }
 

@@ -40,6 +40,15 @@ pub enum Error {
         /// The file system's name.
         fs: &'static str,
     },
+    /// A watcher was asked for where there is no inotify (only Linux has it).
+    #[error(
+        "cannot watch {path}: watching needs Linux's inotify, which this system does not have; \
+         snapshots of it walk the tree (correct, slower)"
+    )]
+    NoWatcher {
+        /// The root.
+        path: PathBuf,
+    },
     /// An exclude pattern does not parse.
     #[error("exclude pattern '{pattern}' is not a valid glob: {detail}")]
     BadExclude {
@@ -79,7 +88,7 @@ impl Classify for Error {
             Error::Store(e) => e.kind(),
             Error::Io { source, .. } => ErrorKind::of_io(source),
             Error::Root { .. } => ErrorKind::NotFound,
-            Error::Unwatchable { .. } => ErrorKind::Unsupported,
+            Error::Unwatchable { .. } | Error::NoWatcher { .. } => ErrorKind::Unsupported,
             Error::BadExclude { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::AbortedByCallback => ErrorKind::AbortedByCallback,
@@ -89,9 +98,10 @@ impl Classify for Error {
     fn path(&self) -> Option<&Path> {
         match self {
             Error::Store(e) => e.path(),
-            Error::Io { path, .. } | Error::Root { path, .. } | Error::Unwatchable { path, .. } => {
-                Some(path)
-            }
+            Error::Io { path, .. }
+            | Error::Root { path, .. }
+            | Error::Unwatchable { path, .. }
+            | Error::NoWatcher { path } => Some(path),
             _ => None,
         }
     }

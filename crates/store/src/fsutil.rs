@@ -356,7 +356,12 @@ pub fn open_dir_path_beneath(
     base: &impl rustix::fd::AsFd,
     rel: &[u8],
 ) -> std::io::Result<rustix::fd::OwnedFd> {
-    open_beneath(base, rel, rustix::fs::OFlags::PATH)
+    // `O_PATH` is Linux's; elsewhere the directory is opened for reading.
+    #[cfg(target_os = "linux")]
+    let access = rustix::fs::OFlags::PATH;
+    #[cfg(not(target_os = "linux"))]
+    let access = rustix::fs::OFlags::RDONLY;
+    open_beneath(base, rel, access)
 }
 
 fn open_beneath(
@@ -364,7 +369,7 @@ fn open_beneath(
     rel: &[u8],
     access: rustix::fs::OFlags,
 ) -> std::io::Result<rustix::fd::OwnedFd> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::fs::{Mode, OFlags};
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let flags = access | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -374,8 +379,12 @@ fn open_beneath(
     {
         return Err(rustix::io::Errno::INVAL.into());
     }
+    // `openat2` is Linux's (5.6 and later); elsewhere, and where it is refused, the walk below.
+    #[cfg(target_os = "linux")]
     static NO_OPENAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    #[cfg(target_os = "linux")]
     if !NO_OPENAT2.load(Ordering::Relaxed) {
+        use rustix::fs::ResolveFlags;
         match rustix::fs::openat2(
             base,
             OsStr::from_bytes(rel),
@@ -399,6 +408,25 @@ fn open_beneath(
         cur = Some(next);
     }
     cur.ok_or_else(|| rustix::io::Errno::INVAL.into())
+}
+
+/// A stat's device number as Linux types it (`u64`; macOS's `dev_t` is an `i32`).
+#[allow(clippy::unnecessary_cast)] // a cast only where the field is narrower
+pub fn stat_dev(st: &rustix::fs::Stat) -> u64 {
+    st.st_dev as u64
+}
+
+/// A stat's full mode as Linux types it (`u32`; macOS's `mode_t` is a `u16`).
+#[allow(clippy::unnecessary_cast)] // a cast only where the field is narrower
+pub fn stat_mode(st: &rustix::fs::Stat) -> u32 {
+    st.st_mode as u32
+}
+
+/// `mode` (Linux's `u32` mode bits) as rustix's [`Mode`](rustix::fs::Mode) on every system
+/// (macOS's `mode_t` is a `u16`: the permission bits fit it).
+#[allow(clippy::unnecessary_cast)] // a cast only where the type is narrower
+pub fn mode_of(mode: u32) -> rustix::fs::Mode {
+    rustix::fs::Mode::from_raw_mode(mode as rustix::fs::RawMode)
 }
 
 /// A writer that counts the bytes that went through it (`n`), for a format that records

@@ -11,12 +11,17 @@
 //! that call returns; so once a collection removed a pack (and released its lock, which a
 //! writer's operation waits for), the removal is in the queue when the writer's refresh reads
 //! it. A queue overflow, the directory moved or removed, or a watch that cannot be set up
-//! (`max_user_instances` reached) makes every refresh list the directory, as before.
+//! (`max_user_instances` reached) makes every refresh list the directory, as before. So does
+//! every refresh elsewhere than Linux, where there is no inotify.
 
 use crate::id::ObjectId;
+#[cfg(target_os = "linux")]
 use rustix::fd::OwnedFd;
+#[cfg(target_os = "linux")]
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+#[cfg(target_os = "linux")]
 use rustix::io::Errno;
+#[cfg(target_os = "linux")]
 use std::mem::MaybeUninit;
 use std::path::Path;
 
@@ -24,9 +29,11 @@ use std::path::Path;
 /// not be set up).
 #[derive(Debug, Default)]
 pub(crate) struct PacksWatch {
+    #[cfg(target_os = "linux")]
     fd: Option<OwnedFd>,
 }
 
+#[cfg(target_os = "linux")]
 /// What happened to one index's name, as an event says.
 enum Seen {
     /// Made or renamed into the directory.
@@ -37,6 +44,7 @@ enum Seen {
     Other,
 }
 
+#[cfg(target_os = "linux")]
 impl PacksWatch {
     /// Whether nothing that matters changed in the directory since the last [`arm`](Self::arm):
     /// every index added is loaded already (`loaded` says), no index loaded was removed.
@@ -96,6 +104,19 @@ impl PacksWatch {
     }
 }
 
+/// Elsewhere than Linux: no watch, so every refresh lists the directory.
+#[cfg(not(target_os = "linux"))]
+impl PacksWatch {
+    /// Never known unchanged: the directory is listed.
+    pub(crate) fn unchanged(&mut self, _loaded: impl Fn(&ObjectId) -> bool) -> bool {
+        false
+    }
+
+    /// Nothing to set up.
+    pub(crate) fn arm(&mut self, _dir: &Path) {}
+}
+
+#[cfg(target_os = "linux")]
 /// A new non-blocking inotify instance watching `dir`'s names, or `None`.
 fn watch(dir: &Path) -> Option<OwnedFd> {
     let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
@@ -111,6 +132,7 @@ fn watch(dir: &Path) -> Option<OwnedFd> {
     Some(fd)
 }
 
+#[cfg(target_os = "linux")]
 /// Hands every queued event to `each` (its mask and name), until the queue is empty.
 fn drain(fd: &OwnedFd, mut each: impl FnMut(ReadFlags, Option<&[u8]>)) -> Result<(), Errno> {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
@@ -125,6 +147,7 @@ fn drain(fd: &OwnedFd, mut each: impl FnMut(ReadFlags, Option<&[u8]>)) -> Result
     }
 }
 
+#[cfg(target_os = "linux")]
 /// What an event says of an index's name.
 fn seen(mask: ReadFlags, name: Option<&[u8]>) -> Seen {
     let id = name
@@ -138,7 +161,7 @@ fn seen(mask: ReadFlags, name: Option<&[u8]>) -> Seen {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

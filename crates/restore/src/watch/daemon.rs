@@ -118,9 +118,16 @@ pub fn serve(
     // With the lock, a socket somebody listens on is a watcher of an older build, which
     // takes no lock; one nobody listens on, a dead watcher's, is taken over.
     if let Ok(other) = connect(&socket) {
+        #[cfg(target_os = "linux")]
         let who = rustix::net::sockopt::socket_peercred(&other)
             .map(|c| format!("process {}", c.pid.as_raw_nonzero()))
             .unwrap_or_else(|_| "its process unknown".into());
+        // `SO_PEERCRED` is Linux's.
+        #[cfg(not(target_os = "linux"))]
+        let who = {
+            let _ = other;
+            "its process unknown"
+        };
         return Err(Error::Busy {
             detail: format!(
                 "a watcher of another build of Cairn listens on {} ({who}); stop it with that \
@@ -351,15 +358,20 @@ impl Reply {
 /// Whether the client at the other end of `stream` has closed it (it gave up waiting).
 fn hung_up(stream: &UnixStream) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
-    let mut fds = [PollFd::new(stream, PollFlags::RDHUP)];
+    // `POLLRDHUP` is Linux's; elsewhere a hang-up shows as `POLLHUP` (reported unasked).
+    #[cfg(target_os = "linux")]
+    let (asked, closed) = (
+        PollFlags::RDHUP,
+        PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR,
+    );
+    #[cfg(not(target_os = "linux"))]
+    let (asked, closed) = (PollFlags::empty(), PollFlags::HUP | PollFlags::ERR);
+    let mut fds = [PollFd::new(stream, asked)];
     let zero = rustix::event::Timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0)
-        && fds[0]
-            .revents()
-            .intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR)
+    poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0) && fds[0].revents().intersects(closed)
 }
 
 /// The device and inode of the file at `path`.

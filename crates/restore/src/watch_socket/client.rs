@@ -64,12 +64,25 @@ pub fn listening(path: &Path) -> bool {
 pub(crate) fn connect(path: &Path) -> std::io::Result<UnixStream> {
     use rustix::net::{sockopt, AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
     with_short_path(path, |p| {
+        // `SOCK_CLOEXEC` is not on every system (macOS): there, `FD_CLOEXEC` set after.
+        #[cfg(target_os = "linux")]
         let fd = rustix::net::socket_with(
             AddressFamily::UNIX,
             SocketType::STREAM,
             SocketFlags::CLOEXEC,
             None,
         )?;
+        #[cfg(not(target_os = "linux"))]
+        let fd = {
+            let fd = rustix::net::socket_with(
+                AddressFamily::UNIX,
+                SocketType::STREAM,
+                SocketFlags::empty(),
+                None,
+            )?;
+            rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+            fd
+        };
         sockopt::set_socket_timeout(&fd, sockopt::Timeout::Send, Some(ANSWER_WITHIN))?;
         match rustix::net::connect(&fd, &SocketAddrUnix::new(p)?) {
             Ok(()) => Ok(UnixStream::from(fd)),

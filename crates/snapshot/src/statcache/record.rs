@@ -32,9 +32,9 @@ impl StatRecord {
     /// The record of an `lstat` (or `fstat`), with a zero blob.
     pub fn of(st: &rustix::fs::Stat) -> StatRecord {
         StatRecord {
-            dev: st.st_dev,
+            dev: cairn_store::fsutil::stat_dev(st),
             ino: st.st_ino,
-            mode: st.st_mode,
+            mode: cairn_store::fsutil::stat_mode(st),
             size: st.st_size as u64,
             mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec as i64,
             ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec as i64,

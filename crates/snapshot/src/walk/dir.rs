@@ -4,6 +4,7 @@
 use super::*;
 
 /// The names of one directory, in one buffer, each followed by its NUL.
+#[derive(Default)]
 pub(super) struct Listing {
     buf: Vec<u8>,
     ends: Vec<usize>,
@@ -13,6 +14,15 @@ impl Listing {
     /// How many names it holds.
     pub(super) fn count(&self) -> usize {
         self.ends.len()
+    }
+
+    /// Adds a name read from the directory, unless it is `.` or `..`.
+    fn push(&mut self, name: &CStr) {
+        let name = name.to_bytes_with_nul();
+        if name != b".\0" && name != b"..\0" {
+            self.buf.extend_from_slice(name);
+            self.ends.push(self.buf.len());
+        }
     }
 
     pub(super) fn name(&self, i: usize) -> &CStr {
@@ -139,6 +149,7 @@ pub(super) fn errno_of(e: &Error) -> Option<Errno> {
     source.raw_os_error().map(Errno::from_raw_os_error)
 }
 
+#[cfg(target_os = "linux")]
 thread_local! {
     static DIRENT_BUF: std::cell::RefCell<Vec<MaybeUninit<u8>>> =
         std::cell::RefCell::new(vec![MaybeUninit::uninit(); 64 << 10]);
@@ -146,23 +157,27 @@ thread_local! {
 
 /// Lists the directory open at `fd` without `.` and `..` (with `getdents64` on the descriptor
 /// itself: no second descriptor is opened).
+#[cfg(target_os = "linux")]
 pub(super) fn list(fd: &OwnedFd) -> std::io::Result<Listing> {
     DIRENT_BUF.with(|cell| {
         let mut buf = cell.borrow_mut();
-        let mut out = Listing {
-            buf: Vec::new(),
-            ends: Vec::new(),
-        };
-        let mut dir = RawDir::new(fd.as_fd(), &mut buf[..]);
+        let mut out = Listing::default();
+        let mut dir = rustix::fs::RawDir::new(fd.as_fd(), &mut buf[..]);
         while let Some(entry) = dir.next() {
-            let entry = entry?;
-            let name = entry.file_name().to_bytes_with_nul();
-            if name == b".\0" || name == b"..\0" {
-                continue;
-            }
-            out.buf.extend_from_slice(name);
-            out.ends.push(out.buf.len());
+            out.push(entry?.file_name());
         }
         Ok(out)
     })
+}
+
+/// Lists the directory open at `fd` without `.` and `..`: `getdents64` is Linux's, so
+/// elsewhere `readdir` on a descriptor of its own (`rustix::fs::Dir`).
+#[cfg(not(target_os = "linux"))]
+pub(super) fn list(fd: &OwnedFd) -> std::io::Result<Listing> {
+    let mut out = Listing::default();
+    let mut dir = rustix::fs::Dir::read_from(fd)?;
+    while let Some(entry) = dir.read() {
+        out.push(entry?.file_name());
+    }
+    Ok(out)
 }

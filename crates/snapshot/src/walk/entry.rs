@@ -122,7 +122,7 @@ impl Walker<'_> {
                 Some(StatRecord::of(st)),
                 partial,
             ) {
-                Ok(out) => Ok(Some(dir_record(name_b, st.st_mode, out.id, out.size))),
+                Ok(out) => Ok(Some(dir_record(name_b, stat_mode(st), out.id, out.size))),
                 // Gone since it was listed.
                 Err(e) if errno_of(&e) == Some(Errno::NOENT) => Ok(None),
                 Err(e)

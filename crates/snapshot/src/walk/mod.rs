@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::exclude::{ExcludeReason, Excludes, IgnoreChain};
 use crate::statcache::{CachedEntry, CachedKind, DirRecord, Name, StatCache, StatRecord, Update};
 use crate::watch::Partial;
+use cairn_store::fsutil::{stat_dev, stat_mode};
 use cairn_store::relpath::join;
 use cairn_store::{
     CancelToken, EntryKind, EntryRef, Hasher, ObjectId, ObjectKind, ObjectWriter, SkipReason,
@@ -17,11 +18,12 @@ use cairn_store::{
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{AtFlags, Mode, OFlags, RawDir};
+use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::{CStr, OsStr};
 use std::io::Read;
+#[cfg(target_os = "linux")]
 use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -493,12 +495,12 @@ impl Walker<'_> {
             return;
         }
         let reason = if Excludes::is_default(name_b)
-            || (is_dir && self.store_dirs.contains(&(st.st_dev, st.st_ino)))
+            || (is_dir && self.store_dirs.contains(&(stat_dev(st), st.st_ino)))
             || (!self.own_paths.is_empty() && self.own_paths.contains(&join(rel, name_b)))
         {
             Some(ExcludeReason::Default)
         } else if let Some(c) =
-            c.filter(|c| decisions && c.stat.mode & S_IFMT == st.st_mode & S_IFMT)
+            c.filter(|c| decisions && c.stat.mode & S_IFMT == stat_mode(st) & S_IFMT)
         {
             match c.kind {
                 CachedKind::Excluded(r) => Some(r),
@@ -509,7 +511,7 @@ impl Walker<'_> {
         };
         if let Some(reason) = reason {
             self.keep(join(rel, name_b), reason, is_dir);
-            records.push(excluded_record(name_b, st.st_mode, reason));
+            records.push(excluded_record(name_b, stat_mode(st), reason));
             return;
         }
         let fresh = StatRecord::of(st);
@@ -572,7 +574,11 @@ impl Walker<'_> {
                 }),
                 _ => {
                     self.keep(join(rel, name_b), ExcludeReason::Special, false);
-                    records.push(excluded_record(name_b, st.st_mode, ExcludeReason::Special));
+                    records.push(excluded_record(
+                        name_b,
+                        stat_mode(st),
+                        ExcludeReason::Special,
+                    ));
                 }
             },
         }

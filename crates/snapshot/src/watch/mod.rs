@@ -48,29 +48,41 @@
 //! walk finds a hard-linked file changed by its `lstat`; so a directory holding a file with
 //! more than one link is never vouched for by the stat cache and is listed by every snapshot,
 //! watched or not (see the `walk` module).
+//!
+//! **Elsewhere than Linux** there is no inotify: [`Watcher::start`] refuses, and every
+//! snapshot walks the tree (correct, slower), as on a file system inotify cannot watch.
 
 use crate::statcache::RACY_WINDOW_NS;
-use cairn_store::relpath::join;
-use parking_lot::Mutex;
-use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-use rustix::fs::RawDir;
-use rustix::io::Errno;
+use rustix::fd::OwnedFd;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::mem::MaybeUninit;
-use std::os::unix::ffi::OsStrExt;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+#[cfg(target_os = "linux")]
+use {
+    cairn_store::relpath::join,
+    parking_lot::Mutex,
+    rustix::fd::AsFd,
+    rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags},
+    rustix::fs::RawDir,
+    rustix::io::Errno,
+    std::collections::{BTreeMap, BTreeSet},
+    std::mem::MaybeUninit,
+    std::os::unix::ffi::OsStrExt,
+    std::sync::atomic::{AtomicBool, Ordering},
+};
 
+#[cfg(target_os = "linux")]
 mod mounts;
 mod partial;
+#[cfg(target_os = "linux")]
 mod state;
 
+#[cfg(target_os = "linux")]
 use mounts::{mounts_under, open_mountinfo, unwatchable, Mounts, MOUNTINFO};
 pub(crate) use partial::Partial;
+#[cfg(target_os = "linux")]
 use state::State;
 
 /// What a snapshot confirmed its stat cache with: the watcher that issued it and the
@@ -177,6 +189,7 @@ pub struct WatchStatus {
     pub table_bytes: u64,
 }
 
+#[cfg(target_os = "linux")]
 /// When a directory's entries last changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Mark {
@@ -186,6 +199,7 @@ struct Mark {
     at: Instant,
 }
 
+#[cfg(target_os = "linux")]
 impl Mark {
     /// A mark that a query reports whenever it reports `self` or `other` (a later token and
     /// a later time: whether a query reports a mark grows with both).
@@ -202,6 +216,7 @@ impl Mark {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// What changed in one directory: when, and which entries by name.
 #[derive(Debug, Clone)]
 struct DirMarks {
@@ -214,17 +229,21 @@ struct DirMarks {
     unnamed: Option<Mark>,
 }
 
+#[cfg(target_os = "linux")]
 /// So many names are remembered per directory; past it, those that the latest token no
 /// longer reports are forgotten (into [`DirMarks::unnamed`]), and if that is not enough,
 /// all of them. Listing a directory with this many changes costs about as much as
 /// `lstat`ing them.
 const MAX_NAMES: usize = 64;
 
+#[cfg(target_os = "linux")]
 /// So many marks and the oldest tokens are forgotten (they get a full walk).
 const MAX_MARKS: usize = 1 << 18;
+#[cfg(target_os = "linux")]
 /// Issue times kept for so many tokens (an older one's time is taken as unknown).
 const MAX_TOKEN_TIMES: usize = 1 << 12;
 
+#[cfg(target_os = "linux")]
 const WATCH_FLAGS: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::DELETE)
     .union(WatchFlags::MODIFY)
@@ -237,6 +256,7 @@ const WATCH_FLAGS: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::ONLYDIR)
     .union(WatchFlags::EXCL_UNLINK);
 
+#[cfg(target_os = "linux")]
 /// `rel`'s parent directory and name (the parent of a name at the root is `""`).
 fn split_parent(rel: &[u8]) -> (&[u8], &[u8]) {
     match rel.iter().rposition(|&b| b == b'/') {
@@ -245,6 +265,7 @@ fn split_parent(rel: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// Watches a workspace: see the module documentation.
 pub struct Watcher {
     state: Arc<Mutex<State>>,
@@ -257,6 +278,7 @@ pub struct Watcher {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+#[cfg(target_os = "linux")]
 impl std::fmt::Debug for Watcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.state.lock();
@@ -267,6 +289,7 @@ impl std::fmt::Debug for Watcher {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn new_instance() -> [u8; 16] {
     let mut h = cairn_store::Hasher::new();
     h.update(b"cairn watcher\0");
@@ -286,10 +309,12 @@ fn new_instance() -> [u8; 16] {
     out
 }
 
+#[cfg(target_os = "linux")]
 fn dev_ino(st: &rustix::fs::Stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
 }
 
+#[cfg(target_os = "linux")]
 impl Watcher {
     /// Starts watching the workspace at `root`: a watch on every directory (which takes a
     /// walk of the directories), then, with [`WatchOptions::background`], a thread that reads
@@ -446,6 +471,7 @@ impl Watcher {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// A non-blocking eventfd, or `None` where none can be made.
 fn new_eventfd() -> Option<Arc<OwnedFd>> {
     rustix::event::eventfd(
@@ -456,6 +482,7 @@ fn new_eventfd() -> Option<Arc<OwnedFd>> {
     .map(Arc::new)
 }
 
+#[cfg(target_os = "linux")]
 impl ChangeSource for Watcher {
     fn changes_since(&self, since: Option<Token>) -> Result<Changes, String> {
         let mut s = self.state.lock();
@@ -467,6 +494,7 @@ impl ChangeSource for Watcher {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -479,6 +507,7 @@ impl Drop for Watcher {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// The watcher's thread: waits for events (at most 200 ms at a time) and reads them as they
 /// come, so the kernel's queue does not fill between snapshots; once a second it checks that
 /// the root is still there. `wake`, when readable, means the watcher is being dropped;
@@ -537,14 +566,87 @@ fn read_events(
     }
 }
 
+#[cfg(target_os = "linux")]
 fn fd_value(fd: &OwnedFd) -> i32 {
     use rustix::fd::AsRawFd;
     fd.as_raw_fd()
 }
 
+#[cfg(target_os = "linux")]
 thread_local! {
     static EVENT_BUF: std::cell::RefCell<Vec<MaybeUninit<u8>>> =
         std::cell::RefCell::new(vec![MaybeUninit::uninit(); 64 << 10]);
+}
+
+/// Elsewhere than Linux: no watcher can start (there is no inotify), so there is never one to
+/// ask, and every snapshot walks. The type is uninhabited: its methods cannot be called.
+#[cfg(not(target_os = "linux"))]
+pub struct Watcher {
+    never: std::convert::Infallible,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.never {}
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Watcher {
+    /// Refused: watching needs Linux's inotify; snapshots of `root` walk the tree.
+    pub fn start(root: &Path, _options: &WatchOptions) -> crate::Result<Watcher> {
+        Err(crate::Error::NoWatcher {
+            path: root.to_path_buf(),
+        })
+    }
+
+    /// What the watcher says of itself.
+    pub fn status(&self) -> WatchStatus {
+        match self.never {}
+    }
+
+    /// Whether the root was moved or deleted.
+    pub fn is_gone(&self) -> bool {
+        match self.never {}
+    }
+
+    /// When it last read an event.
+    pub fn last_event(&self) -> Option<Instant> {
+        match self.never {}
+    }
+
+    /// Times the kernel's queue overflowed.
+    pub fn overflows(&self) -> u64 {
+        match self.never {}
+    }
+
+    /// How long before a token a directory's change is reported again.
+    pub fn racy_window(&self) -> Duration {
+        match self.never {}
+    }
+
+    /// This watcher's instance.
+    pub fn instance(&self) -> [u8; 16] {
+        match self.never {}
+    }
+
+    /// A descriptor readable whenever the watcher has read events.
+    pub fn events_fd(&self) -> Option<Arc<OwnedFd>> {
+        match self.never {}
+    }
+
+    /// Makes [`Watcher::events_fd`] unreadable until the next events are read.
+    pub fn clear_events_fd(&self) {
+        match self.never {}
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl ChangeSource for Watcher {
+    fn changes_since(&self, _since: Option<Token>) -> Result<Changes, String> {
+        match self.never {}
+    }
 }
 
 /// Whether `path` is `top` or lies beneath it (everything lies beneath the root, `""`).
@@ -554,7 +656,7 @@ pub(crate) fn is_under(path: &[u8], top: &[u8]) -> bool {
         || (path.len() > top.len() && path.starts_with(top) && path[top.len()] == b'/')
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
