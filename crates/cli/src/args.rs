@@ -539,6 +539,39 @@ pub enum ThreadCommand {
         #[arg(long)]
         key: Option<String>,
     },
+    /// Queue a prompt in the thread's inbox, delivered at its next safe boundary (issue 59).
+    #[command(
+        after_help = "The prompt waits while a run of the thread is under way (running, or paused for an \
+        approval) or a tool call of its runs is open; `cairn thread deliver` delivers it at the next safe \
+        boundary, taking the checkpoint of the files then. The same --key again answers with its admission \
+        (queued, delivered, or cancelled by a rewind) and never sends the prompt twice; a rewind of the \
+        thread cancels the prompts still queued.\n\n\
+        Examples:\n  cairn thread queue chat --key p-42 --text 'Then add tests'\n  \
+        cairn thread inbox chat\n  cairn thread deliver chat"
+    )]
+    Queue {
+        /// The thread.
+        thread: String,
+        /// The prompt's admission key (the same key is the same prompt).
+        #[arg(long)]
+        key: String,
+        /// Its text.
+        #[arg(long)]
+        text: Option<String>,
+    },
+    /// List the thread's inbox: queued, delivered and cancelled prompts, oldest first.
+    #[command(after_help = "Examples:\n  cairn thread inbox chat\n  cairn thread inbox chat --json")]
+    Inbox {
+        /// The thread.
+        thread: String,
+    },
+    /// Deliver the oldest queued prompt if the thread is at a safe boundary (no run or tool call
+    /// under way), with a checkpoint of the files taken then.
+    #[command(after_help = "Examples:\n  cairn thread deliver chat")]
+    Deliver {
+        /// The thread.
+        thread: String,
+    },
 }
 
 /// The kinds of entry `cairn thread append` writes.

@@ -22,6 +22,7 @@ pub mod error;
 mod export;
 mod files;
 mod home;
+mod inbox;
 mod mcp;
 mod own_rewind;
 pub mod parse;
@@ -163,6 +164,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                 text,
                 key,
             } => threads::append(&ctx, &thread, kind, text, key),
+            ThreadCommand::Queue { thread, key, text } => inbox::queue(&ctx, &thread, &key, text),
+            ThreadCommand::Inbox { thread } => inbox::list(&ctx, &thread),
+            ThreadCommand::Deliver { thread } => inbox::deliver(&ctx, &thread),
         },
         Command::Rewind(a) => threads::rewind(&ctx, &a),
         Command::Events {

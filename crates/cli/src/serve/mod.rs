@@ -19,6 +19,7 @@
 mod browse;
 mod error;
 mod feed;
+mod inbox;
 pub(crate) mod plans;
 mod rewind;
 mod view;
@@ -227,6 +228,7 @@ pub(crate) fn api() -> OpenApiRouter<Arc<Service>> {
         .merge(rewind::routes())
         .merge(plans::routes())
         .merge(feed::routes())
+        .merge(inbox::routes())
 }
 
 /// The OpenAPI document of [`api`], as pretty JSON with a final newline.

@@ -11,6 +11,7 @@ mod containers;
 mod doctor;
 mod files;
 mod home;
+mod inbox;
 mod mcp;
 mod precise;
 mod remote;

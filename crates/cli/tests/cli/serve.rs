@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A `cairn serve` on a loopback port.
-struct Served {
+pub(crate) struct Served {
     child: Child,
     port: u16,
     token: String,
@@ -53,7 +53,7 @@ fn launch(f: &Fixture, args: &[&str]) -> (Child, Value) {
     (child, line)
 }
 
-fn serve(f: &Fixture) -> Served {
+pub(crate) fn serve(f: &Fixture) -> Served {
     let (child, line) = launch(f, &[]);
     let port = line["url"]
         .as_str()
@@ -129,7 +129,7 @@ impl Served {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("the server answers");
         let bearer = format!("Bearer {}", self.token);
         exchange(
@@ -141,7 +141,7 @@ impl Served {
         )
     }
 
-    fn get(&self, path: &str) -> Value {
+    pub(crate) fn get(&self, path: &str) -> Value {
         let (status, v) = self.call("GET", path, None);
         assert_eq!(status, 200, "GET {path}: {v}");
         v
