@@ -2,7 +2,7 @@
 
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
-use crate::parse::{human_bytes, human_time};
+use crate::parse::{count, human_bytes, human_time};
 use cairn_restore::home::{self, StoreHome, StoreInfo};
 use cairn_store::ErrorKind;
 use serde::Serialize;
@@ -98,8 +98,8 @@ pub(crate) fn info(ctx: &Ctx) -> Result<()> {
         let _ = writeln!(out, "threads    {}", json.threads_db.display());
         let _ = writeln!(
             out,
-            "holds      {} snapshots, {}",
-            json.snapshots,
+            "holds      {}, {}",
+            count(json.snapshots, "snapshot", "snapshots"),
             human_bytes(json.bytes)
         );
         if let Some(a) = &json.advice {

@@ -229,7 +229,7 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
         let mut out = format!(
             "watching {} (process {}): {} watched, {} changed since it started, \
              {}\n  memory {:.1} MiB (peak {:.1} MiB), processor {} ms, {} \
-             snapshots taken for other processes\n",
+             taken for other processes\n",
             st.root.display(),
             st.pid,
             count(st.watch.watches, "directory", "directories"),
@@ -238,26 +238,27 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             mib(st.memory_bytes),
             mib(st.peak_memory_bytes),
             st.cpu_ms,
-            st.snapshots
+            count(st.snapshots, "snapshot", "snapshots")
         );
         if st.walked_ahead > 0 {
             out.push_str(&format!(
-                "  {} snapshots walked ahead once the workspace was quiet, {} of them answered \
-                 a snapshot asked for\n",
-                st.walked_ahead, st.answered_ahead
+                "  {} walked ahead once the workspace was quiet, {} of them answered a \
+                 snapshot asked for\n",
+                count(st.walked_ahead, "snapshot", "snapshots"),
+                st.answered_ahead
             ));
         }
         if st.stored_ahead > 0 {
             out.push_str(&format!(
-                "  {} changes stored ahead a moment after them (the snapshot asked for next \
-                 found their objects stored)\n",
-                st.stored_ahead
+                "  {} stored ahead a moment after them (the snapshot asked for next found \
+                 their objects stored)\n",
+                count(st.stored_ahead, "change", "changes")
             ));
         }
         if st.packs_merged > 0 {
             out.push_str(&format!(
-                "  {} small packs merged while idle\n",
-                st.packs_merged
+                "  {} merged while idle\n",
+                count(st.packs_merged, "small pack", "small packs")
             ));
         }
         if let Some(e) = &st.merge_error {

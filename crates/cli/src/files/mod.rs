@@ -118,8 +118,8 @@ pub(crate) fn snapshot(ctx: &Ctx, args: &SnapshotArgs) -> Result<()> {
     let mut report = |p: &cairn_snapshot::Progress| {
         if let Some(bar) = &bar {
             bar.set_message(format!(
-                "snapshot: {} files, {} read ({})",
-                p.files,
+                "snapshot: {}, {} read ({})",
+                count(p.files, "file", "files"),
                 p.hashed,
                 human_bytes(p.hashed_bytes)
             ));

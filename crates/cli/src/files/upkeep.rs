@@ -46,17 +46,21 @@ fn gc_text(gc: &cairn_store::gc::GcReport) -> String {
             .into();
     }
     let mut out = format!(
-        "collected {} objects ({} freed): {} packs deleted, {} repacked\n",
-        gc.objects_deleted,
+        "collected {} ({} freed): {} deleted, {} repacked\n",
+        count(gc.objects_deleted, "object", "objects"),
         human_bytes(gc.bytes_freed),
-        gc.packs_deleted,
+        count(gc.packs_deleted as u64, "pack", "packs"),
         gc.packs_repacked
     );
     if gc.plan.young_unreachable > 0 {
         let _ = writeln!(
             out,
-            "{} unreachable objects are younger than an hour and kept until a later `cairn gc`",
-            gc.plan.young_unreachable
+            "{} younger than an hour and kept until a later `cairn gc`",
+            count(
+                gc.plan.young_unreachable,
+                "unreachable object is",
+                "unreachable objects are"
+            )
         );
     }
     out
@@ -75,8 +79,8 @@ fn pruned(ctx: &Ctx, report: cairn_store::retain::PruneReport) -> Result<()> {
 
 fn prune_done_text(json: &PruneJson) -> String {
     let mut out = format!(
-        "deleted {} snapshots, {} kept\n",
-        json.deleted.len(),
+        "deleted {}, {} kept\n",
+        count(json.deleted.len() as u64, "snapshot", "snapshots"),
         json.kept
     );
     if let Some(gc) = &json.gc {
@@ -145,7 +149,10 @@ pub(crate) fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<()> {
     if !drop.is_empty() {
         ctx.confirm(
             "prune",
-            &format!("Delete {} snapshots?", drop.len()),
+            &format!(
+                "Delete {}?",
+                count(drop.len() as u64, "snapshot", "snapshots")
+            ),
             args.yes,
         )?;
     }
@@ -169,14 +176,22 @@ pub(crate) fn gc(ctx: &Ctx, dry_run: bool) -> Result<()> {
                 .sum::<u64>()
                 + plan.delete_large.len() as u64;
             format!(
-                "gc would remove {} objects: delete {} packs, repack {}, delete {} large objects, {} temporary files and {} symlinks that are not the store's; {} unreachable objects are younger than an hour and kept\n",
-                objects,
-                plan.delete_packs.len(),
+                "gc would remove {}: delete {}, repack {}, delete {}, {} and {} that are not the store's; {} younger than an hour and kept\n",
+                count(objects, "object", "objects"),
+                count(plan.delete_packs.len() as u64, "pack", "packs"),
                 plan.repack.len(),
-                plan.delete_large.len(),
-                plan.temp_files.len() + plan.orphan_packs.len(),
-                plan.symlinks.len(),
-                plan.young_unreachable
+                count(plan.delete_large.len() as u64, "large object", "large objects"),
+                count(
+                    (plan.temp_files.len() + plan.orphan_packs.len()) as u64,
+                    "temporary file",
+                    "temporary files"
+                ),
+                count(plan.symlinks.len() as u64, "symlink", "symlinks"),
+                count(
+                    plan.young_unreachable,
+                    "unreachable object is",
+                    "unreachable objects are"
+                )
             )
         });
     }
@@ -205,13 +220,13 @@ fn remote_gc(ctx: &Ctx, store: &cairn_store::Store, dry_run: bool) -> Result<()>
     ctx.emit(&report, || {
         let verb = if dry_run { "would keep" } else { "kept" };
         format!(
-            "remote gc: {} snapshots mark {} objects; deleted {} packs and {} large objects ({}); {} candidates marked for a later run; {verb} {} for the grace period and {} for running operations\n",
-            report.snapshots,
-            report.reachable_objects,
-            report.packs_deleted,
-            report.large_deleted,
+            "remote gc: {} mark {}; deleted {} and {} ({}); {} marked for a later run; {verb} {} for the grace period and {} for running operations\n",
+            count(report.snapshots as u64, "snapshot", "snapshots"),
+            count(report.reachable_objects as u64, "object", "objects"),
+            count(report.packs_deleted as u64, "pack", "packs"),
+            count(report.large_deleted as u64, "large object", "large objects"),
             human_bytes(report.bytes_freed),
-            report.candidates,
+            count(report.candidates as u64, "candidate", "candidates"),
             report.kept_for_grace,
             report.kept_for_leases
         )
@@ -234,10 +249,10 @@ pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
     };
     ctx.emit(&json, || {
         let mut out = format!(
-            "checked {} object copies ({}) and {} snapshots\n",
-            report.copies_checked,
+            "checked {} ({}) and {}\n",
+            count(report.copies_checked, "object copy", "object copies"),
             human_bytes(report.bytes_checked),
-            report.snapshots.len()
+            count(report.snapshots.len() as u64, "snapshot", "snapshots")
         );
         for b in &report.bad_copies {
             let _ = writeln!(
@@ -254,9 +269,9 @@ pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
         for s in report.snapshots.iter().filter(|s| !s.is_ok()) {
             let _ = writeln!(
                 out,
-                "  snapshot {}: {} objects missing, {} corrupt{}",
+                "  snapshot {}: {} missing, {} corrupt{}",
                 s.id.short(),
-                s.missing.len(),
+                count(s.missing.len() as u64, "object", "objects"),
                 s.corrupt.len(),
                 s.unreadable
                     .as_deref()
@@ -312,8 +327,9 @@ pub(crate) fn verify(ctx: &Ctx) -> Result<()> {
         Err(CliError::new(
             ErrorKind::Corrupt,
             format!(
-                "verify found damage in the store at {} ({damaged} snapshots cannot be restored in full); copies that failed are quarantined and the next snapshot of the same files heals them",
-                store.path().display()
+                "verify found damage in the store at {} ({} cannot be restored in full); copies that failed are quarantined and the next snapshot of the same files heals them",
+                store.path().display(),
+                count(damaged as u64, "snapshot", "snapshots")
             ),
         )
         .with_path(store.path()))
@@ -420,11 +436,11 @@ pub(crate) fn recover(ctx: &Ctx, give_up: bool) -> Result<()> {
                 .collect();
             let _ = writeln!(
                 out,
-                "removed {} files a restore had staged (journal {}) that no restore of this workspace \
+                "removed {} a restore had staged (journal {}) that no restore of this workspace \
                  would finish: this tree looks copied while a restore of the original was unfinished \
                  (finish that one where it ran with `cairn recover`); they were Cairn's copies, never \
                  your files: {}{}",
-                json.stray_staged.len(),
+                count(json.stray_staged.len() as u64, "file", "files"),
                 journals.join(", "),
                 sample.join(", "),
                 if json.stray_staged.len() > sample.len() { ", ..." } else { "" }

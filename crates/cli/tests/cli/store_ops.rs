@@ -586,3 +586,56 @@ fn the_undo_of_a_restore_refused_at_apply_time_runs_through_its_safety_snapshot(
     let r: serde_json::Value = serde_json::from_slice(&recover.stdout).expect("json");
     assert_eq!(r["recovered"].as_array().map(Vec::len), Some(0), "{r}");
 }
+
+/// The human output of `cairn ARGS`, which must succeed.
+fn said(f: &Fixture, args: &[&str]) -> String {
+    let out = f.cairn(args).assert().success().get_output().stdout.clone();
+    String::from_utf8(out).expect("utf-8 output")
+}
+
+// Issue 61 (what a newcomer tripped on): people read "1 snapshot" and "1 object", never
+// "1 snapshots" (the demo said "1 paths" and "1 checkpoints"; these commands did the same).
+#[test]
+fn a_count_of_one_is_said_in_the_singular_by_info_verify_delete_and_gc() {
+    let f = Fixture::new();
+    f.snapshot("first");
+    let info = said(&f, &["info"]);
+    assert!(info.contains("holds      1 snapshot, "), "{info}");
+    let verify = said(&f, &["verify"]);
+    assert!(verify.contains(" and 1 snapshot\n"), "{verify}");
+    f.write("n.txt", "two\n");
+    f.snapshot("second");
+    let deleted = said(&f, &["delete", "first", "--yes"]);
+    assert!(deleted.contains("deleted 1 snapshot, 1 kept"), "{deleted}");
+    let plural = plurals_of_one(&[&info, &verify, &deleted]);
+    assert!(
+        plural.is_empty(),
+        "a count of one in the plural: {plural:?}"
+    );
+}
+
+/// Every "1 <noun>s" in the texts, for the nouns Cairn counts.
+fn plurals_of_one(texts: &[&str]) -> Vec<String> {
+    let nouns = [
+        "snapshots",
+        "objects",
+        "packs",
+        "files",
+        "candidates",
+        "symlinks",
+        "paths",
+        "entries",
+    ];
+    let mut found = Vec::new();
+    for t in texts {
+        for w in t.split(|c: char| !c.is_ascii_alphanumeric() && c != ' ') {
+            let words: Vec<&str> = w.split(' ').collect();
+            for pair in words.windows(2) {
+                if pair[0] == "1" && nouns.contains(&pair[1]) {
+                    found.push(format!("1 {}", pair[1]));
+                }
+            }
+        }
+    }
+    found
+}
