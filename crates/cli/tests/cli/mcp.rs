@@ -183,3 +183,40 @@ fn mcp_rewind_runs_no_on_rewind_command_of_an_untrusted_workspace_file_and_says_
     let r = rewind("three");
     assert!(crate::exists(&marker), "the trusted command ran: {r}");
 }
+
+#[test]
+fn mcp_rewind_repeated_with_its_key_answers_the_same_rewind_and_runs_once() {
+    // Issue 59: an agent retrying its `rewind` call with the same key runs one rewind.
+    let f = Fixture::new();
+    let first = crate::agents::message(&f, "one");
+    crate::agents::message(&f, "two");
+    let call = json!({"thread": "chat", "entry": first, "dry_run": false, "key": "k-mcp"});
+    // Two calls of one session (which the server may run at once), then one more.
+    let lines = serve(
+        &f,
+        session(&[("rewind", call.clone()), ("rewind", call.clone())]),
+    );
+    let later = serve(&f, session(&[("rewind", call)]));
+    let last = &answer(&later, 10)["result"];
+    assert_eq!(last["isError"], false, "{last}");
+    let id = last["structuredContent"]["rewind_id"]
+        .as_str()
+        .expect("a rewind id");
+    for n in [10, 11] {
+        let r = &answer(&lines, n)["result"];
+        if r["isError"] == true {
+            // The other call's rewind was under way: busy, naming it.
+            let e = &r["structuredContent"]["error"];
+            assert_eq!(e["kind"], "THREAD_BUSY", "{r}");
+            assert!(e["message"].as_str().is_some_and(|m| m.contains(id)), "{r}");
+        } else {
+            assert_eq!(r["structuredContent"]["rewind_id"], id, "{r}");
+        }
+    }
+    let events = f.json_bytes(&["events"]);
+    let started = String::from_utf8_lossy(&events)
+        .lines()
+        .filter(|l| l.contains("\"rewind_started\""))
+        .count();
+    assert_eq!(started, 1, "one rewind ran");
+}

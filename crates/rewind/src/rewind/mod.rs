@@ -566,6 +566,27 @@ impl Threads {
                 )
                 .db("restart a rewind")?;
             } else {
+                // Another call with the same key that passed the check above at the same time
+                // (the MCP server's concurrent calls): its record answers, this one runs
+                // nothing (issue 59; the insert failed with an IO error before).
+                if let Some(key) = &opts.key {
+                    let taken: Option<RewindId> = c
+                        .query_row(
+                            "SELECT id FROM rewinds WHERE thread_id = ?1 AND key = ?2",
+                            params![thread, key],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .db("read a rewind record")?;
+                    if let Some(other) = taken {
+                        return Err(Error::ThreadBusy {
+                            thread: thread.clone(),
+                            detail: format!(
+                                "rewind {other} with key '{key}' is in flight; try again when it is done"
+                            ),
+                        });
+                    }
+                }
                 c.execute(
                     "INSERT INTO rewinds (id, thread_id, key, state, holder, op, request, created_ms) \
                      VALUES (?1, ?2, ?3, 'started', ?4, ?5, ?6, ?7)",
