@@ -376,7 +376,11 @@ fn rewind_text(r: &cairn_rewind::RewindReport) -> String {
         None => out.push_str("  files: left as they are (add --files to restore them)\n"),
     }
     if !r.memory.staled.is_empty() {
-        let _ = writeln!(out, "  memory: {} items stale", r.memory.staled.len());
+        let _ = writeln!(
+            out,
+            "  memory: {} stale",
+            count(r.memory.staled.len() as u64, "item", "items")
+        );
     }
     let runs = &r.runs;
     let dropped = runs.paused.len() + runs.durable.len() + runs.interrupted.len();

@@ -990,3 +990,35 @@ fn rewinding_to_a_before_rewind_checkpoint_reports_the_entries_that_came_back() 
     let log = f.json(&["thread", "log", "chat"]);
     assert_eq!(log["entries"].as_array().map(Vec::len), Some(5));
 }
+
+// Issue 61 (what a newcomer tripped on): a rewind that stales one memory item says "1 item",
+// not "1 items".
+#[test]
+fn a_rewind_that_stales_one_memory_item_says_so_in_the_singular() {
+    let f = Fixture::new();
+    let (_, end1, u2) = two_turns(&f);
+    let threads =
+        cairn_rewind::Threads::open_in_store(f.store(), cairn_rewind::ThreadsOptions::default())
+            .expect("the thread database");
+    threads
+        .add_memory(
+            &cairn_rewind::ThreadId::new("chat"),
+            cairn_rewind::NewMemory {
+                kind: cairn_rewind::MemoryKind::Item,
+                text: "turn two asked for turn2.txt".into(),
+                payload: Vec::new(),
+                stands_on: vec![cairn_rewind::EntryId::new(&u2)],
+            },
+        )
+        .expect("a memory item");
+    drop(threads);
+    let out = f
+        .cairn(&["rewind", "chat", &end1, "--dry-run"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).expect("utf-8");
+    assert!(out.contains("memory: 1 item stale"), "{out}");
+}
