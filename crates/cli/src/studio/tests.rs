@@ -751,3 +751,46 @@ fn a_studio_rewind_of_a_claude_thread_keeps_where_its_conversation_continues() {
         t.id
     );
 }
+
+// Issue 59: the page's "retry" confirms the same request again; with its key that answers the
+// rewind already made, even though the plan (and its digest) changed with it.
+#[test]
+fn a_rewind_confirmed_again_with_its_key_answers_the_rewind_it_made() {
+    let s = serve();
+    let thread = ThreadId::new("t");
+    let entry = s
+        .studio
+        .opened
+        .threads
+        .entries(&thread, false)
+        .expect("entries")[0]
+        .id
+        .to_string();
+    let request = OpRequest {
+        op: Op::Rewind,
+        thread: Some("t".into()),
+        entry: Some(entry),
+        files: true,
+        snapshot: None,
+        into: None,
+        new_thread_id: None,
+        root: None,
+        on_drift: None,
+        key: Some("studio-k1".into()),
+    };
+    let plan = plan_over_http(&s, &request);
+    let exact: OpRequest = serde_json::from_value(plan["request"].clone()).expect("a request");
+    assert_eq!(exact.key.as_deref(), Some("studio-k1"));
+    let digest = plan["digest"].as_str().expect("a digest").to_string();
+    apply_op(&s.studio, &exact, &digest).expect("the rewind");
+    std::fs::write(s.root.join("a.txt"), "edited after\n").expect("an edit");
+    apply_op(&s.studio, &exact, &digest).expect("the same rewind, not a conflict");
+    assert_eq!(
+        std::fs::read_to_string(s.root.join("a.txt")).expect("read"),
+        "edited after\n",
+        "nothing ran again"
+    );
+    let rewinds = s.studio.opened.threads.rewinds(&thread).expect("rewinds");
+    assert_eq!(rewinds.len(), 1);
+    assert_eq!(rewinds[0].key.as_deref(), Some("studio-k1"));
+}
