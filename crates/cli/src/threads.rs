@@ -836,6 +836,14 @@ pub(crate) fn fork(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
         )?;
     }
     let (target, made) = fork_workspace(ctx, args.into.as_deref())?;
+    if args.files {
+        // The workspace the files go to, when it is a container's: refused while a process
+        // runs in the container, --force or not (issue 58).
+        if let Err(e) = crate::container::refuse_if_busy(target.as_deref().unwrap_or(&o.ws)) {
+            made.undo();
+            return Err(e);
+        }
+    }
     let outcome = fork_with(ctx, args, &o, &thread, &entry, target);
     if args.dry_run {
         // The dry run made the directory and its store only to look at them: take them away

@@ -229,8 +229,8 @@ fn thread_with_a_checkpoint(f: &Fixture) -> String {
     v["entry"]["id"].as_str().expect("an entry id").to_string()
 }
 
-// Issue 58: a container's workspace is refused with BUSY, the dry run too and with --force,
-// while its cgroup (or one below it) lists a running process, naming the container and the
+// Issue 58: a container's workspace is refused with BUSY (restore, rewind --files, fork --files
+// into it), the dry run too and with --force, while its cgroup (or one below it) lists a running process, naming the container and the
 // process; once that process has exited the restore goes through.
 #[test]
 fn a_restore_of_a_container_workspace_is_busy_while_a_process_runs_in_its_cgroup() {
@@ -257,6 +257,7 @@ fn a_restore_of_a_container_workspace_is_busy_while_a_process_runs_in_its_cgroup
         vec![
             "--json", "rewind", "chat", &entry, "--files", "--yes", "--force",
         ],
+        vec!["--json", "fork", "chat", &entry, "--files", "--dry-run"],
     ] {
         let v = json_error(&mut f.cairn(&args), 14);
         let msg = v["error"]["message"].as_str().expect("message");
