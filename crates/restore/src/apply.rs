@@ -283,6 +283,13 @@ fn guarded_restore(
         return Err(e);
     }
     exec.read_clocks();
+    // What is staged reaches the disk before the journal says pending (issue 57).
+    if let Err(e) = exec.sync_staged() {
+        exec.unstage();
+        let _ = journal::remove(ws, &j);
+        drop_safety(ws, &safety.id);
+        return Err(e);
+    }
     if let Err(e) = journal::advance(ws, &mut j, State::Pending, true) {
         exec.unstage();
         let _ = journal::remove(ws, &j);

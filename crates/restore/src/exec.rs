@@ -847,21 +847,97 @@ impl<'a> Exec<'a> {
     }
 }
 
+impl Exec<'_> {
+    /// Makes what staging wrote durable before the journal makes the restore pending (issue
+    /// 57: a power cut after some renames had landed left files whose staged content never
+    /// reached the disk, in neither state, and the recovery wedged): each staged file, each
+    /// directory built whole under a temporary name with what it holds, and each directory
+    /// they were staged in; past [`SYNC_EACH_MAX`] of them, the whole file system.
+    pub(crate) fn sync_staged(&mut self) -> Result<()> {
+        let count = self.staged.len() + self.prestaged.len() + self.new_dirs.len();
+        if count > SYNC_EACH_MAX {
+            return sync_whole_fs(&self.dirs);
+        }
+        let mut files = Vec::new();
+        let staged: Vec<(Vec<u8>, Vec<u8>)> = self.staged.values().cloned().collect();
+        for (dir, name) in staged {
+            let fd = self.dirs.dir(&dir)?;
+            let f = safe::open_read(&*fd, &name)
+                .map_err(|e| Error::io("open a staged file", self.dirs.abs(&dir), e))?;
+            files.push((f, self.dirs.abs(&dir)));
+        }
+        // A directory built whole: everything in it (made by this restore, not followed
+        // through symlinks).
+        let built: Vec<std::path::PathBuf> = self
+            .new_dirs
+            .iter()
+            .map(|(path, tmp)| {
+                let parent = path
+                    .iter()
+                    .rposition(|&b| b == b'/')
+                    .map_or(&path[..0], |i| &path[..i]);
+                let mut at = parent.to_vec();
+                if !at.is_empty() {
+                    at.push(b'/');
+                }
+                at.extend_from_slice(tmp);
+                self.dirs.abs(&at)
+            })
+            .collect();
+        let mut todo = built;
+        while let Some(d) = todo.pop() {
+            let read = std::fs::read_dir(&d).map_err(|e| Error::io("list", &d, e))?;
+            for e in read {
+                let e = e.map_err(|e| Error::io("list", &d, e))?;
+                let ft = e
+                    .file_type()
+                    .map_err(|err| Error::io("inspect", e.path(), err))?;
+                if ft.is_dir() {
+                    todo.push(e.path());
+                } else if ft.is_file() {
+                    let f = std::fs::File::open(e.path())
+                        .map_err(|err| Error::io("open a staged file", e.path(), err))?;
+                    files.push((f, e.path()));
+                }
+            }
+            let f = std::fs::File::open(&d).map_err(|e| Error::io("open", &d, e))?;
+            files.push((f, d));
+        }
+        let mut dirs = self.staging_dirs.clone();
+        dirs.sort_unstable();
+        dirs.dedup();
+        for d in dirs {
+            let fd = self.dirs.dir(&d)?;
+            let dup = fd
+                .try_clone()
+                .map_err(|e| Error::io("open", self.dirs.abs(&d), e))?;
+            files.push((std::fs::File::from(dup), self.dirs.abs(&d)));
+        }
+        sync_together(files)
+    }
+}
+
+/// Syncs the whole file system of the root: `syncfs` on Linux, elsewhere `sync`, every file
+/// system.
+fn sync_whole_fs(dirs: &Dirs) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::fs::syncfs(dirs.root_fd()).map_err(|e| Error::io("sync", dirs.abs(b""), e.into()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dirs;
+        rustix::fs::sync();
+        Ok(())
+    }
+}
+
 /// Makes what `plan` changed durable: for a small plan, each file it wrote or re-moded and each
 /// directory whose entries it changed (what has changed since is synced as it is; what is gone
 /// is passed over); for a large one, the whole file system (`syncfs`).
 pub(crate) fn make_durable(ws: &Site, plan: &Plan) -> Result<()> {
     let mut dirs = Dirs::open(ws.root())?;
-    // `syncfs` is Linux's; elsewhere `sync`, every file system.
-    #[cfg(target_os = "linux")]
-    let whole_fs = |dirs: &Dirs| {
-        rustix::fs::syncfs(dirs.root_fd()).map_err(|e| Error::io("sync", ws.root(), e.into()))
-    };
-    #[cfg(not(target_os = "linux"))]
-    let whole_fs = |_: &Dirs| {
-        rustix::fs::sync();
-        Ok(())
-    };
+    let whole_fs = sync_whole_fs;
     if plan.actions.len() > SYNC_EACH_MAX {
         return whole_fs(&dirs);
     }

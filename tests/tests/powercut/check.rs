@@ -105,8 +105,8 @@ impl Lab {
         for d in [&backing, &mnt, &scratch] {
             std::fs::create_dir(d).expect("a lab directory");
         }
-        std::fs::create_dir(backing.join("home")).expect("home");
-        std::fs::create_dir(backing.join("ws")).expect("ws");
+        std::fs::create_dir(mnt.join("home")).expect("home");
+        std::fs::create_dir(mnt.join("ws")).expect("ws");
         Lab {
             _dir: dir,
             backing,
@@ -243,10 +243,17 @@ pub enum Expect {
         /// The entry.
         entry: String,
     },
-    /// A store move returned: the store is now at `to` (under the root).
-    Moved {
-        /// Where.
-        to: &'static str,
+    /// A store move returned (the store is found where it went).
+    Moved,
+    /// A rewind of `thread` began: its entries past the point may leave the active branch.
+    Rewinding {
+        /// The thread.
+        thread: String,
+    },
+    /// A prune began: these snapshots may be gone.
+    Deleted {
+        /// The snapshots it deleted.
+        ids: Vec<String>,
     },
 }
 
@@ -254,7 +261,8 @@ pub enum Expect {
 pub struct Recording<'a> {
     /// The lab.
     pub lab: &'a Lab,
-    mounted: &'a Mounted,
+    /// The recording file system (none during the setup, which runs on the plain directory).
+    mounted: Option<&'a Mounted>,
     /// The acknowledgements, in order.
     pub acks: Vec<Expect>,
     /// Each workspace's successive legitimate states: (directory, files).
@@ -264,7 +272,9 @@ pub struct Recording<'a> {
 impl Recording<'_> {
     /// Records that the workload was told `e`.
     pub fn ack(&mut self, e: Expect) {
-        self.mounted.mark(Op::Ack(self.acks.len()));
+        if let Some(m) = self.mounted {
+            m.mark(Op::Ack(self.acks.len()));
+        }
         self.acks.push(e);
     }
 
@@ -281,15 +291,70 @@ impl Recording<'_> {
         id
     }
 
+    /// `cairn thread new` in `ws`; returns the thread's id.
+    pub fn thread(&mut self, ws: &'static str) -> String {
+        let out = self
+            .lab
+            .cairn_in(&self.lab.at(ws), &["--json", "thread", "new"]);
+        assert!(out.ok(), "thread new: {out}");
+        let id = out.json()["id"].as_str().expect("a thread id").to_string();
+        self.ack(Expect::Entry {
+            ws,
+            thread: id.clone(),
+            entry: id.clone(),
+        });
+        id
+    }
+
+    /// `cairn thread append THREAD --kind user` in `ws`: acknowledged as the entry and its
+    /// checkpoint's snapshot; returns the entry's id.
+    pub fn append(&mut self, ws: &'static str, thread: &str, text: &str) -> String {
+        let dir = self.lab.at(ws);
+        let out = self.lab.cairn_in(
+            &dir,
+            &[
+                "--json", "thread", "append", thread, "--kind", "user", "--text", text,
+            ],
+        );
+        assert!(out.ok(), "thread append: {out}");
+        let doc = out.json();
+        let entry = doc["entry"]["id"]
+            .as_str()
+            .expect("an entry id")
+            .to_string();
+        let snap = doc["entry"]["checkpoint"]["snapshot_id"]
+            .as_str()
+            .expect("a checkpoint")
+            .to_string();
+        self.ack(Expect::Snapshot {
+            id: snap,
+            files: util::picture(&dir),
+        });
+        self.ack(Expect::Entry {
+            ws,
+            thread: thread.to_string(),
+            entry: entry.clone(),
+        });
+        entry
+    }
+
     /// Makes everything so far durable: call it after the test's own edits of the workspace,
     /// which stand for a user's long since on the disk.
     pub fn barrier(&self) {
-        self.mounted.mark(Op::Barrier);
+        if let Some(m) = self.mounted {
+            m.mark(Op::Barrier);
+        }
     }
 
     /// Notes the files of `ws` now as a state it may be left in; returns its index.
     pub fn state(&mut self, ws: &'static str) -> usize {
-        self.states.push((ws, util::picture(&self.lab.at(ws))));
+        let dir = self.lab.at(ws);
+        let files = if dir.exists() {
+            util::picture(&dir)
+        } else {
+            Picture::new()
+        };
+        self.states.push((ws, files));
         self.states.len() - 1
     }
 }
@@ -312,9 +377,9 @@ pub struct Explored {
 /// How many distinct states to check per workload.
 pub fn budget() -> usize {
     if util::long() {
-        150
+        200
     } else {
-        10
+        24
     }
 }
 
@@ -334,28 +399,57 @@ pub fn explore(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let (mounted, mut base) =
+    // The setup runs on the plain directory (at the same paths), all of it the durable start;
+    // then its files move to the backing directory and the recorder is mounted over them.
+    let mut rec = Recording {
+        lab: &lab,
+        mounted: None,
+        acks: Vec::new(),
+        states: Vec::new(),
+    };
+    setup(&mut rec);
+    let n_setup = rec.acks.len();
+    let (mut acks, mut states) = (rec.acks, rec.states);
+    for e in std::fs::read_dir(&lab.mnt)
+        .expect("list the setup")
+        .flatten()
+    {
+        std::fs::rename(e.path(), lab.backing.join(e.file_name())).expect("move the setup");
+    }
+    let (mounted, base) =
         Mounted::mount(&lab.backing, &lab.mnt).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let (acks, states, n_setup) = {
+    {
         let mut rec = Recording {
             lab: &lab,
-            mounted: &mounted,
-            acks: Vec::new(),
-            states: Vec::new(),
+            mounted: Some(&mounted),
+            acks: std::mem::take(&mut acks),
+            states: std::mem::take(&mut states),
         };
-        setup(&mut rec);
-        // Everything the setup did is the durable start.
-        let setup_ops = std::mem::take(&mut crate::fs::lock(&mounted.state).log);
-        for op in &setup_ops {
-            base.apply(op);
-        }
-        let n_setup = rec.acks.len();
         work(&mut rec);
-        (rec.acks, rec.states, n_setup)
-    };
+        (acks, states) = (rec.acks, rec.states);
+    }
     let ops = mounted.finish();
     lab.boot = BOOT_AFTER;
+    if std::env::var_os("CAIRN_POWERCUT_DUMP").is_some() {
+        for (i, op) in ops.iter().enumerate() {
+            println!("  #{i} {}", describe(op));
+        }
+    }
     let record = Record::new(ops);
+    // The explorer's own check: the whole record applies to the start, every operation.
+    let mut full = base.clone();
+    let unapplied: Vec<String> = record
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| !full.apply(op))
+        .map(|(i, op)| format!("#{i} {}", describe(op)))
+        .take(5)
+        .collect();
+    assert!(
+        unapplied.is_empty(),
+        "{name}: the record does not replay onto its start (a recorder bug): {unapplied:?}"
+    );
     let cuts = record.cut_points();
     let mut explored = Explored {
         ops: record.ops.len(),
@@ -407,6 +501,13 @@ pub fn explore(
                 state.included.iter().filter(|i| !**i).count(),
             );
             println!("  FAILED STATE {msg}");
+            // To look at a failing state by hand: CAIRN_POWERCUT_KEEP=DIR keeps a copy of it.
+            if let Some(keep) = std::env::var_os("CAIRN_POWERCUT_KEEP") {
+                let to = Path::new(&keep).join(format!("{name}-{}", explored.failures.len()));
+                let _ = std::fs::create_dir_all(&to);
+                model.materialise(&to);
+                println!("  kept as {}", to.display());
+            }
             explored.failures.push(msg);
         }
     }
@@ -479,24 +580,6 @@ fn choose(
     out
 }
 
-/// The store directory under the root: where the last acknowledged move put it, else the one
-/// store of the data directory.
-fn store_dir(lab: &Lab, acks: &[Expect], acked: &[usize]) -> Option<PathBuf> {
-    if let Some(to) = acked.iter().rev().find_map(|&a| match &acks[a] {
-        Expect::Moved { to } => Some(*to),
-        _ => None,
-    }) {
-        return Some(lab.at(to));
-    }
-    let stores: Vec<PathBuf> = std::fs::read_dir(lab.at("home/stores"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    stores.into_iter().next()
-}
-
 /// Opens one crash state as a user would after the reboot, and checks the properties.
 fn check_state(
     lab: &Lab,
@@ -522,24 +605,8 @@ fn check_state(
             return Err(format!("`cairn recover` in {ws} failed: {out}"));
         }
     }
-    let store = store_dir(lab, acks, acked);
-    let store_arg: Vec<String> = match &store {
-        Some(s)
-            if acked
-                .iter()
-                .any(|&a| matches!(acks[a], Expect::Moved { .. })) =>
-        {
-            vec!["--store".into(), s.display().to_string()]
-        }
-        _ => Vec::new(),
-    };
-    let with_store = |args: &[&str]| -> Vec<String> {
-        store_arg
-            .iter()
-            .cloned()
-            .chain(args.iter().map(|s| s.to_string()))
-            .collect()
-    };
+    let with_store =
+        |args: &[&str]| -> Vec<String> { args.iter().map(|s| s.to_string()).collect() };
     let run = |ws: &str, args: Vec<String>| {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         lab.cairn_in(&lab.at(ws), &a)
@@ -551,7 +618,9 @@ fn check_state(
         // 2. list: every acknowledged snapshot of this store is there.
         let out = run(ws, with_store(&["--json", "list"]));
         if !out.ok() {
-            if acked.is_empty() && out.stderr.contains("no Cairn store") {
+            // No store (yet): no snapshot of it is listed, which the check of what was
+            // acknowledged below judges.
+            if out.stderr.contains("no Cairn store") {
                 continue;
             }
             return Err(format!("`cairn list` in {ws} failed: {out}"));
@@ -573,12 +642,8 @@ fn check_state(
         for (i, id) in ids.iter().enumerate() {
             let scratch = lab.scratch.join(format!("{ws}-{i}"));
             std::fs::create_dir_all(&scratch).expect("a scratch workspace");
-            let store_of_ws = if store_arg.is_empty() {
-                let out = run(ws, vec!["--json".into(), "info".into()]);
-                out.json()["store"].as_str().map(str::to_string)
-            } else {
-                store.as_ref().map(|s| s.display().to_string())
-            };
+            let info = run(ws, vec!["--json".into(), "info".into()]);
+            let store_of_ws = info.json()["store"].as_str().map(str::to_string);
             let Some(store_of_ws) = store_of_ws else {
                 return Err(format!("no store for {ws}"));
             };
@@ -598,10 +663,17 @@ fn check_state(
         }
         all_ids.extend(ids);
     }
-    // 5. every acknowledged snapshot is listed.
+    // 5. every acknowledged snapshot is listed, unless an acknowledged prune deleted it.
+    let deleted: HashSet<&String> = acked
+        .iter()
+        .flat_map(|&a| match &acks[a] {
+            Expect::Deleted { ids } => ids.iter().collect(),
+            _ => Vec::new(),
+        })
+        .collect();
     for &a in acked {
         if let Expect::Snapshot { id, .. } = &acks[a] {
-            if !all_ids.contains(id) {
+            if !all_ids.contains(id) && !deleted.contains(id) {
                 return Err(format!("acknowledged snapshot {id} is gone"));
             }
         }
@@ -631,7 +703,11 @@ fn check_state(
             Picture::new()
         };
         if !allowed.iter().any(|&i| states[i].1 == now) {
-            let staged = util::staged_leftovers(&dir);
+            let staged = if dir.exists() {
+                util::staged_leftovers(&dir)
+            } else {
+                Vec::new()
+            };
             let differ: Vec<String> = allowed
                 .iter()
                 .map(|&i| {
@@ -691,8 +767,21 @@ fn check_state(
             }
         }
     }
+    let rewound: HashSet<&String> = acked
+        .iter()
+        .filter_map(|&a| match &acks[a] {
+            Expect::Rewinding { thread } => Some(thread),
+            _ => None,
+        })
+        .collect();
     for &a in acked {
         if let Expect::Entry { ws, thread, entry } = &acks[a] {
+            // A rewound thread keeps its entries, off its active branch: the thread is there.
+            let entry = if rewound.contains(thread) {
+                thread
+            } else {
+                entry
+            };
             let out = run(ws, with_store(&["--json", "thread", "log", thread]));
             if !out.ok() || !out.stdout.contains(entry.as_str()) {
                 return Err(format!(

@@ -488,20 +488,26 @@ impl Filesystem for Recorder {
                 rustix::fs::RenameFlags::from_bits_retain(flags.bits()),
             )
             .map_err(|e| Errno::from_i32(e.raw_os_error()))?;
-            s.unlinked(ino, parent.0, name);
-            if let Some(t) = target {
-                s.unlinked(t, newparent.0, newname);
-                if exchange {
-                    s.links
-                        .entry(t)
-                        .or_default()
-                        .push((parent.0, name.to_os_string()));
+            // The new name first: an object never has no name in between (which would forget
+            // its number, and the log would name it by a new one).
+            let (from_link, to_link) = (
+                (parent.0, name.to_os_string()),
+                (newparent.0, newname.to_os_string()),
+            );
+            if target != Some(ino) {
+                let links = s.links.entry(ino).or_default();
+                links.push(to_link.clone());
+                links.retain(|l| *l != from_link);
+                match target {
+                    Some(t) if exchange => {
+                        let links = s.links.entry(t).or_default();
+                        links.push(from_link);
+                        links.retain(|l| *l != to_link);
+                    }
+                    Some(t) => s.unlinked(t, newparent.0, newname),
+                    None => {}
                 }
             }
-            s.links
-                .entry(ino)
-                .or_default()
-                .push((newparent.0, newname.to_os_string()));
             s.log.push(Op::Rename {
                 parent: parent.0,
                 name: name.to_os_string(),
