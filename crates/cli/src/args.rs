@@ -721,8 +721,8 @@ pub enum InitCommand {
         process runs in the container when its cgroup, or one below it, lists a process other than the \
         container's init (the process that is PID 1 of its own PID namespace): a command run with `exec`, \
         a shell, anything the init started or left behind. A container that is stopped, or that only \
-        idles in its init, runs nothing. While one runs, `cairn restore` and `cairn rewind --files` are \
-        refused with BUSY, their dry runs too, naming the container and the processes; --force does not \
+        idles in its init, runs nothing. While one runs, `cairn restore`, `cairn rewind --files` and `cairn fork --files` \
+        into it are refused with BUSY, their dry runs too, naming the container and the processes; --force does not \
         go around it. Kept in the workspace's store (outside the container's reach).\n\n\
         Examples:\n  cairn init container agent-box\n  cairn init container agent-box --engine docker\n  \
         cairn init container --cgroup /sys/fs/cgroup/kubepods.slice/.../cri-containerd-ab12.scope\n  \
