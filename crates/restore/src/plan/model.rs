@@ -85,25 +85,38 @@ actions! {
     }
 }
 
-impl Serialize for Action {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        if s.is_human_readable() {
-            TaggedAction::serialize(self, s)
-        } else {
-            CompactAction::serialize(self, s)
+/// Serialises `$ty` as its `$human` form in human-readable formats (JSON) and as its
+/// `$compact` form in binary ones (postcard, for the journal); deserialises likewise.
+macro_rules! two_forms {
+    ($ty:ident, human $human:ident, compact $compact:ident) => {
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                if s.is_human_readable() {
+                    $human::serialize(self, s)
+                } else {
+                    $compact::serialize(self, s)
+                }
+            }
         }
-    }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> std::result::Result<$ty, D::Error> {
+                if d.is_human_readable() {
+                    $human::deserialize(d)
+                } else {
+                    $compact::deserialize(d)
+                }
+            }
+        }
+    };
 }
 
-impl<'de> Deserialize<'de> for Action {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Action, D::Error> {
-        if d.is_human_readable() {
-            TaggedAction::deserialize(d)
-        } else {
-            CompactAction::deserialize(d)
-        }
-    }
-}
+two_forms!(Action, human TaggedAction, compact CompactAction);
 
 impl Action {
     /// The path the action changes.
@@ -318,25 +331,7 @@ mod schema {
     }
 }
 
-impl Serialize for Plan {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        if s.is_human_readable() {
-            JsonPlan::serialize(self, s)
-        } else {
-            CompactPlan::serialize(self, s)
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Plan {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Plan, D::Error> {
-        if d.is_human_readable() {
-            JsonPlan::deserialize(d)
-        } else {
-            CompactPlan::deserialize(d)
-        }
-    }
-}
+two_forms!(Plan, human JsonPlan, compact CompactPlan);
 
 impl Plan {
     /// Whether the plan changes nothing.
