@@ -555,3 +555,30 @@ pub(crate) fn init(ctx: &Ctx, a: &ContainerArgs) -> Result<()> {
         out
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 58: the cgroup mounts of a hybrid host (v1 controllers and the unified hierarchy
+    // side by side, as on the machine the container tests run on) are read from mountinfo,
+    // with its octal escapes; other file systems are not cgroups.
+    #[test]
+    fn cgroup_mounts_are_read_from_mountinfo_lines_v1_and_unified() {
+        let pids = CgroupMount::parse(
+            "40 30 0:35 / /sys/fs/cgroup/pids rw,relatime shared:17 - cgroup cgroup rw,pids",
+        )
+        .expect("a v1 mount");
+        assert!(!pids.unified);
+        assert_eq!(pids.mount_point, Path::new("/sys/fs/cgroup/pids"));
+        assert!(pids.options.iter().any(|o| o == "pids"));
+        let unified = CgroupMount::parse(
+            "42 30 0:37 /sub /sys/fs/cgroup/uni\\040fied rw,relatime - cgroup2 cgroup2 rw",
+        )
+        .expect("a v2 mount");
+        assert!(unified.unified);
+        assert_eq!(unified.root, Path::new("/sub"));
+        assert_eq!(unified.mount_point, Path::new("/sys/fs/cgroup/uni fied"));
+        assert!(CgroupMount::parse("22 1 0:5 / /proc rw - proc proc rw").is_none());
+    }
+}
