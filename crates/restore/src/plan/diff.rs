@@ -140,21 +140,7 @@ impl Planner<'_> {
                         self.deny(&kp, reason);
                         return Ok(());
                     }
-                    let path = RelPath(p.to_vec());
-                    self.creations.push(Action::MakeDir {
-                        path: path.clone(),
-                        mode: x.mode,
-                    });
-                    self.restored.push(path.clone());
-                    self.compare_dirs(p, Some(&tx), None)?;
-                    if x.mode & 0o700 != 0o700 {
-                        self.modes.push(Action::SetMode {
-                            path,
-                            mode: x.mode,
-                            dir: true,
-                        });
-                    }
-                    Ok(())
+                    self.make_dir(p, x, &tx)
                 }
                 _ => Ok(()),
             },
@@ -382,24 +368,32 @@ impl Planner<'_> {
         self.create(p, x)
     }
 
+    /// Makes the target's directory `p` (`x`, whose tree is `tx`) with everything in it; a mode
+    /// that does not let its owner in is set last, once what goes in it is written.
+    fn make_dir(&mut self, p: &[u8], x: &TreeEntry, tx: &Tree) -> Result<()> {
+        let path = RelPath(p.to_vec());
+        self.creations.push(Action::MakeDir {
+            path: path.clone(),
+            mode: x.mode,
+        });
+        self.restored.push(path.clone());
+        self.compare_dirs(p, Some(tx), None)?;
+        if x.mode & 0o700 != 0o700 {
+            self.modes.push(Action::SetMode {
+                path,
+                mode: x.mode,
+                dir: true,
+            });
+        }
+        Ok(())
+    }
+
     fn create(&mut self, p: &[u8], x: &TreeEntry) -> Result<()> {
         let path = RelPath(p.to_vec());
         match x.kind {
             EntryKind::Dir => {
-                self.creations.push(Action::MakeDir {
-                    path: path.clone(),
-                    mode: x.mode,
-                });
-                self.restored.push(path.clone());
                 let tx = (self.target_tree)(&TreeId(x.id))?;
-                self.compare_dirs(p, Some(&tx), None)?;
-                if x.mode & 0o700 != 0o700 {
-                    self.modes.push(Action::SetMode {
-                        path,
-                        mode: x.mode,
-                        dir: true,
-                    });
-                }
+                self.make_dir(p, x, &tx)?;
             }
             EntryKind::File => {
                 self.creations.push(Action::WriteFile {
