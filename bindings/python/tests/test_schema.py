@@ -29,6 +29,7 @@ SCHEMA_CANDIDATES = [
 #: Each object of the schema's results: the dataclass that decodes it.
 RESULTS: dict[str, type] = {
     "Action": ty.Action,
+    "Admission": t.Admission,
     "Appended": t.Appended,
     "Attribution": ty.Attribution,
     "BadCopy": ty.BadCopy,
@@ -41,6 +42,7 @@ RESULTS: dict[str, type] = {
     "CheckpointRef": t.CheckpointRef,
     "ConversationReport": t.ConversationReport,
     "CopyReport": ty.CopyReport,
+    "Delivery": t.Delivery,
     "Entry": t.Entry,
     "EntryInfo": ty.EntryInfo,
     "Event": t.Event,

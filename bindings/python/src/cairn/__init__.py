@@ -74,6 +74,7 @@ from .types import (
     WorkspaceInfo,
 )
 from .threads import (
+    Admission,
     Appended,
     Checkpoint,
     CheckpointFailure,
@@ -81,6 +82,7 @@ from .threads import (
     CheckpointRef,
     ConversationReport,
     Entry,
+    Delivery,
     EntryKind,
     Event,
     FilesReport,

@@ -37,6 +37,8 @@ __all__ = [
     "Checkpoint",
     "CheckpointFailure",
     "Appended",
+    "Admission",
+    "Delivery",
     "MemoryItem",
     "RunInfo",
     "ThreadRuns",
@@ -242,6 +244,74 @@ class Appended:
             checkpoint=None if cp is None else Checkpoint.from_json(cp),
             checkpoint_error=None if err is None else CheckpointFailure(str(err.get("kind")), err.get("message", "")),
             repeated=bool(d.get("repeated", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A prompt of a thread's inbox under its admission key: ``state`` ``"queued"`` (waiting
+    for the thread's next safe boundary), ``"delivered"`` (``entry_id``, ``checkpoint_id``) or
+    ``"cancelled"`` by a rewind (``rewind_id``; never sent). ``repeated``: the key was seen
+    before and nothing was queued again."""
+
+    thread_id: str
+    key: str
+    state: str
+    payload: bytes
+    metadata: dict[str, Any]
+    entry_id: str | None
+    checkpoint_id: str | None
+    rewind_id: str | None
+    error: str | None
+    queued_ms: int
+    done_ms: int | None
+    repeated: bool
+
+    @property
+    def text(self) -> str:
+        """The prompt as text (undecodable bytes replaced)."""
+        return self.payload.decode("utf-8", "replace")
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Admission:
+        p = d.get("payload", "")
+        return cls(
+            thread_id=d["thread_id"],
+            key=d["key"],
+            state=d["state"],
+            payload=bytes.fromhex(p["hex"]) if isinstance(p, dict) else p.encode("utf-8"),
+            metadata=d.get("metadata") or {},
+            entry_id=d.get("entry_id"),
+            checkpoint_id=d.get("checkpoint_id"),
+            rewind_id=d.get("rewind_id"),
+            error=d.get("error"),
+            queued_ms=d.get("queued_ms", 0),
+            done_ms=d.get("done_ms"),
+            repeated=bool(d.get("repeated", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What :meth:`Threads.deliver` did: the prompt ``delivered`` (with the ``entry`` it
+    became and the ``checkpoint`` taken then), or ``waiting`` saying what is under way; and how
+    many prompts are still ``queued``."""
+
+    delivered: Admission | None
+    entry: Entry | None
+    checkpoint: Checkpoint | None
+    waiting: str | None
+    queued: int
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Delivery:
+        a, e, cp = d.get("delivered"), d.get("entry"), d.get("checkpoint")
+        return cls(
+            delivered=None if a is None else Admission.from_json(a),
+            entry=None if e is None else Entry.from_json(e),
+            checkpoint=None if cp is None else Checkpoint.from_json(cp),
+            waiting=d.get("waiting"),
+            queued=d.get("queued", 0),
         )
 
 
@@ -463,7 +533,8 @@ class Event:
     :meth:`Threads.events` call. ``kind`` is ``"thread_created"``,
     ``"checkpoint_created"``, ``"entry_appended"``, ``"rewind_started"``,
     ``"restore_applied"`` (files restored: a rewind's, or a restore of the workspace),
-    ``"rewind_failed"``, ``"rewind_completed"`` or ``"fork_created"``."""
+    ``"rewind_failed"``, ``"rewind_completed"``, ``"fork_created"``, or for the inbox
+    ``"prompt_queued"``, ``"prompt_delivered"``, ``"prompt_cancelled"``."""
 
     cursor: int
     thread_id: str | None
@@ -682,6 +753,58 @@ class Threads(Managed):
         th = _id(thread, "thread")
         with self._use() as t:
             return [Checkpoint.from_json(d) for d in call_json(lib.cairn_threads_list_checkpoints, t, th, len(th))]
+
+    # -- inbox ---------------------------------------------------------------------------------
+
+    def enqueue(
+        self, thread: str | Thread, key: str, content: str | bytes = "", *, metadata: dict[str, Any] | None = None
+    ) -> Admission:
+        """Queues a user prompt under its admission ``key``, delivered at the thread's next
+        safe boundary (no run of the thread running or paused, no tool call of its runs open)
+        by :meth:`deliver`. A key seen before returns its admission as it is now
+        (``repeated``): queued, delivered, or cancelled by a rewind; nothing is queued again.
+        Raises ThreadBusyError while a rewind holds the thread."""
+        doc: dict[str, Any] = {}
+        if isinstance(content, bytes):
+            doc["payload_hex"] = content.hex()
+        else:
+            doc["text"] = content
+        doc.update(_options(metadata=metadata))
+        th = _id(thread, "thread")
+        k = text_arg(key, "key")
+        prompt = json.dumps(doc).encode()
+        with self._use() as t:
+            return Admission.from_json(
+                call_json(lib.cairn_threads_enqueue, t, th, len(th), k, len(k), prompt, len(prompt))
+            )
+
+    def deliver(
+        self,
+        thread: str | Thread,
+        *,
+        run: Run | None = None,
+        workspace: Workspace | None = None,
+        wait: _dt.timedelta | float | None = None,
+    ) -> Delivery:
+        """Delivers the oldest queued prompt if the thread is at a safe boundary: the
+        checkpoint is taken then (the run's workspace and policy, else ``workspace``, else the
+        default one) and the prompt is appended as a user entry under its key. ``run``: a run
+        delivering between its own turns (it does not count as under way). Under way, nothing
+        is delivered and ``waiting`` says why. A checkpoint that fails leaves the prompt queued
+        (with its ``error``) and raises."""
+        th = _id(thread, "thread")
+        doc = json_arg(_options(wait_ms=_opt_millis(wait)))
+        with ExitStack() as stack:
+            t = stack.enter_context(self._use())
+            r = stack.enter_context(run._use()) if run is not None else ffi.NULL
+            w = stack.enter_context(_maybe(workspace))
+            return Delivery.from_json(call_json(lib.cairn_threads_deliver, t, th, len(th), doc, len(doc), r, w))
+
+    def inbox(self, thread: str | Thread) -> builtins.list[Admission]:
+        """Every admission of the thread's inbox, oldest first: queued, delivered, cancelled."""
+        th = _id(thread, "thread")
+        with self._use() as t:
+            return [Admission.from_json(d) for d in call_json(lib.cairn_threads_inbox, t, th, len(th))]
 
     # -- memory --------------------------------------------------------------------------------
 
