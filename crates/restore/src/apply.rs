@@ -282,14 +282,15 @@ fn guarded_restore(
         drop_safety(ws, &safety.id);
         return Err(e);
     }
-    exec.read_clocks();
-    // What is staged reaches the disk before the journal says pending (issue 57).
+    // What is staged reaches the disk before the journal says pending (issue 57); before the
+    // clocks are read, which takes the list of directories staged in.
     if let Err(e) = exec.sync_staged() {
         exec.unstage();
         let _ = journal::remove(ws, &j);
         drop_safety(ws, &safety.id);
         return Err(e);
     }
+    exec.read_clocks();
     if let Err(e) = journal::advance(ws, &mut j, State::Pending, true) {
         exec.unstage();
         let _ = journal::remove(ws, &j);

@@ -622,7 +622,17 @@ impl<'a> Exec<'a> {
             }
             if recover {
                 match self.recovery_step(a, removed.contains(&path), created.get(&path).copied())? {
-                    RecoveryStep::AlreadyDone => continue,
+                    RecoveryStep::AlreadyDone => {
+                        // A directory the plan made is there, its mode maybe not (issue 57: a
+                        // power cut kept the mkdir and lost the chmod that followed it).
+                        if let Action::MakeDir { mode, .. } = a {
+                            if let Ok(fd) = self.dirs.dir(&path) {
+                                safe::chmod_dir(&*fd, *mode)
+                                    .map_err(|e| Error::io("set mode", self.abs(&path), e))?;
+                            }
+                        }
+                        continue;
+                    }
                     RecoveryStep::Obstructed => {
                         obstructed.push(a.path().clone());
                         continue;

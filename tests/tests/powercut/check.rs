@@ -374,6 +374,20 @@ pub struct Explored {
     pub failures: Vec<String>,
 }
 
+thread_local! {
+    static FIXED_SEED: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `body` with every exploration in it seeded by `seed` (a recorded case).
+pub fn with_seed(seed: u64, body: fn()) {
+    FIXED_SEED.with(|s| s.set(Some(seed)));
+    let r = std::panic::catch_unwind(body);
+    FIXED_SEED.with(|s| s.set(None));
+    if let Err(p) = r {
+        std::panic::resume_unwind(p);
+    }
+}
+
 /// How many distinct states to check per workload.
 pub fn budget() -> usize {
     if util::long() {
@@ -393,7 +407,13 @@ pub fn explore(
     setup: impl FnOnce(&mut Recording<'_>),
     work: impl FnOnce(&mut Recording<'_>),
 ) -> Explored {
-    let mut rng = Rng::from_env(name);
+    let mut rng = match FIXED_SEED.with(|s| s.get()) {
+        Some(seed) => {
+            println!("{name}: CAIRN_SEED={seed} (a recorded case)");
+            Rng::new(seed)
+        }
+        None => Rng::from_env(name),
+    };
     let mut lab = Lab::new();
     lab.env = env
         .iter()

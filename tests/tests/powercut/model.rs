@@ -6,8 +6,9 @@
 //! - a file's data, size and mode (writes, truncations, chmods) are durable once an `fsync` or
 //!   `fdatasync` of that file follows them;
 //! - a directory operation (create, mkdir, symlink, link, unlink, rmdir, rename) is durable once
-//!   an `fsync` of a directory it changed (either side of a rename) follows it; a rename is
-//!   atomic (the old name and the new one go together);
+//!   an `fsync` of a directory it changed (either side of a rename) follows it, and so is a
+//!   directory's mode once it is synced itself; a rename is atomic (the old name and the new
+//!   one go together);
 //! - anything not durable may have reached the disk or not, in any subset, except that a
 //!   directory operation never lands without the earlier ones it depends on (those on the same
 //!   object or the same name, the creation of the directory it works in, and for an `rmdir` the
@@ -439,6 +440,10 @@ impl Record {
                     }
                 }
                 Op::FsyncDir { ino } => {
+                    // A directory's own mode too.
+                    for j in data_pending.remove(ino).unwrap_or_default() {
+                        durable_from[j] = i;
+                    }
                     for j in dir_pending.remove(ino).unwrap_or_default() {
                         if durable_from[j] == usize::MAX {
                             durable_from[j] = i;
