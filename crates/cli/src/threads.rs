@@ -797,15 +797,6 @@ pub(crate) fn fork_workspace(
         )
         .with_path(&dir)
     })?;
-    // The directories made, durable in their parents (issue 57: a power cut after the fork
-    // returned lost the whole directory; what is restored into it is the journal's to keep).
-    if let Some(first) = &made.dir {
-        for d in dir.ancestors().take_while(|d| d.starts_with(first)) {
-            if let Some(parent) = d.parent() {
-                cairn_store::fsutil::sync_dir(parent)?;
-            }
-        }
-    }
     let fork_ctx = Ctx {
         root: dir,
         store: None,

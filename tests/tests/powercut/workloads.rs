@@ -48,9 +48,9 @@ pub const TESTS: &[crate::Test] = &[
     ),
 ];
 
-/// Issue 57: the seeds whose states found the restore's unsynced staging, the recovery that
-/// left a made directory's mode, and the fork's unsynced directory (each failed before its
-/// fix); run again whatever `CAIRN_SEED` says.
+/// Issue 57: the seeds whose states found the restore's unsynced staging and the recovery that
+/// left a made directory's mode (each failed before its fix), and a fork's; run again whatever
+/// `CAIRN_SEED` says.
 fn recorded_cases() {
     let cases: [(&str, fn(), u64); 3] = [
         ("rewind", rewind, 1796633573261635781),
