@@ -177,7 +177,11 @@ impl Served {
                 break;
             }
         }
-        let mut feed = Feed { reader, chunked };
+        let mut feed = Feed {
+            reader,
+            chunked,
+            until: Instant::now() + PATIENCE,
+        };
         let ready = feed.next();
         assert_eq!(ready.kind, "ready", "the feed starts with ready");
         feed
@@ -196,12 +200,15 @@ struct Sse {
 struct Feed {
     reader: BufReader<TcpStream>,
     chunked: bool,
+    /// When waiting for an event fails the test (keep-alive comments do not count).
+    until: Instant,
 }
 
 impl Feed {
     /// The next line of the stream (chunk sizes skipped).
     fn line(&mut self) -> String {
         loop {
+            assert!(Instant::now() < self.until, "an event within {PATIENCE:?}");
             let mut line = String::new();
             let n = self.reader.read_line(&mut line).expect("the feed goes on");
             assert!(n > 0, "the feed ended");
@@ -578,8 +585,16 @@ fn a_restart_with_a_pending_journal_finishes_it_before_a_new_rewind() {
         "the killed rewind is unfinished"
     );
     let s = serve(&f);
-    let body = json!({"entry": u1, "key": "k-after"});
+    // Startup itself finishes it, with no call asking (reads are answered meanwhile).
     let deadline = Instant::now() + PATIENCE;
+    while s.get("/v1/threads/chat/view")["rewinds"][0]["state"] != "completed" {
+        assert!(
+            Instant::now() < deadline,
+            "startup finished the killed rewind"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let body = json!({"entry": u1, "key": "k-after"});
     let done = loop {
         let (status, v) = s.call("POST", "/v1/threads/chat/rewind", Some(&body));
         if status == 200 {
