@@ -270,6 +270,30 @@ fn restore_request(snapshot: &cairn_store::SnapshotId) -> OpRequest {
     }
 }
 
+/// A rewind with files of thread `t` to its first entry, with `key`.
+fn rewind_request(s: &Served, key: Option<&str>) -> OpRequest {
+    let entry = s
+        .studio
+        .opened
+        .threads
+        .entries(&ThreadId::new("t"), false)
+        .expect("entries")[0]
+        .id
+        .to_string();
+    OpRequest {
+        op: Op::Rewind,
+        thread: Some("t".into()),
+        entry: Some(entry),
+        files: true,
+        snapshot: None,
+        into: None,
+        new_thread_id: None,
+        root: None,
+        on_drift: None,
+        key: key.map(str::to_string),
+    }
+}
+
 fn plan_over_http(s: &Served, request: &OpRequest) -> serde_json::Value {
     let (code, body) = send(
         s.port,
@@ -462,26 +486,7 @@ fn a_turn_ends_at_the_next_checkpoint_on_its_own_branch() {
 #[test]
 fn a_rewind_whose_files_changed_after_its_plan_was_shown_is_refused_with_conflict() {
     let s = serve();
-    let entry = s
-        .studio
-        .opened
-        .threads
-        .entries(&ThreadId::new("t"), false)
-        .expect("entries")[0]
-        .id
-        .to_string();
-    let request = OpRequest {
-        op: Op::Rewind,
-        thread: Some("t".into()),
-        entry: Some(entry),
-        files: true,
-        snapshot: None,
-        into: None,
-        new_thread_id: None,
-        root: None,
-        on_drift: None,
-        key: None,
-    };
+    let request = rewind_request(&s, None);
     let plan = plan_over_http(&s, &request);
     let exact: OpRequest = serde_json::from_value(plan["request"].clone()).expect("a request");
     let digest = plan["digest"].as_str().expect("a digest").to_string();
@@ -758,26 +763,7 @@ fn a_studio_rewind_of_a_claude_thread_keeps_where_its_conversation_continues() {
 fn a_rewind_confirmed_again_with_its_key_answers_the_rewind_it_made() {
     let s = serve();
     let thread = ThreadId::new("t");
-    let entry = s
-        .studio
-        .opened
-        .threads
-        .entries(&thread, false)
-        .expect("entries")[0]
-        .id
-        .to_string();
-    let request = OpRequest {
-        op: Op::Rewind,
-        thread: Some("t".into()),
-        entry: Some(entry),
-        files: true,
-        snapshot: None,
-        into: None,
-        new_thread_id: None,
-        root: None,
-        on_drift: None,
-        key: Some("studio-k1".into()),
-    };
+    let request = rewind_request(&s, Some("studio-k1"));
     let plan = plan_over_http(&s, &request);
     let exact: OpRequest = serde_json::from_value(plan["request"].clone()).expect("a request");
     assert_eq!(exact.key.as_deref(), Some("studio-k1"));

@@ -223,19 +223,9 @@ fn resume_of_a_thread_no_agent_wrote_says_there_is_nothing_to_continue() {
 /// kills the process once the files are restored, before the conversation half is recorded.
 #[test]
 fn crash_child() {
-    let Some(spec) = std::env::var_os("CAIRN_RESUME_CHILD") else {
+    let Some((spec, ws, threads)) = crash_child_open("CAIRN_RESUME_CHILD") else {
         return;
     };
-    let spec: Value = serde_json::from_str(&spec.to_string_lossy()).expect("spec");
-    let root = PathBuf::from(spec["root"].as_str().expect("root"));
-    let ws = std::sync::Arc::new(
-        cairn_restore::Workspace::open(&root, Default::default()).expect("workspace"),
-    );
-    let threads = cairn_rewind::Threads::open_in_store(
-        ws.store().path(),
-        cairn_rewind::ThreadsOptions::default(),
-    )
-    .expect("threads");
     let thread = cairn_rewind::ThreadId::new("claude-s1");
     let to = cairn_rewind::EntryId::new(spec["to"].as_str().expect("to"));
     let files: std::sync::Arc<dyn cairn_rewind::Files> = ws.clone();
@@ -267,6 +257,29 @@ fn crash_child() {
     options.workspace = Some(std::sync::Arc::new(Dies { ws }));
     let _ = threads.rewind(&thread, &to, &options);
     unreachable!("the child dies once the files are restored");
+}
+
+/// A crash child's spec (JSON in the environment variable `var`, with the workspace's `root`),
+/// its workspace and its thread database; `None` when the test runs as itself.
+pub(crate) fn crash_child_open(
+    var: &str,
+) -> Option<(
+    Value,
+    std::sync::Arc<cairn_restore::Workspace>,
+    cairn_rewind::Threads,
+)> {
+    let spec: Value =
+        serde_json::from_str(&std::env::var_os(var)?.to_string_lossy()).expect("spec");
+    let root = PathBuf::from(spec["root"].as_str().expect("root"));
+    let ws = std::sync::Arc::new(
+        cairn_restore::Workspace::open(&root, Default::default()).expect("workspace"),
+    );
+    let threads = cairn_rewind::Threads::open_in_store(
+        ws.store().path(),
+        cairn_rewind::ThreadsOptions::default(),
+    )
+    .expect("threads");
+    Some((spec, ws, threads))
 }
 
 /// A workspace whose restore kills the process once the files are done (also the server

@@ -520,19 +520,9 @@ fn a_reconnect_from_the_cursor_loses_and_repeats_nothing() {
 /// workspace that kills the process once the files are restored, as a server killed mid-rewind.
 #[test]
 fn serve_crash_child() {
-    let Some(spec) = std::env::var_os("CAIRN_SERVE_CHILD") else {
+    let Some((spec, ws, threads)) = crate::resume::crash_child_open("CAIRN_SERVE_CHILD") else {
         return;
     };
-    let spec: Value = serde_json::from_str(&spec.to_string_lossy()).expect("spec");
-    let root = PathBuf::from(spec["root"].as_str().expect("root"));
-    let ws = std::sync::Arc::new(
-        cairn_restore::Workspace::open(&root, Default::default()).expect("workspace"),
-    );
-    let threads = cairn_rewind::Threads::open_in_store(
-        ws.store().path(),
-        cairn_rewind::ThreadsOptions::default(),
-    )
-    .expect("threads");
     let options = cairn_rewind::RewindOptions {
         files: Some(true),
         key: Some("k-killed".into()),
