@@ -27,9 +27,9 @@ mod mcp;
 mod own_rewind;
 pub mod parse;
 mod patch;
+mod serve;
 mod studio;
 mod threads;
-mod serve;
 mod trust;
 mod watch;
 
@@ -180,11 +180,6 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Init(InitCommand::Container(a)) => container::init(&ctx, &a),
         Command::Demo { keep } => demo::demo(&ctx, keep),
         Command::Studio { port, no_open } => studio::studio(&ctx, port, no_open),
-        Command::Hook(HookCommand::ClaudeCode { tool, watch }) => {
-            agents::hook(&ctx, &cairn_agents::claude::ClaudeCode, &tool, watch)
-        }
-        Command::Init(InitCommand::ClaudeCode {
-            user,
         Command::Serve {
             port,
             socket,
@@ -196,6 +191,11 @@ fn dispatch(cli: Cli) -> Result<()> {
             };
             serve::serve(&ctx, listen, openapi)
         }
+        Command::Hook(HookCommand::ClaudeCode { tool, watch }) => {
+            agents::hook(&ctx, &cairn_agents::claude::ClaudeCode, &tool, watch)
+        }
+        Command::Init(InitCommand::ClaudeCode {
+            user,
             remove,
             on_rewind,
             watch,
