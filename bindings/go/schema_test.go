@@ -23,6 +23,7 @@ import (
 // schemaResults maps each object of the schema's results to the Go type that decodes it.
 var schemaResults = map[string]reflect.Type{
 	"Action":             reflect.TypeFor[Action](),
+	"Admission":          reflect.TypeFor[Admission](),
 	"Appended":           reflect.TypeFor[Appended](),
 	"Attribution":        reflect.TypeFor[Attribution](),
 	"BadCopy":            reflect.TypeFor[BadCopy](),
@@ -35,6 +36,7 @@ var schemaResults = map[string]reflect.Type{
 	"CheckpointRef":      reflect.TypeFor[CheckpointRef](),
 	"ConversationReport": fieldType[RewindReport]("Conversation"),
 	"CopyReport":         reflect.TypeFor[CopyReport](),
+	"Delivery":           reflect.TypeFor[Delivery](),
 	"Entry":              reflect.TypeFor[Entry](),
 	"EntryInfo":          reflect.TypeFor[EntryInfo](),
 	"Event":              reflect.TypeFor[Event](),
