@@ -137,6 +137,12 @@ export const PROTOTYPES = {
     'cairn_status cairn_threads_fork(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *entry, size_t entry_len, const uint8_t *options_json, size_t options_len, const cairn_workspace *workspace, const cairn_workspace *source, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
   cairn_threads_events:
     'cairn_status cairn_threads_events(const cairn_threads *t, int64_t cursor, size_t limit, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_enqueue:
+    'cairn_status cairn_threads_enqueue(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *key, size_t key_len, const uint8_t *prompt_json, size_t prompt_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_deliver:
+    'cairn_status cairn_threads_deliver(const cairn_threads *t, const uint8_t *thread, size_t thread_len, const uint8_t *options_json, size_t options_len, const cairn_run *run, const cairn_workspace *workspace, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
+  cairn_threads_inbox:
+    'cairn_status cairn_threads_inbox(const cairn_threads *t, const uint8_t *thread, size_t thread_len, _Out_ cairn_buf **out, _Out_ cairn_error **err_out)',
 } as const;
 
 /** The name of a `cairn_*` function of the header. */
@@ -209,6 +215,7 @@ function libraryFileName(): string {
  */
 export const PLATFORM_PACKAGES: Readonly<Record<string, string>> = Object.freeze({
   'linux-x64-gnu': '@cairn/linux-x64-gnu',
+  'linux-arm64-gnu': '@cairn/linux-arm64-gnu',
 });
 
 /** This machine as the platform packages name it: `linux-x64-gnu`, `linux-arm64-musl`, `darwin-arm64`. */
@@ -247,7 +254,8 @@ function checkoutLibrary(): string | null {
 /**
  * Where the library is looked for: `CAIRN_LIB` when set; else, in a checkout of the
  * repository, `target/release/` of its Cargo workspace (`$CARGO_TARGET_DIR/release/` when that
- * is set); else the installed platform package (`@cairn/linux-x64-gnu` on x86-64 Linux).
+ * is set); else the installed platform package (`@cairn/linux-x64-gnu` on x86-64 Linux,
+ * `@cairn/linux-arm64-gnu` on aarch64 Linux).
  */
 export function defaultLibraryPath(): string {
   const env = process.env.CAIRN_LIB;

@@ -16,10 +16,13 @@ import { acquire, NativeHandle } from './handle.js';
 import { checkNotCancelled, runAsync, runAsyncRaw, runAsyncVoid } from './ops.js';
 import { pathToBuffer } from './paths.js';
 import type {
+  Admission,
   Appended,
   CallOptions,
   Checkpoint,
   CreateThreadOptions,
+  DeliverOptions,
+  Delivery,
   Entry,
   EntryId,
   EntryOptions,
@@ -28,6 +31,7 @@ import type {
   MemoryItem,
   NewEntry,
   NewMemory,
+  Prompt,
   RewindOptions,
   RewindReport,
   RunOptions,
@@ -41,8 +45,8 @@ import type {
 
 const text = (s: string): Buffer => Buffer.from(s, 'utf8');
 
-/** The JSON document of a new entry. */
-function entryDocument(e: NewEntry): Buffer {
+/** The JSON document of a new entry or of a prompt to queue. */
+function entryDocument(e: NewEntry | Prompt): Buffer {
   const { payload, ...rest } = e;
   if (payload !== undefined && rest.text !== undefined) throw new TypeError('give an entry either text or payload, not both');
   return toNative(payload === undefined ? rest : { ...rest, payloadHex: Buffer.from(payload).toString('hex') });
@@ -230,6 +234,47 @@ export class Threads extends NativeHandle {
         src,
       ]),
     );
+  }
+
+  /**
+   * Queues a user prompt in the thread's inbox under its admission `key`, delivered at the
+   * thread's next safe boundary (no run of the thread running or paused, no tool call of its
+   * runs open) by {@link Threads.deliver}. A key seen before returns its admission as it is now
+   * (`repeated`): queued, delivered, or cancelled by a rewind; nothing is queued again.
+   */
+  async enqueue(thread: ThreadId, key: string, prompt: Prompt): Promise<Admission> {
+    const id = text(thread);
+    const k = text(key);
+    const p = entryDocument(prompt);
+    return fromNative(await runAsync([this], 'cairn_threads_enqueue', ([t]) => [t, id, id.length, k, k.length, p, p.length]));
+  }
+
+  /**
+   * Delivers the oldest queued prompt if the thread is at a safe boundary: the checkpoint is
+   * taken then and the prompt is appended as a user entry under its key. Under way, nothing is
+   * delivered and `waiting` says why. A checkpoint that fails leaves the prompt queued (with its
+   * `error`) and rejects.
+   */
+  async deliver(thread: ThreadId, options?: DeliverOptions): Promise<Delivery> {
+    const id = text(thread);
+    const o = nativeOptions(options, 'workspace', 'run');
+    return fromNative(
+      await runAsync([this, options?.run, options?.workspace], 'cairn_threads_deliver', ([t, run, ws]) => [
+        t,
+        id,
+        id.length,
+        o,
+        o.length,
+        run,
+        ws,
+      ]),
+    );
+  }
+
+  /** Every admission of the thread's inbox, oldest first. Synchronous. */
+  inbox(thread: ThreadId): Admission[] {
+    const id = text(thread);
+    return fromNative(callSync('cairn_threads_inbox', [this.ptr, id, id.length]));
   }
 
   /** Events after `cursor` (0: from the start), at most `limit` (default 1000). Synchronous. */

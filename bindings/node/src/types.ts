@@ -708,6 +708,60 @@ export interface Appended {
   repeated: boolean;
 }
 
+/** A prompt to queue in a thread's inbox. Give `text`, or `payload` bytes, or neither. */
+export interface Prompt {
+  text?: string;
+  payload?: Uint8Array;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * A prompt of a thread's inbox under its admission key: `'queued'` (waiting for the thread's
+ * next safe boundary), `'delivered'` (`entryId`, `checkpointId`) or `'cancelled'` by a rewind
+ * (`rewindId`; never sent).
+ */
+export interface Admission {
+  threadId: ThreadId;
+  key: string;
+  state: 'queued' | 'delivered' | 'cancelled';
+  /** The prompt: its text when UTF-8, else an escaped string (`pathToBuffer` gives the bytes). */
+  payload: string;
+  metadata: Record<string, unknown>;
+  entryId: EntryId | null;
+  checkpointId: string | null;
+  rewindId: string | null;
+  /** Why a delivery failed (the prompt is still queued). */
+  error: string | null;
+  queuedMs: number;
+  doneMs: number | null;
+  /** The key was seen before: this is its admission, nothing was queued again. */
+  repeated: boolean;
+}
+
+/** How to deliver: the run delivering between its own turns, or the workspace to checkpoint. */
+export interface DeliverOptions {
+  /** A run delivering between its turns (it does not count as under way; its policy applies). */
+  run?: import('./threads.js').Run;
+  /** The workspace to checkpoint (default: the run's, else the thread database's). */
+  workspace?: import('./workspace.js').Workspace;
+  /** How long to wait for an append of the same key being admitted, in milliseconds. */
+  waitMs?: number;
+}
+
+/** What a delivery did. */
+export interface Delivery {
+  /** The prompt delivered by this call, if any. */
+  delivered: Admission | null;
+  /** The user entry it became. */
+  entry: Entry | null;
+  /** The checkpoint taken at delivery. */
+  checkpoint: Checkpoint | null;
+  /** What keeps the thread from a safe boundary (a run, a tool call), when nothing was delivered. */
+  waiting: string | null;
+  /** How many prompts are still queued. */
+  queued: number;
+}
+
 /** Why a checkpoint was taken. */
 export type CheckpointKind = 'user' | 'tool' | 'compaction' | 'manual';
 
@@ -936,7 +990,10 @@ export type EventKind =
   | 'restore_applied'
   | 'rewind_failed'
   | 'rewind_completed'
-  | 'fork_created';
+  | 'fork_created'
+  | 'prompt_queued'
+  | 'prompt_delivered'
+  | 'prompt_cancelled';
 
 /** One event of the append-only log (shared by every process using the database). */
 export interface ThreadEvent {

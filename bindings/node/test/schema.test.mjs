@@ -21,6 +21,7 @@ const source = fs.readFileSync(path.join(here, '..', 'src', 'types.ts'), 'utf8')
 /** Each object of the schema's results: the type that declares it. */
 const RESULTS = {
   Action: 'Action',
+  Admission: 'Admission',
   Appended: 'Appended',
   Attribution: 'Attribution',
   BadCopy: 'BadCopy',
@@ -33,6 +34,7 @@ const RESULTS = {
   CheckpointRef: 'CheckpointRef',
   ConversationReport: 'RewindReport.conversation',
   CopyReport: 'CopyReport',
+  Delivery: 'Delivery',
   Entry: 'Entry',
   EntryInfo: 'EntryInfo',
   Event: 'ThreadEvent',
@@ -72,11 +74,13 @@ const RESULTS = {
 const OPTIONS = {
   CheckpointPolicy: 'CheckpointPolicy',
   Continuation: 'Continuation',
+  DeliverOptions: 'DeliverOptions',
   DiffOptions: 'DiffOptions',
   ForkOptions: 'ForkOptions',
   GcOptions: 'GcOptions',
   NewEntry: 'NewEntry',
   NewMemory: 'NewMemory',
+  Prompt: 'Prompt',
   RemoteOptions: 'RemoteOptions',
   RestoreOptions: 'RestoreOptions',
   Retention: 'Retention',
@@ -94,7 +98,7 @@ const OPTIONS = {
 const ENCODINGS = new Set(['Path']);
 
 /** Options a binding offers under another name: `payload` (bytes) is sent as `payload_hex`. */
-const RENAMED = { 'NewEntry.payload_hex': 'payload' };
+const RENAMED = { 'NewEntry.payload_hex': 'payload', 'Prompt.payload_hex': 'payload' };
 
 const camel = (k) => k.replace(/_([a-z0-9])/g, (_m, c) => c.toUpperCase());
 
