@@ -308,6 +308,8 @@ fn plan_op(s: &Service, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
     match req.op {
         Op::Restore => {
             let ws = restore_target(s, req.root.as_deref())?;
+            // Its plan and its apply alike, as `cairn restore` (issue 58).
+            crate::container::refuse_if_busy(&ws)?;
             let id = ws.store().resolve(need(&req.snapshot, "snapshot")?)?;
             request = OpRequest {
                 op: Op::Restore,
@@ -362,6 +364,9 @@ fn plan_op(s: &Service, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
             let thread = ThreadId::new(need(&req.thread, "thread")?);
             threads.thread(&thread)?;
             let entry = resolve_entry(threads, &thread, need(&req.entry, "entry")?)?;
+            if req.files {
+                crate::container::refuse_if_busy(&s.opened.ws)?;
+            }
             request = OpRequest {
                 op: Op::Rewind,
                 thread: Some(thread.to_string()),
@@ -405,6 +410,14 @@ fn plan_op(s: &Service, req: &OpRequest, keep_dir: bool) -> Result<Planned> {
                 threads.check_fork_target(&thread, s.opened.ws.as_ref(), dir, None, false)?;
             }
             let (target, made) = fork_workspace(&s.ctx, into.as_deref())?;
+            if req.files {
+                let busy =
+                    crate::container::refuse_if_busy(target.as_deref().unwrap_or(&s.opened.ws));
+                if let Err(e) = busy {
+                    made.undo();
+                    return Err(e);
+                }
+            }
             let planned = fork_plan(s, req, &thread, &entry, target.clone());
             let made = if keep_dir && planned.is_ok() {
                 made

@@ -166,6 +166,8 @@ fn rewind_call(s: &Service, id: &str, req: &RewindRequest) -> Result<RewindAnswe
         ..RewindOptions::default()
     };
     if files {
+        // The dry run too, as `cairn rewind --files` (issue 58).
+        crate::container::refuse_if_busy(&s.opened.ws)?;
         options.paths = crate::files::chosen_paths(s.opened.ws.root(), &req.paths)?;
         options.on_drift = Some(req.on_drift.unwrap_or(Drift::Refuse).into());
     }

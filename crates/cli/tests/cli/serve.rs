@@ -660,3 +660,47 @@ fn cairn_rewind_with_a_key_seen_before_answers_the_same_rewind() {
         .count();
     assert_eq!(started, 1);
 }
+
+// Issue 58: the API refuses what `cairn restore` and `cairn rewind --files` refuse in a
+// container workspace while a process runs in the container (BUSY, its plan too), and goes
+// through once the process is gone.
+#[test]
+fn the_api_refuses_a_restore_or_a_rewind_with_files_of_a_busy_container_workspace() {
+    let f = Fixture::new();
+    let (u1, _, _) = two_turns(&f);
+    let snap = f.snapshot("now");
+    let cgroup = f.root.parent().expect("parent").join("cgroup");
+    std::fs::create_dir_all(&cgroup).expect("mkdir");
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("sleep");
+    std::fs::write(cgroup.join("cgroup.procs"), format!("{}\n", sleeper.id())).expect("write");
+    let cg = cgroup.to_str().expect("utf-8");
+    f.json(&["init", "container", "--cgroup", cg]);
+    let s = serve(&f);
+    let rewind = json!({"entry": u1, "files": true, "dry_run": true});
+    let restore = json!({"op": "restore", "snapshot": snap});
+    let planned = json!({"op": "rewind", "thread": "chat", "entry": u1, "files": true});
+    for (path, body) in [
+        ("/v1/threads/chat/rewind", &rewind),
+        ("/v1/plans", &restore),
+        ("/v1/plans", &planned),
+    ] {
+        let (status, v) = s.call("POST", path, Some(body));
+        assert_eq!(status, 409, "{path} {body}: {v}");
+        assert_eq!(v["error"]["kind"], "BUSY", "{path} {body}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(cg)),
+            "{v}"
+        );
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    // turn2.txt's edit checkpointed with a message, so the rewind has no drift to refuse.
+    f.json(&["thread", "append", "chat", "--kind", "user", "--text", "three"]);
+    let (status, v) = s.call("POST", "/v1/threads/chat/rewind", Some(&rewind));
+    assert_eq!(status, 200, "{v}");
+}
