@@ -365,6 +365,28 @@ pub enum Command {
         #[arg(long)]
         no_open: bool,
     },
+    /// Serve the local API (/v1/...) for cockpits and IDEs: threads, views, diffs, rewinds with
+    /// request keys, and a live feed of the event log.
+    #[command(
+        after_help = "Listens on 127.0.0.1 (every call carries the token printed on stdout: \
+        `Authorization: Bearer TOKEN`) or, with --socket, on a Unix socket only you can open (no token). \
+        The first line on stdout is JSON: {\"url\", \"token\"} or {\"socket\"}. The API is described by its \
+        OpenAPI document, at /v1/openapi.json and printed by --openapi. Restores and rewinds a crash left \
+        unfinished are finished first: until then calls that change files answer BUSY naming the journal.\n\n\
+        Examples:\n  cairn serve\n  cairn serve --port 8766\n  cairn serve --socket \"$XDG_RUNTIME_DIR/cairn.sock\"\n  \
+        cairn serve --openapi > openapi.json"
+    )]
+    Serve {
+        /// The port on 127.0.0.1 (0: any free one).
+        #[arg(long, default_value_t = 0, conflicts_with = "socket")]
+        port: u16,
+        /// Listen on a Unix socket at this path instead (mode 0600: yours only).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+        /// Print the API's OpenAPI document and exit.
+        #[arg(long)]
+        openapi: bool,
+    },
 }
 
 /// Arguments of `cairn restore`.
@@ -396,28 +418,6 @@ pub enum OnDrift {
     /// Refuse the whole restore (CONFLICT), naming the paths.
     Refuse,
     /// Leave those paths as they are; restore the rest.
-    /// Serve the local API (/v1/...) for cockpits and IDEs: threads, views, diffs, rewinds with
-    /// request keys, and a live feed of the event log.
-    #[command(
-        after_help = "Listens on 127.0.0.1 (every call carries the token printed on stdout: \
-        `Authorization: Bearer TOKEN`) or, with --socket, on a Unix socket only you can open (no token). \
-        The first line on stdout is JSON: {\"url\", \"token\"} or {\"socket\"}. The API is described by its \
-        OpenAPI document, at /v1/openapi.json and printed by --openapi. Restores and rewinds a crash left \
-        unfinished are finished first: until then calls that change files answer BUSY naming the journal.\n\n\
-        Examples:\n  cairn serve\n  cairn serve --port 8766\n  cairn serve --socket \"$XDG_RUNTIME_DIR/cairn.sock\"\n  \
-        cairn serve --openapi > openapi.json"
-    )]
-    Serve {
-        /// The port on 127.0.0.1 (0: any free one).
-        #[arg(long, default_value_t = 0, conflicts_with = "socket")]
-        port: u16,
-        /// Listen on a Unix socket at this path instead (mode 0600: yours only).
-        #[arg(long, value_name = "PATH")]
-        socket: Option<std::path::PathBuf>,
-        /// Print the API's OpenAPI document and exit.
-        #[arg(long)]
-        openapi: bool,
-    },
     Keep,
     /// Restore them too (the safety snapshot keeps what they held).
     Overwrite,
@@ -617,6 +617,10 @@ pub struct RewindArgs {
     /// With --files: restore only these files and directories (relative to the root).
     #[arg(value_name = "PATH", last = true)]
     pub paths: Vec<String>,
+    /// A request key: the same key again answers the rewind it made (done, or failed and
+    /// then retried) and never runs a second one.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
 }
 
 /// `cairn hook ...`: run by an agent on its hook events.
@@ -648,10 +652,6 @@ pub enum HookCommand {
     /// `cwd` (issue 55).
     #[command(
         after_help = "UserPromptSubmit: the prompt is appended to the session's thread (codex-<session_id>) \
-    /// A request key: the same key again answers the rewind it made (done, or failed and
-    /// then retried) and never runs a second one.
-    #[arg(long, value_name = "KEY")]
-    pub key: Option<String>,
         as a user entry, after a checkpoint of the files; the entry keeps the turn id (what `thread/revert` \
         takes) and the rollout file. PreToolUse of apply_patch, Bash, every MCP tool (mcp__…) and each --tool: \
         a checkpoint labelled with the tool call's id. PreCompact: a checkpoint. Stop: a checkpoint labelled \
