@@ -560,7 +560,9 @@ pub enum ThreadCommand {
         text: Option<String>,
     },
     /// List the thread's inbox: queued, delivered and cancelled prompts, oldest first.
-    #[command(after_help = "Examples:\n  cairn thread inbox chat\n  cairn thread inbox chat --json")]
+    #[command(
+        after_help = "Examples:\n  cairn thread inbox chat\n  cairn thread inbox chat --json"
+    )]
     Inbox {
         /// The thread.
         thread: String,
@@ -862,7 +864,12 @@ pub struct ContainerArgs {
     pub engine: Option<String>,
     /// An argument the engine gets before `inspect` (`--root DIR`, `--host URL`, ...);
     /// repeatable.
-    #[arg(long, value_name = "ARG", allow_hyphen_values = true, requires = "name")]
+    #[arg(
+        long,
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "name"
+    )]
     pub engine_arg: Vec<String>,
     /// The container's cgroup directory instead of a name (`/sys/fs/cgroup/...`): for an
     /// engine Cairn does not ask, or a Kubernetes pod's container.

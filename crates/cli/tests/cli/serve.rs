@@ -700,7 +700,9 @@ fn the_api_refuses_a_restore_or_a_rewind_with_files_of_a_busy_container_workspac
     let _ = sleeper.kill();
     let _ = sleeper.wait();
     // turn2.txt's edit checkpointed with a message, so the rewind has no drift to refuse.
-    f.json(&["thread", "append", "chat", "--kind", "user", "--text", "three"]);
+    f.json(&[
+        "thread", "append", "chat", "--kind", "user", "--text", "three",
+    ]);
     let (status, v) = s.call("POST", "/v1/threads/chat/rewind", Some(&rewind));
     assert_eq!(status, 200, "{v}");
 }
