@@ -115,7 +115,7 @@ test('the seven tools are listed with their arguments, and only restore and rewi
   assert.deepEqual(required('diff'), ['from']);
   assert.deepEqual(args('restore'), ['dry_run', 'on_drift', 'paths', 'snapshot']);
   assert.deepEqual(required('restore'), ['dry_run', 'snapshot']);
-  assert.deepEqual(args('rewind'), ['dry_run', 'entry', 'files', 'on_drift', 'paths', 'thread']);
+  assert.deepEqual(args('rewind'), ['dry_run', 'entry', 'files', 'key', 'on_drift', 'paths', 'thread']);
   assert.deepEqual(required('rewind'), ['dry_run', 'entry', 'thread']);
   assert.deepEqual(args('list_threads'), []);
   assert.deepEqual(args('thread_log'), ['thread']);
