@@ -13,8 +13,8 @@
 use crate::error::{Error, Result};
 use crate::exec::{Exec, Mode};
 use crate::hold;
-use crate::journal::{self, Journal, State};
-use crate::plan::{self, Action, Current, Plan, PlanOptions};
+use crate::journal::{self, State};
+use crate::plan::{self, Current, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
 use cairn_snapshot::Context;
@@ -262,23 +262,14 @@ fn guarded_restore(
         return Err(Error::Cancelled);
     }
     let jid = journal::journal_id(options.key.as_deref());
-    let mut j = Journal::new(
-        ws,
-        jid.clone(),
-        options.key.clone(),
-        plan.snapshot_id,
-        safety.id,
-        plan.clone(),
-    );
     let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops())?;
     // Stage (and verify) before the journal makes the restore pending, so a corrupt object
     // fails with nothing changed and nothing to recover. The journal is written first in the
     // staging state, so that staged files a crash leaves behind are found and removed.
-    journal::create(ws, &j)?;
-    let all: Vec<&Action> = plan.actions.iter().collect();
-    if let Err(e) = exec.stage(&all) {
+    let mut j = journal::Live::create(ws, &jid, options.key.as_deref(), &safety.id, plan)?;
+    if let Err(e) = exec.stage_plan(plan) {
         exec.unstage();
-        let _ = journal::remove(ws, &j);
+        let _ = j.remove(ws);
         drop_safety(ws, &safety.id);
         return Err(e);
     }
@@ -286,14 +277,14 @@ fn guarded_restore(
     // clocks are read, which takes the list of directories staged in.
     if let Err(e) = exec.sync_staged() {
         exec.unstage();
-        let _ = journal::remove(ws, &j);
+        let _ = j.remove(ws);
         drop_safety(ws, &safety.id);
         return Err(e);
     }
     exec.read_clocks();
-    if let Err(e) = journal::advance(ws, &mut j, State::Pending, true) {
+    if let Err(e) = j.advance(ws, State::Pending, true) {
         exec.unstage();
-        let _ = journal::remove(ws, &j);
+        let _ = j.remove(ws);
         drop_safety(ws, &safety.id);
         return Err(e);
     }
@@ -307,10 +298,7 @@ fn guarded_restore(
     }
     // Every change is made. Durability is confirmed by the next snapshot, restore or opening of the
     // workspace (see the journal module), not waited for here.
-    journal::advance(ws, &mut j, State::Applied, false)?;
-    // The journal's copy of the plan and its report are not held while the stat cache is
-    // built, the peak of a restore's memory (issue 56).
-    drop(j);
+    j.advance(ws, State::Applied, false)?;
     // The files it wrote go into the stat cache, while the restore lock is still held.
     exec.prime(plan);
     drop(lock);

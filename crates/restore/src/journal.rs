@@ -135,29 +135,6 @@ struct Body {
 }
 
 impl Journal {
-    /// A new journal, staging.
-    pub(crate) fn new(
-        ws: &Site,
-        id: String,
-        key: Option<String>,
-        target: SnapshotId,
-        safety: SnapshotId,
-        plan: Plan,
-    ) -> Journal {
-        Journal {
-            id,
-            key,
-            workspace_id: ws.id().to_string(),
-            target,
-            safety: Some(safety),
-            plan,
-            state: State::Staging,
-            report: None,
-            boot_id: boot_id(),
-            legacy: false,
-        }
-    }
-
     /// Whether the restore is finished for its caller: done, or applied during this boot of
     /// the machine (what the kernel holds of its changes will reach the disk).
     pub fn finished(&self) -> bool {
@@ -193,10 +170,7 @@ impl Journal {
 
     /// The journal file's bytes (format 2; the state is the file's name, not in them).
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(64 + self.plan.actions.len() * 96);
-        bytes.extend_from_slice(JOURNAL_MAGIC);
-        bytes.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
-        let body = BodyRef {
+        encode_body(&BodyRef {
             id: &self.id,
             key: self.key.as_deref(),
             workspace_id: &self.workspace_id,
@@ -204,10 +178,83 @@ impl Journal {
             safety: self.safety.as_ref(),
             boot_id: self.boot_id.as_deref(),
             plan: &self.plan,
-        };
-        postcard::to_io(&body, &mut bytes).expect("a journal serialises into memory");
-        bytes
+        })
     }
+}
+
+/// A format 2 journal file's bytes: magic, version, then the body.
+fn encode_body(body: &BodyRef<'_>) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(64 + body.plan.actions.len() * 96);
+    bytes.extend_from_slice(JOURNAL_MAGIC);
+    bytes.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
+    postcard::to_io(body, &mut bytes).expect("a journal serialises into memory");
+    bytes
+}
+
+/// The journal of the restore this process is applying: its name and state. The plan stays
+/// with the caller, written into the file from there (issue 56: the journal held a copy of
+/// every action, and once applied a report listing every path again).
+pub(crate) struct Live {
+    id: String,
+    state: State,
+}
+
+impl Live {
+    /// Writes a new journal (staging) durably for `plan`, applied under `id` to restore
+    /// `target` with `safety` as its safety snapshot.
+    pub(crate) fn create(
+        ws: &Site,
+        id: &str,
+        key: Option<&str>,
+        safety: &SnapshotId,
+        plan: &Plan,
+    ) -> Result<Live> {
+        let bytes = encode_body(&BodyRef {
+            id,
+            key,
+            workspace_id: ws.id(),
+            target: &plan.snapshot_id,
+            safety: Some(safety),
+            boot_id: boot_id().as_deref(),
+            plan,
+        });
+        let dir = journal_dir(ws)?;
+        fsutil::write_atomic(
+            &ws.store().layout().tmp,
+            &path_of(&dir, id, State::Staging),
+            &bytes,
+        )?;
+        Ok(Live {
+            id: id.to_string(),
+            state: State::Staging,
+        })
+    }
+
+    /// Moves it to state `to` (one rename; the journal directory synced when `durable`).
+    pub(crate) fn advance(&mut self, ws: &Site, to: State, durable: bool) -> Result<()> {
+        let dir = journal_dir(ws)?;
+        rename_state(&dir, &self.id, self.state, to, durable)?;
+        self.state = to;
+        Ok(())
+    }
+
+    /// Removes its file (a restore that changed nothing).
+    pub(crate) fn remove(&self, ws: &Site) -> Result<()> {
+        let dir = journal_dir(ws)?;
+        fsutil::remove_if_exists(&path_of(&dir, &self.id, self.state))?;
+        fsutil::sync_dir(&dir)?;
+        Ok(())
+    }
+}
+
+/// Moves journal `id`'s file from state `from` to `to` (the directory synced when `durable`).
+fn rename_state(dir: &Path, id: &str, from: State, to: State, durable: bool) -> Result<()> {
+    let (from, dest) = (path_of(dir, id, from), path_of(dir, id, to));
+    std::fs::rename(&from, &dest).map_err(|e| Error::io("move the journal", &from, e))?;
+    if durable {
+        fsutil::sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// This boot of the machine (Linux: `/proc/sys/kernel/random/boot_id`); `None` where the
@@ -307,14 +354,6 @@ pub(crate) fn given_up(ws: &Site, id: &str) -> Result<bool> {
     )
 }
 
-/// Writes a new journal (staging) durably.
-pub(crate) fn create(ws: &Site, j: &Journal) -> Result<()> {
-    debug_assert_eq!(j.state, State::Staging);
-    let dir = journal_dir(ws)?;
-    fsutil::write_atomic(&ws.store().layout().tmp, &j.file(&dir), &j.encode())?;
-    Ok(())
-}
-
 /// Moves journal `j` to state `to` (one rename; the journal directory synced when `durable`).
 pub(crate) fn advance(ws: &Site, j: &mut Journal, to: State, durable: bool) -> Result<()> {
     let dir = journal_dir(ws)?;
@@ -327,10 +366,7 @@ pub(crate) fn advance(ws: &Site, j: &mut Journal, to: State, durable: bool) -> R
         fsutil::remove_if_exists(&from)?;
         j.legacy = false;
     } else {
-        std::fs::rename(&from, &dest).map_err(|e| Error::io("move the journal", &from, e))?;
-        if durable {
-            fsutil::sync_dir(&dir)?;
-        }
+        rename_state(&dir, &j.id, j.state, to, durable)?;
     }
     j.set_state(to);
     Ok(())

@@ -14,7 +14,8 @@ impl Exec<'_> {
     /// directory built whole under a temporary name with what it holds, and each directory
     /// they were staged in; past [`SYNC_EACH_MAX`] of them, the whole file system.
     pub(crate) fn sync_staged(&mut self) -> Result<()> {
-        let count = self.staged.len() + self.prestaged.len() + self.new_dirs.len();
+        let prestaged = self.prestaged.iter().filter(|&&p| p).count();
+        let count = self.staged.len() + prestaged + self.new_dirs.len();
         if count > SYNC_EACH_MAX {
             return sync_whole_fs(&self.dirs);
         }

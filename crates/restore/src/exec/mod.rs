@@ -15,7 +15,7 @@ use cairn_snapshot::statcache::StatRecord;
 use cairn_store::fsutil::stat_mode;
 use cairn_store::{fsutil, relpath};
 use cairn_store::{EntryKind, Hasher, ObjectId, RelPath, SnapshotId, Tree, TreeEntry, TreeId};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// How the executor treats the paths it changes.
 pub(crate) enum Mode {
@@ -45,15 +45,16 @@ pub(crate) struct Exec<'a> {
     /// Directories the plan makes where nothing stood, built whole under a temporary name
     /// beside their place: final path -> temporary name.
     new_dirs: HashMap<Vec<u8>, Vec<u8>>,
-    /// Paths whose creation was already carried out inside those directories (their mode
-    /// actions still run, after the rename).
-    prestaged: HashSet<Vec<u8>>,
+    /// By action index: whether its creation was already carried out inside those
+    /// directories (their mode actions still run, after the rename). Empty in a recovery.
+    prestaged: Vec<bool>,
     /// The root tree of the plan being run: where a mode-only change on a hard-linked file
     /// finds the content it writes as a new file.
     target_root: Option<TreeId>,
-    /// Each staged file's `fstat` once its content and mode were written, by final path: with
-    /// what is seen at its place afterwards, what the stat cache is primed from (issue 33).
-    staged_stats: HashMap<Vec<u8>, StatRecord>,
+    /// By action index: each staged file's `fstat` once its content and mode were written;
+    /// with what is seen at its place afterwards, what the stat cache is primed from (issue
+    /// 33). Empty in a recovery.
+    staged_stats: Vec<Option<StatRecord>>,
     /// The directories staging wrote into (or beside), where the clock is read.
     staging_dirs: Vec<Vec<u8>>,
     /// Each file system's clock (by device) read after staging, before anything was put in
@@ -89,9 +90,9 @@ impl<'a> Exec<'a> {
             unlocked: Vec::new(),
             trees: HashMap::new(),
             new_dirs: HashMap::new(),
-            prestaged: HashSet::new(),
+            prestaged: Vec::new(),
             target_root: None,
-            staged_stats: HashMap::new(),
+            staged_stats: Vec::new(),
             staging_dirs: Vec::new(),
             clocks: HashMap::new(),
         })
@@ -292,9 +293,9 @@ impl<'a> Exec<'a> {
             })
             .map(|a| (a.path().0.clone(), a))
             .collect();
-        for a in &plan.actions {
+        for (i, a) in plan.actions.iter().enumerate() {
             let path = a.path().0.clone();
-            if !matches!(a, Action::SetMode { .. }) && self.prestaged.contains(&path) {
+            if !matches!(a, Action::SetMode { .. }) && self.prestaged.get(i) == Some(&true) {
                 // Carried out inside a directory staged whole, which its rename put in place;
                 // still one operation of the plan (a crash point like any other).
                 self.maybe_crash();
@@ -319,9 +320,7 @@ impl<'a> Exec<'a> {
                         continue;
                     }
                     RecoveryStep::Run => {
-                        if let Action::WriteFile { .. } = a {
-                            self.stage(&[a])?;
-                        }
+                        self.stage_one(a)?;
                     }
                 }
             }
@@ -527,7 +526,7 @@ impl<'a> Exec<'a> {
                     // and times, and another user's file is replaced by ours. Staged and
                     // renamed as any write is.
                     let write = self.rewrite_of(&rel, *mode)?;
-                    self.stage(&[&write])?;
+                    self.stage_one(&write)?;
                     self.do_action(&write)
                 } else {
                     self.in_dir(&parent, |fd| safe::chmod_file(fd, &name, *mode))

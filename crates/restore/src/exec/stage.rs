@@ -12,7 +12,7 @@ use cairn_store::fsutil::{mode_of, stat_dev, stat_mode};
 use cairn_store::{Classify, ErrorKind, ObjectId, RelPath};
 use rayon::prelude::*;
 use rustix::fd::OwnedFd;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 impl Exec<'_> {
@@ -37,68 +37,76 @@ impl Exec<'_> {
         }
     }
 
-    /// Writes every new content into temporary files beside (or above) its target, verifying
-    /// each against its id. Nothing in the workspace changes if this fails.
-    pub(crate) fn stage(&mut self, actions: &[&Action]) -> Result<()> {
-        self.stage_new_dirs(actions)?;
-        for a in actions {
-            let Action::WriteFile {
-                path, blob, mode, ..
-            } = a
-            else {
-                continue;
-            };
-            if self.prestaged.contains(&path.0) {
-                continue;
+    /// Writes every new content `plan` needs into temporary files beside (or above) its
+    /// target, verifying each against its id; each directory the plan makes where nothing
+    /// stands is built whole. Nothing in the workspace changes if this fails. What was staged
+    /// is kept by the action's index in the plan (issue 56: not by a copy of its path).
+    pub(crate) fn stage_plan(&mut self, plan: &Plan) -> Result<()> {
+        let n = plan.actions.len();
+        self.prestaged = vec![false; n];
+        self.staged_stats = vec![None; n];
+        self.stage_new_dirs(&plan.actions)?;
+        for (i, a) in plan.actions.iter().enumerate() {
+            if matches!(a, Action::WriteFile { .. }) && !self.prestaged[i] {
+                self.staged_stats[i] = self.stage_one(a)?;
             }
-            let mut dir = self.staging_dir(path);
-            let name = self.next_temp();
-            let mut fd = self.dirs.dir(&dir)?;
-            // A directory of ours made read-only is opened up only when the restore runs (and
-            // given its mode back): staging, which changes nothing, writes into the nearest
-            // ancestor that lets it instead; the rename puts the file in place (issue 32).
-            let mut file = match safe::create_file(&*fd, &name, *mode) {
-                Ok(f) => f,
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ACCESS.raw_os_error()) => {
-                    let mut found = None;
-                    while !dir.is_empty() {
-                        let parent = dir.iter().rposition(|&b| b == b'/').unwrap_or(0);
-                        dir.truncate(parent);
-                        fd = self.dirs.dir(&dir)?;
-                        if let Ok(f) = safe::create_file(&*fd, &name, *mode) {
-                            found = Some(f);
-                            break;
-                        }
-                    }
-                    match found {
-                        Some(f) => f,
-                        None => return Err(Error::io("stage", self.abs(&path.0), e)),
-                    }
-                }
-                Err(e) => return Err(Error::io("stage", self.abs(&dir), e)),
-            };
-            let r = fill_staged(self.ws, &mut file, blob, *mode, || self.dirs.abs(&path.0));
-            let st = match r {
-                Ok(st) => st,
-                Err(e) => {
-                    let _ = safe::unlink(&*fd, &name);
-                    return Err(e);
-                }
-            };
-            if let Some(st) = st {
-                self.staged_stats.insert(path.0.clone(), st);
-            }
-            self.staging_dirs.push(dir.clone());
-            self.staged.insert(path.0.clone(), (dir, name));
         }
         Ok(())
+    }
+
+    /// Stages the content of the file action `a` (a `WriteFile`; any other is left alone) and
+    /// returns its record for the stat cache, `None` where its `fstat` failed.
+    pub(crate) fn stage_one(&mut self, a: &Action) -> Result<Option<StatRecord>> {
+        let Action::WriteFile {
+            path, blob, mode, ..
+        } = a
+        else {
+            return Ok(None);
+        };
+        let mut dir = self.staging_dir(path);
+        let name = self.next_temp();
+        let mut fd = self.dirs.dir(&dir)?;
+        // A directory of ours made read-only is opened up only when the restore runs (and
+        // given its mode back): staging, which changes nothing, writes into the nearest
+        // ancestor that lets it instead; the rename puts the file in place (issue 32).
+        let mut file = match safe::create_file(&*fd, &name, *mode) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ACCESS.raw_os_error()) => {
+                let mut found = None;
+                while !dir.is_empty() {
+                    let parent = dir.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                    dir.truncate(parent);
+                    fd = self.dirs.dir(&dir)?;
+                    if let Ok(f) = safe::create_file(&*fd, &name, *mode) {
+                        found = Some(f);
+                        break;
+                    }
+                }
+                match found {
+                    Some(f) => f,
+                    None => return Err(Error::io("stage", self.abs(&path.0), e)),
+                }
+            }
+            Err(e) => return Err(Error::io("stage", self.abs(&dir), e)),
+        };
+        let r = fill_staged(self.ws, &mut file, blob, *mode, || self.dirs.abs(&path.0));
+        let st = match r {
+            Ok(st) => st,
+            Err(e) => {
+                let _ = safe::unlink(&*fd, &name);
+                return Err(e);
+            }
+        };
+        self.staging_dirs.push(dir.clone());
+        self.staged.insert(path.0.clone(), (dir, name));
+        Ok(st)
     }
 
     /// Builds each directory the plan makes where nothing stands, with everything the plan
     /// puts inside it, under a temporary name beside its place (files written in parallel): at
     /// run time one rename puts the whole directory in place, instead of one rename per file.
     /// Nothing in the workspace changes.
-    fn stage_new_dirs(&mut self, actions: &[&Action]) -> Result<()> {
+    fn stage_new_dirs(&mut self, actions: &[Action]) -> Result<()> {
         // Descriptors of the staged directories, at most `safe::max_open_dirs` at once: past
         // that, the files gathered so far are written and the descriptors let go, each
         // directory reopened where it stands when it is needed again (issue 56: a 500k-file
@@ -106,8 +114,8 @@ impl Exec<'_> {
         let mut staged: HashMap<Vec<u8>, Arc<OwnedFd>> = HashMap::new();
         // Where each staged directory stands beneath the root (under its temporary name).
         let mut staged_at: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-        let mut work: Vec<(Arc<OwnedFd>, &Action)> = Vec::new();
-        for a in actions {
+        let mut work: Vec<(Arc<OwnedFd>, usize, &Action)> = Vec::new();
+        for (i, a) in actions.iter().enumerate() {
             let path = &a.path().0;
             let (parent, name) = a.path().split_last();
             if staged.len() >= self.dirs.max_open() {
@@ -136,7 +144,7 @@ impl Exec<'_> {
                         at.extend_from_slice(name);
                         staged_at.insert(path.clone(), at);
                         staged.insert(path.clone(), Arc::new(fd));
-                        self.prestaged.insert(path.clone());
+                        self.prestaged[i] = true;
                         continue;
                     }
                     let Ok(pfd) = self.dirs.dir(parent) else {
@@ -164,8 +172,8 @@ impl Exec<'_> {
                 }
                 Action::WriteFile { .. } | Action::MakeSymlink { .. } => {
                     if let Some(pfd) = in_staged {
-                        work.push((pfd, a));
-                        self.prestaged.insert(path.clone());
+                        work.push((pfd, i, a));
+                        self.prestaged[i] = true;
                     }
                 }
                 _ => {}
@@ -175,13 +183,13 @@ impl Exec<'_> {
     }
 
     /// Writes (and verifies) the files and symlinks `work` puts in staged directories, in
-    /// parallel, keeping each file's record for the stat cache.
-    fn write_staged(&mut self, work: &[(Arc<OwnedFd>, &Action)]) -> Result<()> {
+    /// parallel, keeping each file's record for the stat cache by its action's index.
+    fn write_staged(&mut self, work: &[(Arc<OwnedFd>, usize, &Action)]) -> Result<()> {
         let (ws, store) = (self.ws, self.ws.store());
         let dirs = &self.dirs;
         let stats = work
             .par_iter()
-            .map(|(fd, a)| {
+            .map(|(fd, _, a)| {
                 let (_, name) = a.path().split_last();
                 match a {
                     Action::WriteFile { blob, mode, .. } => {
@@ -199,13 +207,8 @@ impl Exec<'_> {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        // The records come back in `work`'s order, without a copy of each path (issue 56: the
-        // paths are copied once, into the map, sized beforehand).
-        self.staged_stats.reserve(stats.iter().flatten().count());
-        for ((_, a), st) in work.iter().zip(stats) {
-            if let Some(st) = st {
-                self.staged_stats.insert(a.path().0.clone(), st);
-            }
+        for ((_, i, _), st) in work.iter().zip(stats) {
+            self.staged_stats[*i] = st;
         }
         Ok(())
     }
@@ -254,41 +257,56 @@ impl Exec<'_> {
     /// Records in the stat cache the files `plan` wrote that this run staged, each with what
     /// is now at its place (issue 33): `cairn_snapshot::prime` keeps those whose records are
     /// proven, so the next snapshot reads none of them. Best effort, after every change.
+    ///
+    /// A file renamed into place is looked at there (`lstat`). One built inside a directory
+    /// staged whole is not (issue 56: an `lstat` per file was 6% of a full restore): the
+    /// directory's rename changes nothing of the file's own status, so what stands there is
+    /// its staged `fstat` unless written since, and a write since moves its `mtime` past the
+    /// clock read after staging, which the record's proof requires its `mtime` to be before:
+    /// such a record never matches the file, and the next snapshot reads it.
     pub(crate) fn prime(&mut self, plan: &Plan) {
         // What staging kept is done with once the plan is carried out: freed before the stat
         // cache is built, the peak of a restore's memory (issue 56).
         let staged_stats = std::mem::take(&mut self.staged_stats);
-        self.prestaged = HashSet::new();
+        let prestaged = std::mem::take(&mut self.prestaged);
         self.staged = HashMap::new();
-        // The directories are looked up here, the files' `lstat`s made in parallel.
+        // Files renamed into place: their directories looked up here, their `lstat`s made in
+        // parallel afterwards.
         let mut fds = Vec::new();
+        let mut renamed = Vec::new();
         let mut written = Vec::new();
-        for a in &plan.actions {
+        for (i, a) in plan.actions.iter().enumerate() {
             let Action::WriteFile { path, blob, .. } = a else {
                 continue;
             };
-            let Some(staged) = staged_stats.get(&path.0).copied() else {
+            let Some(staged) = staged_stats.get(i).copied().flatten() else {
                 continue;
             };
             let Some(&clock_ns) = self.clocks.get(&staged.dev) else {
                 continue;
             };
-            let Ok(fd) = self.dirs.dir(path.split_last().0) else {
-                continue;
-            };
-            fds.push(fd);
-            written.push(Written {
+            let w = Written {
                 path: path.0.clone(),
                 blob: *blob,
                 staged,
                 clock_ns,
                 placed: staged,
-            });
+            };
+            if prestaged.get(i).copied().unwrap_or(false) {
+                written.push(w);
+                continue;
+            }
+            let Ok(fd) = self.dirs.dir(path.split_last().0) else {
+                continue;
+            };
+            fds.push(fd);
+            renamed.push(w);
         }
         drop(staged_stats);
+        drop(prestaged);
         let placed: Vec<Option<StatRecord>> = fds
             .par_iter()
-            .zip(written.par_iter())
+            .zip(renamed.par_iter())
             .map(|(fd, w)| {
                 let name = match w.path.iter().rposition(|&b| b == b'/') {
                     Some(i) => &w.path[i + 1..],
@@ -301,14 +319,15 @@ impl Exec<'_> {
             })
             .collect();
         drop(fds);
-        let mut placed = placed.into_iter();
-        written.retain_mut(|w| match placed.next().flatten() {
-            Some(p) => {
-                w.placed = p;
-                true
-            }
-            None => false,
-        });
+        written.extend(
+            renamed
+                .into_iter()
+                .zip(placed)
+                .filter_map(|(mut w, placed)| {
+                    w.placed = placed?;
+                    Some(w)
+                }),
+        );
         let ws = self.ws;
         cairn_snapshot::prime(
             ws.store(),

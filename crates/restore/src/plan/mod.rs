@@ -18,6 +18,7 @@ use cairn_store::{
     CaptureSettings, EntryKind, RelPath, SkipReason, Skipped, SnapshotId, Tree, TreeEntry, TreeId,
 };
 use diff::Planner;
+use rayon::prelude::*;
 use scope::within;
 use std::collections::{BTreeSet, HashMap};
 
@@ -181,9 +182,10 @@ pub(crate) fn compute(ws: &Site, inputs: Inputs<'_>) -> Result<Plan> {
     actions.extend(p.creations);
     actions.extend(p.modes);
     // Every object the restore writes must be in the store, or the restore would fail after
-    // its safety snapshot: said by the plan (and so by the dry run) as damage.
+    // its safety snapshot: said by the plan (and so by the dry run) as damage. Looked up in
+    // parallel (a large index costs a `pread` per lookup); the first absent in plan order.
     let store = ws.store();
-    let absent = actions.iter().find_map(|a| match a {
+    let absent = actions.par_iter().find_map_first(|a| match a {
         Action::WriteFile { blob: id, .. } | Action::MakeSymlink { target: id, .. } => {
             (!store.contains(id)).then_some(*id)
         }
