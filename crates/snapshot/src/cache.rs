@@ -60,9 +60,10 @@ pub fn prime(
     workspace_id: &str,
     memo: Option<&CacheMemo>,
     snapshot: SnapshotId,
-    written: Vec<statcache::Written>,
+    written: impl IntoIterator<Item = statcache::Written>,
 ) -> usize {
-    if written.is_empty() || !restore_priming() {
+    let mut written = written.into_iter().peekable();
+    if written.peek().is_none() || !restore_priming() {
         return 0;
     }
     let Ok(path) = StatCache::path(store, workspace_id) else {

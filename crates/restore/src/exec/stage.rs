@@ -270,11 +270,12 @@ impl Exec<'_> {
         let staged_stats = std::mem::take(&mut self.staged_stats);
         let prestaged = std::mem::take(&mut self.prestaged);
         self.staged = HashMap::new();
-        // Files renamed into place: their directories looked up here, their `lstat`s made in
-        // parallel afterwards.
+        // Files built inside a directory staged whole, by action index, and files renamed
+        // into place, their directories looked up here and their `lstat`s made in parallel.
+        // The former's records are made as the cache takes them in (issue 56: not held twice).
+        let mut inside = Vec::new();
         let mut fds = Vec::new();
         let mut renamed = Vec::new();
-        let mut written = Vec::new();
         for (i, a) in plan.actions.iter().enumerate() {
             let Action::WriteFile { path, blob, .. } = a else {
                 continue;
@@ -285,24 +286,22 @@ impl Exec<'_> {
             let Some(&clock_ns) = self.clocks.get(&staged.dev) else {
                 continue;
             };
-            let w = Written {
-                path: path.0.clone(),
-                blob: *blob,
-                staged,
-                clock_ns,
-                placed: staged,
-            };
             if prestaged.get(i).copied().unwrap_or(false) {
-                written.push(w);
+                inside.push((i, clock_ns));
                 continue;
             }
             let Ok(fd) = self.dirs.dir(path.split_last().0) else {
                 continue;
             };
             fds.push(fd);
-            renamed.push(w);
+            renamed.push(Written {
+                path: path.0.clone(),
+                blob: *blob,
+                staged,
+                clock_ns,
+                placed: staged,
+            });
         }
-        drop(staged_stats);
         drop(prestaged);
         let placed: Vec<Option<StatRecord>> = fds
             .par_iter()
@@ -319,15 +318,29 @@ impl Exec<'_> {
             })
             .collect();
         drop(fds);
-        written.extend(
-            renamed
-                .into_iter()
-                .zip(placed)
-                .filter_map(|(mut w, placed)| {
-                    w.placed = placed?;
-                    Some(w)
-                }),
-        );
+        let renamed = renamed
+            .into_iter()
+            .zip(placed)
+            .filter_map(|(mut w, placed)| {
+                w.placed = placed?;
+                Some(w)
+            });
+        // A `map`, not a `filter_map`: the cache sizes its map from the count it is told.
+        let inside = inside.into_iter().map(|(i, clock_ns)| {
+            let (Action::WriteFile { path, blob, .. }, Some(staged)) =
+                (&plan.actions[i], staged_stats[i])
+            else {
+                unreachable!("`inside` holds the indexes of staged file actions");
+            };
+            Written {
+                path: path.0.clone(),
+                blob: *blob,
+                staged,
+                clock_ns,
+                placed: staged,
+            }
+        });
+        let written = inside.chain(renamed);
         let ws = self.ws;
         cairn_snapshot::prime(
             ws.store(),

@@ -633,6 +633,10 @@ impl StatCache {
         let Some(boot) = boot_id() else { return 0 };
         let boot: std::sync::Arc<[u8]> = boot.into();
         let mut n = 0;
+        // Sized once (issue 56: growing the map by doubling held both tables at once, the
+        // peak of a full restore's memory).
+        let written = written.into_iter();
+        self.primed.reserve(written.size_hint().0);
         for w in written {
             if !w.proves() {
                 continue;
