@@ -330,6 +330,27 @@ function declareTypes(): { progressCallback: unknown; progressType: unknown } {
   return { progressCallback: koffi.pointer(koffi.type('cairn_progress_cb')), progressType: koffi.type('cairn_progress') };
 }
 
+/** The stack libcairn's calls need: what Rust gives a thread it spawns. */
+const ASYNC_STACK_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Koffi runs asynchronous calls on stacks of its own, 128 KiB by default, where Rust code
+ * expects the 2 MiB of a thread it spawns: a snapshot compiling its exclude globs overflowed
+ * them in an unoptimised libcairn and killed the process with SIGSEGV. Raised before the first
+ * library is loaded, the only time Koffi allows it; only the pages a call touches are
+ * resident. Left as it is when the process loaded a library through Koffi before (Koffi
+ * refuses then).
+ */
+function raiseAsyncStack(): void {
+  const config = koffi.config();
+  if ((config.async_stack_size ?? 0) >= ASYNC_STACK_BYTES) return;
+  try {
+    koffi.config({ ...config, async_stack_size: ASYNC_STACK_BYTES });
+  } catch {
+    // Another library was loaded through Koffi first: its settings stand.
+  }
+}
+
 /**
  * Loads libcairn (once; later calls return the same library) and checks its ABI version.
  * Throws {@link CairnLoadError} with a message that says what to do when the file is missing,
@@ -341,6 +362,7 @@ export function load(libraryPath: string = defaultLibraryPath()): Library {
   if (!fs.existsSync(libraryPath)) {
     throw new CairnLoadError('ERR_CAIRN_LIBRARY_MISSING', libraryPath, `libcairn not found at ${libraryPath}. ${hint}`);
   }
+  raiseAsyncStack();
   let lib: ReturnType<typeof koffi.load>;
   try {
     lib = koffi.load(libraryPath);

@@ -117,3 +117,11 @@ test('a library of another ABI version is refused, naming both versions', (t) =>
   assert.match(e.message, /ABI version 999/);
   assert.match(e.message, new RegExp(`ABI version ${ABI_VERSION}\\b`));
 });
+
+test('asynchronous calls run on the 2 MiB stack Rust code expects, not the 128 KiB of Koffi', async () => {
+  // Koffi's default killed the process with SIGSEGV when a snapshot compiled its exclude globs
+  // in an unoptimised libcairn.
+  load();
+  const koffi = (await import('koffi')).default;
+  assert.ok(koffi.config().async_stack_size >= 2 * 1024 * 1024, JSON.stringify(koffi.config()));
+});
