@@ -70,10 +70,9 @@ pub(crate) fn watch(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         return status_or_stop(ctx, args.stop);
     }
     // A long-lived process: two arenas for its threads, so that what its snapshots free is
-    // used again rather than kept in one arena per thread, and large blocks mapped on their
-    // own, so that they go back to the system when freed rather than stay in the heap.
+    // used again rather than kept in one arena per thread (large blocks are mapped on their
+    // own in every command, see `run`).
     cairn_store::limit_heap_arenas(2);
-    cairn_store::fix_mmap_threshold(128 * 1024);
     let ws = ctx.open_workspace(true)?;
     let watcher = ws.watch(&WatchOptions {
         max_watches: args.max_watches,
