@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libcairn.a (release profile, panic = "unwind") and copies it, with the header it was
+# Builds libcairn.a (release profile unless CAIRN_PROFILE says another; panic = "unwind") and copies it, with the header it was
 # built with, where the cgo directives of ffi.go look for them:
 #   bindings/go/lib/<GOOS>-<GOARCH>/libcairn.a
 #   bindings/go/include/cairn.h
@@ -10,7 +10,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 cd "$repo"
 
-cargo build --quiet --release -p cairn-ffi
+# CAIRN_PROFILE: the Cargo profile (default release; scripts/test builds dev, see there).
+profile=${CAIRN_PROFILE:-release}
+case "$profile" in
+  dev) dir=debug ;;
+  *) dir=$profile ;;
+esac
+cargo build --quiet --profile "$profile" -p cairn-ffi
 # Where cargo put it (CARGO_TARGET_DIR or a cargo config may move target/).
 target="$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)"
 
@@ -27,5 +33,5 @@ install_if_changed() {
     echo "build-lib.sh: updated ${2#"$repo"/}"
   fi
 }
-install_if_changed "$target/release/libcairn.a" "$dest/libcairn.a"
+install_if_changed "$target/$dir/libcairn.a" "$dest/libcairn.a"
 install_if_changed include/cairn.h "$here/include/cairn.h"

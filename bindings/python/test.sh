@@ -27,8 +27,11 @@ echo "== Python: pip install ./bindings/python (builds libcairn with cargo) and 
 # The langgraph extra, pinned, and LangGraph's conformance suite (tests/test_langgraph.py).
 "$VPY" -m pip install --quiet --no-compile "langgraph==1.2.22" "langgraph-checkpoint==4.3.2" \
   "langgraph-checkpoint-conformance==0.0.2"
-# --force-reinstall: the same version number must still pick up a rebuilt library.
+# --force-reinstall: the same version number must still pick up a rebuilt library. With
+# CAIRN_LIBRARY set (scripts/test sets the dev profile's), that library is bundled instead of
+# a release build; pytest runs without it, so the package loads the library it bundles.
 "$VPY" -m pip install --quiet --no-deps --force-reinstall "$HERE"
+unset CAIRN_LIBRARY
 
 echo "== Python: pytest"
 cd "$HERE"
