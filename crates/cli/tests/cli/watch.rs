@@ -232,10 +232,22 @@ fn a_killed_watcher_leaves_nothing_that_wedges_snapshots_or_the_next_watcher() {
     let _d = Daemon::start(&f);
     f.write("src/main.rs", "fn main() { again() }\n");
     snapshot(&f, None);
-    f.write("README.md", "# again\n");
-    let s = snapshot(&f, None);
-    assert_eq!(s["stats"]["walked"], "partial", "{s}");
-    assert!(same_files(&f, &s, &snapshot(&f, Some("off"))));
+    // On a loaded machine the client may give up on a watcher that does not answer within its
+    // bound and walk itself (its reason says so; this failed once under load 10): only then is
+    // the edit and snapshot made again, up to five times. Any other walk fails at once.
+    let mut starved = false;
+    for i in 0..5 {
+        f.write("README.md", &format!("# again {i}\n"));
+        let s = snapshot(&f, None);
+        if s["stats"]["walked"] == "partial" {
+            assert!(same_files(&f, &s, &snapshot(&f, Some("off"))));
+            return;
+        }
+        let reason = s["stats"]["walk_reason"].as_str().unwrap_or_default();
+        starved |= reason.contains("no answer within");
+        assert!(starved, "the new watcher did not serve: {s}");
+    }
+    panic!("the new watcher did not answer within its bound five times running");
 }
 
 #[test]
