@@ -240,10 +240,7 @@ impl Live {
 
     /// Removes its file (a restore that changed nothing).
     pub(crate) fn remove(&self, ws: &Site) -> Result<()> {
-        let dir = journal_dir(ws)?;
-        fsutil::remove_if_exists(&path_of(&dir, &self.id, self.state))?;
-        fsutil::sync_dir(&dir)?;
-        Ok(())
+        remove_file(ws, |dir| path_of(dir, &self.id, self.state))
     }
 }
 
@@ -357,13 +354,12 @@ pub(crate) fn given_up(ws: &Site, id: &str) -> Result<bool> {
 /// Moves journal `j` to state `to` (one rename; the journal directory synced when `durable`).
 pub(crate) fn advance(ws: &Site, j: &mut Journal, to: State, durable: bool) -> Result<()> {
     let dir = journal_dir(ws)?;
-    let from = j.file(&dir);
-    let dest = path_of(&dir, &j.id, to);
     if j.legacy {
         // A format 1 file: written again in format 2 under its new name (synced), then the old
         // one removed; a crash between the two leaves both, and the later state wins.
+        let dest = path_of(&dir, &j.id, to);
         fsutil::write_atomic(&ws.store().layout().tmp, &dest, &j.encode())?;
-        fsutil::remove_if_exists(&from)?;
+        fsutil::remove_if_exists(&j.file(&dir))?;
         j.legacy = false;
     } else {
         rename_state(&dir, &j.id, j.state, to, durable)?;
@@ -627,8 +623,13 @@ pub(crate) fn abandon(ws: &Site, j: &Journal) -> Result<()> {
 
 /// Removes a journal's file.
 pub(crate) fn remove(ws: &Site, j: &Journal) -> Result<()> {
+    remove_file(ws, |dir| j.file(dir))
+}
+
+/// Removes the file `file` names in the workspace's journal directory, durably.
+fn remove_file(ws: &Site, file: impl FnOnce(&Path) -> PathBuf) -> Result<()> {
     let dir = journal_dir(ws)?;
-    fsutil::remove_if_exists(&j.file(&dir))?;
+    fsutil::remove_if_exists(&file(&dir))?;
     fsutil::sync_dir(&dir)?;
     Ok(())
 }

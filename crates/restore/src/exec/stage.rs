@@ -273,6 +273,13 @@ impl Exec<'_> {
         // Files built inside a directory staged whole, by action index, and files renamed
         // into place, their directories looked up here and their `lstat`s made in parallel.
         // The former's records are made as the cache takes them in (issue 56: not held twice).
+        let written = |path: &RelPath, blob: &ObjectId, staged: StatRecord, clock_ns| Written {
+            path: path.0.clone(),
+            blob: *blob,
+            staged,
+            clock_ns,
+            placed: staged,
+        };
         let mut inside = Vec::new();
         let mut fds = Vec::new();
         let mut renamed = Vec::new();
@@ -294,13 +301,7 @@ impl Exec<'_> {
                 continue;
             };
             fds.push(fd);
-            renamed.push(Written {
-                path: path.0.clone(),
-                blob: *blob,
-                staged,
-                clock_ns,
-                placed: staged,
-            });
+            renamed.push(written(path, blob, staged, clock_ns));
         }
         drop(prestaged);
         let placed: Vec<Option<StatRecord>> = fds
@@ -332,13 +333,7 @@ impl Exec<'_> {
             else {
                 unreachable!("`inside` holds the indexes of staged file actions");
             };
-            Written {
-                path: path.0.clone(),
-                blob: *blob,
-                staged,
-                clock_ns,
-                placed: staged,
-            }
+            written(path, blob, staged, clock_ns)
         });
         let written = inside.chain(renamed);
         let ws = self.ws;
