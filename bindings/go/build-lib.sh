@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds libcairn.a (release profile unless CAIRN_PROFILE says another; panic = "unwind") and copies it, with the header it was
-# built with, where the cgo directives of ffi.go look for them:
+# Builds libcairn.a (release profile unless CAIRN_PROFILE names another; panic = "unwind")
+# and copies it, with the header it was built with, where the cgo directives of ffi.go look
+# for them:
 #   bindings/go/lib/<GOOS>-<GOARCH>/libcairn.a
 #   bindings/go/include/cairn.h
 # Both are build outputs (git-ignored). Run it after changing crates/ffi; `go test ./...` in
