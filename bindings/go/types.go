@@ -448,6 +448,9 @@ type RestoreReport struct {
 	Journal          string `json:"journal"`
 	// Paths are the paths the restore was restricted to; nil: the whole workspace.
 	Paths []string `json:"paths"`
+	// SafetyWalk says how the walk for the safety snapshot went (whether a watcher spared
+	// it the whole tree); nil for a dry run, a restore that changed nothing, or a repeated key.
+	SafetyWalk *WalkInfo `json:"safety_walk,omitempty"`
 }
 
 func (r *RestoreReport) UnmarshalJSON(b []byte) error {

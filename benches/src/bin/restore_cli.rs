@@ -27,8 +27,10 @@
 //! Then the restore after 30 changes on the test262 tree: a copy of it with a Cairn snapshot
 //! and a shadow git commit (`GIT_DIR` outside, its own index, `add -A`, `write-tree`,
 //! `commit-tree`); each run edits 10 files, adds 10 and deletes 10 (`gen::mutate`), waits
-//! 2.1 s, and times `cairn restore SNAP --yes` or `git reset --hard` + `git clean -fd`, in
-//! alternating order, each putting the tree back.
+//! 2.1 s, and times `cairn --json restore SNAP --yes` or `git reset --hard` + `git clean -fd`,
+//! in alternating order, each putting the tree back: first with no watcher, then with a
+//! `cairn watch` daemon running, which the restore asks what changed (its report's
+//! `safety_walk` says whether the whole tree was walked all the same).
 //!
 //! Every output is checked afterwards (untimed) to list the tree's paths. Everything stays on
 //! disk until the end (about 1.6 GB for test262, 3 GB a run for the big tree), in a directory
@@ -329,7 +331,9 @@ fn shadow(scratch: &Path, work: &Path) -> Command {
     c
 }
 
-/// The restore after 30 changes: medians of cairn and shadow git, and cairn's peak KiB.
+/// The restore after 30 changes, twice: without a watcher, then with `cairn watch` running
+/// (the restore asks it what changed instead of walking), each beside shadow git in
+/// alternating order.
 fn after_30(bin: &Path, scratch: &Path, tree: &Path, runs: usize) -> Result<(), String> {
     let work = scratch.join("work");
     std::fs::create_dir(&work).map_err(|e| e.to_string())?;
@@ -341,60 +345,184 @@ fn after_30(bin: &Path, scratch: &Path, tree: &Path, runs: usize) -> Result<(), 
     cli::output(shadow(scratch, &work).args(["add", "-A"]))?;
     let t = cli::output(shadow(scratch, &work).arg("write-tree"))?;
     let commit = cli::output(shadow(scratch, &work).args(["commit-tree", t.trim(), "-m", "base"]))?;
-    let commit = commit.trim().to_string();
-    let want = listing(&work)?;
-    let mut ms: [Vec<f64>; 2] = Default::default();
-    let mut kib = Vec::new();
-    for r in 0..runs {
-        let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        for who in order {
-            let spec = gen::MutateSpec {
-                modify: 10,
-                add: 10,
-                delete: 10,
-                seed: (r * 2 + who) as u64 + 1,
-            };
-            gen::mutate(&work, &spec).map_err(|e| format!("editing: {e}"))?;
-            std::thread::sleep(cli::REST);
-            let log = scratch.join("after30.log");
-            if who == 0 {
-                let m = measure(
-                    cairn(bin, &home, &store, &work).args(["restore", &snap, "--yes"]),
-                    &log,
-                )?;
-                ms[0].push(m.ms);
-                kib.push(m.peak_kib as f64);
-            } else {
-                let t = Instant::now();
-                cli::output(shadow(scratch, &work).args(["reset", "-q", "--hard", &commit]))?;
-                cli::output(shadow(scratch, &work).args(["clean", "-fdq"]))?;
-                ms[1].push(t.elapsed().as_secs_f64() * 1e3);
+    let side = Side {
+        bin,
+        scratch,
+        home: &home,
+        store: &store,
+        work: &work,
+        snap: &snap,
+        commit: commit.trim(),
+        want: listing(&work)?,
+    };
+    let plain = side.runs(runs, 0, "after 30")?;
+    let watcher = Daemon::start(bin, &home, &store, &work, &scratch.join("watch.log"))?;
+    // The daemon's first snapshot walks whole and gives the stat cache the daemon's token.
+    cli::output(cairn(bin, &home, &store, &work).arg("snapshot"))?;
+    let watched = side.runs(runs, runs, "after 30, watched")?;
+    watcher.stop(bin, &home, &store, &work)?;
+    let med = |v: &[f64]| cli::median(v).unwrap_or(0.0);
+    println!("\nrestore after 10 modified, 10 added, 10 deleted (test262), {runs} runs each:");
+    println!("| | median, ms | / shadow git | peak RSS, MiB | safety walks: whole / watched |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for (name, r) in [
+        ("cairn restore --yes", &plain),
+        ("cairn restore --yes, `cairn watch` running", &watched),
+    ] {
+        println!(
+            "| {name} | {:.0} | {:.2}x | {:.1} | {} / {} |",
+            med(&r.cairn_ms),
+            med(&r.cairn_ms) / med(&r.git_ms),
+            mib(med(&r.cairn_kib)),
+            r.whole,
+            r.cairn_ms.len() - r.whole
+        );
+        println!(
+            "| shadow git reset --hard + clean -fd (beside it) | {:.0} | 1.00x | | |",
+            med(&r.git_ms)
+        );
+    }
+    Ok(())
+}
+
+/// The restores after 30 changes of one phase: cairn's and shadow git's times, cairn's peaks,
+/// and how many of cairn's safety snapshots walked the whole tree.
+struct After30 {
+    cairn_ms: Vec<f64>,
+    git_ms: Vec<f64>,
+    cairn_kib: Vec<f64>,
+    whole: usize,
+}
+
+/// What the restores after 30 changes work on.
+struct Side<'a> {
+    bin: &'a Path,
+    scratch: &'a Path,
+    home: &'a Path,
+    store: &'a Path,
+    work: &'a Path,
+    snap: &'a str,
+    commit: &'a str,
+    want: Vec<PathBuf>,
+}
+
+impl Side<'_> {
+    /// `runs` rounds, each editing the tree (seeds from `first`) and putting it back once with
+    /// cairn and once with shadow git, in alternating order.
+    fn runs(&self, runs: usize, first: usize, what: &str) -> Result<After30, String> {
+        let mut out = After30 {
+            cairn_ms: Vec::new(),
+            git_ms: Vec::new(),
+            cairn_kib: Vec::new(),
+            whole: 0,
+        };
+        for r in first..first + runs {
+            let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+            for who in order {
+                let spec = gen::MutateSpec {
+                    modify: 10,
+                    add: 10,
+                    delete: 10,
+                    seed: (r * 2 + who) as u64 + 1,
+                };
+                gen::mutate(self.work, &spec).map_err(|e| format!("editing: {e}"))?;
+                std::thread::sleep(cli::REST);
+                let log = self.scratch.join("after30.log");
+                if who == 0 {
+                    let m = measure(
+                        cairn(self.bin, self.home, self.store, self.work)
+                            .args(["--json", "restore", self.snap, "--yes"]),
+                        &log,
+                    )?;
+                    out.cairn_ms.push(m.ms);
+                    out.cairn_kib.push(m.peak_kib as f64);
+                    let report = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+                    let report: serde_json::Value = serde_json::from_str(&report)
+                        .map_err(|e| format!("{what}, run {r}: the restore's report: {e}"))?;
+                    match report["safety_walk"]["walked"].as_str() {
+                        Some("full") => out.whole += 1,
+                        Some(_) => {}
+                        None => return Err(format!("{what}, run {r}: no safety_walk: {report}")),
+                    }
+                } else {
+                    let t = Instant::now();
+                    cli::output(shadow(self.scratch, self.work).args([
+                        "reset",
+                        "-q",
+                        "--hard",
+                        self.commit,
+                    ]))?;
+                    cli::output(shadow(self.scratch, self.work).args(["clean", "-fdq"]))?;
+                    out.git_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                if listing(self.work)? != self.want {
+                    return Err(format!(
+                        "{what}, run {r}: {} did not put the tree back",
+                        ["cairn", "shadow git"][who]
+                    ));
+                }
             }
-            if listing(&work)? != want {
+            eprint!("\r  {what}: run {}/{runs} done", r - first + 1);
+        }
+        eprintln!();
+        Ok(out)
+    }
+}
+
+/// A `cairn watch` daemon of the bench's workspace, stopped (and reaped) when dropped.
+struct Daemon(std::process::Child);
+
+impl Daemon {
+    /// Starts `cairn watch` on `work` and waits until `watch --status` says it runs.
+    fn start(
+        bin: &Path,
+        home: &Path,
+        store: &Path,
+        work: &Path,
+        log: &Path,
+    ) -> Result<Daemon, String> {
+        let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = cairn(bin, home, store, work)
+            .arg("watch")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cairn watch: {e}"))?;
+        let d = Daemon(child);
+        let started = Instant::now();
+        loop {
+            let status =
+                cli::output(cairn(bin, home, store, work).args(["--json", "watch", "--status"]))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&status).map_err(|e| format!("watch --status: {e}"))?;
+            if v["running"] == true {
+                return Ok(d);
+            }
+            if started.elapsed() > Duration::from_secs(120) {
                 return Err(format!(
-                    "after 30, run {r}: {} did not put the tree back",
-                    ["cairn", "shadow git"][who]
+                    "cairn watch did not run within 120 s: {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
                 ));
             }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        eprint!("\r  after 30: run {}/{runs} done", r + 1);
     }
-    eprintln!();
-    let med = |v: &[f64]| cli::median(v).unwrap_or(0.0);
-    println!("\nrestore after 10 modified, 10 added, 10 deleted (test262), {runs} runs:");
-    println!("| | median, ms | / shadow git | peak RSS, MiB |");
-    println!("| --- | ---: | ---: | ---: |");
-    println!(
-        "| cairn restore --yes | {:.0} | {:.2}x | {:.1} |",
-        med(&ms[0]),
-        med(&ms[0]) / med(&ms[1]),
-        mib(med(&kib))
-    );
-    println!(
-        "| shadow git reset --hard + clean -fd | {:.0} | 1.00x | |",
-        med(&ms[1])
-    );
-    Ok(())
+
+    /// Stops it with `cairn watch --stop`.
+    fn stop(self, bin: &Path, home: &Path, store: &Path, work: &Path) -> Result<(), String> {
+        cli::output(cairn(bin, home, store, work).args(["watch", "--stop"])).map(drop)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
 }
 
 fn run(args: Args) -> Result<(), String> {

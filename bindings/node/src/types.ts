@@ -448,6 +448,11 @@ export interface RestoreReport {
   journal: string | null;
   /** The paths the restore was restricted to (empty: the whole workspace). */
   paths: RelPath[];
+  /**
+   * How the walk for the safety snapshot went (whether a watcher spared it the whole tree);
+   * absent for a dry run, a restore that changed nothing, or a repeated key.
+   */
+  safetyWalk?: WalkInfo;
 }
 
 /** A snapshot whose objects could not all be read while marking. */

@@ -17,7 +17,8 @@ use crate::journal::{self, State};
 use crate::plan::{self, Current, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
-use cairn_snapshot::Context;
+use crate::watched;
+use cairn_snapshot::{Context, Walked};
 use cairn_store::{fsutil, CancelToken, OperationKind, RelPath, SnapshotId, Tree, TreeId};
 
 /// How a plan is applied (what planning decides is in [`PlanOptions`], kept in the plan).
@@ -234,27 +235,39 @@ fn guarded_restore(
             let manifest = store.read_manifest(&id)?;
             let paths = plan::normalize_paths(&planning.paths)?;
             let sopts = safety_options(ws, &manifest.capture, &id, &paths);
-            let ctx = ws.walk_context(ctx);
-            let prepared = cairn_snapshot::prepare(store, ws.root(), ws.id(), &sopts, ctx)?;
             let tree = |id: &TreeId| -> Result<Tree> { Ok(store.read_tree(id)?) };
-            fresh_plan = plan::against(
+            let walked = checked_walk(
                 ws,
-                id,
-                &manifest,
-                Current {
-                    root: prepared.root(),
-                    trees: &tree,
-                    kept: Current::from_walk(prepared.kept(), prepared.skipped()),
+                &sopts,
+                ctx,
+                |prepared| {
+                    plan::against(
+                        ws,
+                        id,
+                        &manifest,
+                        Current {
+                            root: prepared.root(),
+                            trees: &tree,
+                            kept: Current::from_walk(prepared.kept(), prepared.skipped()),
+                        },
+                        planning.reference.as_ref(),
+                        planning.on_drift,
+                        &paths,
+                    )
                 },
-                planning.reference.as_ref(),
-                planning.on_drift,
-                &paths,
+                |prepared, made| {
+                    (!made.is_noop())
+                        .then(|| watched::unseen_change(ws.root(), prepared, made))
+                        .flatten()
+                },
             )?;
-            if fresh_plan.is_noop() {
+            if walked.made.is_noop() {
                 // Nothing to change: no safety snapshot (the prepared one is dropped).
-                return Ok(Report::from_plan(&fresh_plan, false, None, None));
+                return Ok(Report::from_plan(&walked.made, false, None, None));
             }
-            (&fresh_plan, prepared.commit()?)
+            fresh_plan = walked.made;
+            let safety = commit_safety(walked.prepared, walked.missed)?;
+            (&fresh_plan, safety)
         }
     };
     if cancelled() {
@@ -302,7 +315,85 @@ fn guarded_restore(
     // The files it wrote go into the stat cache, while the restore lock is still held.
     exec.prime(plan);
     drop(lock);
-    Ok(Report::from_plan(plan, false, Some(safety.id), Some(jid)))
+    let mut report = Report::from_plan(plan, false, Some(safety.id), Some(jid));
+    report.safety_walk = Some(safety.walk);
+    Ok(report)
+}
+
+/// A safety snapshot's walk, not yet committed, with what was made from it.
+struct Checked<'s, T> {
+    prepared: cairn_snapshot::Prepared<'s>,
+    made: T,
+    /// The path that showed a watcher had missed a change, when the walk was taken again.
+    missed: Option<RelPath>,
+}
+
+/// Walks the workspace for a safety snapshot with `sopts` and `ctx` and makes `made_of` it.
+/// When a watcher spared the walk, `unseen` checks the plan against the walk's records (see
+/// [`crate::watched`]): a path it names was not as recorded, so the watcher missed a change
+/// and the walk is taken again, whole.
+fn checked_walk<'s, T>(
+    ws: &'s Site,
+    sopts: &cairn_snapshot::Options,
+    ctx: Context<'_>,
+    mut made_of: impl FnMut(&cairn_snapshot::Prepared<'s>) -> Result<T>,
+    unseen: impl Fn(&cairn_snapshot::Prepared<'s>, &T) -> Option<RelPath>,
+) -> Result<Checked<'s, T>> {
+    let mut ctx = ws.walk_context(ctx);
+    let mut missed = None;
+    loop {
+        let prepared =
+            cairn_snapshot::prepare(ws.store(), ws.root(), ws.id(), sopts, reborrow(&mut ctx))?;
+        let made = made_of(&prepared)?;
+        let missed_at = match prepared.walk().walked {
+            Walked::Full => None,
+            Walked::Partial | Walked::None => unseen(&prepared, &made),
+        };
+        match missed_at {
+            None => {
+                return Ok(Checked {
+                    prepared,
+                    made,
+                    missed,
+                })
+            }
+            Some(path) => {
+                missed = Some(path);
+                ctx.watch = None;
+            }
+        }
+    }
+}
+
+/// Commits a safety snapshot's walk; its walk's reason names `missed` when a watcher's miss
+/// made it walk whole.
+fn commit_safety(
+    prepared: cairn_snapshot::Prepared<'_>,
+    missed: Option<RelPath>,
+) -> Result<cairn_snapshot::Snapshot> {
+    let mut safety = prepared.commit()?;
+    if let Some(path) = missed {
+        safety.walk.reason = Some(format!(
+            "the watcher had not reported a change to {}: walked whole",
+            String::from_utf8_lossy(&path.0)
+        ));
+    }
+    Ok(safety)
+}
+
+/// `ctx` again, for one more walk: its progress callback lent, nothing to hand a snapshot to.
+fn reborrow<'b>(ctx: &'b mut Context<'_>) -> Context<'b> {
+    Context {
+        cancel: ctx.cancel.clone(),
+        progress: match &mut ctx.progress {
+            Some(p) => Some(&mut **p),
+            None => None,
+        },
+        threads: ctx.threads,
+        taken: None,
+        memo: ctx.memo.clone(),
+        watch: ctx.watch.clone(),
+    }
 }
 
 /// For a plan made earlier: `None` when it changes nothing (checked again against the files as
@@ -335,8 +426,14 @@ fn planned_safety(
         return Ok(None);
     }
     let sopts = safety_options(ws, &plan.capture, &plan.snapshot_id, &plan.paths);
-    let ctx = ws.walk_context(ctx);
-    let safety = cairn_snapshot::snapshot(ws.store(), ws.root(), ws.id(), &sopts, ctx)?;
+    let walked = checked_walk(
+        ws,
+        &sopts,
+        ctx,
+        |_| Ok(()),
+        |prepared, ()| watched::unseen_change(ws.root(), prepared, plan),
+    )?;
+    let safety = commit_safety(walked.prepared, walked.missed)?;
     // Re-check the plan against what the safety snapshot saw.
     if safety.root != plan.current_root {
         let store = ws.store();

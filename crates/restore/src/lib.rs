@@ -59,6 +59,7 @@ mod safe;
 mod site;
 pub mod watch;
 mod watch_socket;
+mod watched;
 pub mod workspace;
 
 pub use apply::{files_after, ApplyOptions};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// In JSON its summary's fields sit among its own, as they always have: `snapshot_id`,
 /// `dry_run`, then [`Summary`]'s, then `paths`, `safety_snapshot_id`, `operations`,
-/// `as_planned`, `journal`.
+/// `as_planned`, `journal`, `safety_walk`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "schema", schemars(rename = "RestoreReport"))]
@@ -32,6 +32,11 @@ pub struct Report {
     pub as_planned: bool,
     /// The journal that recorded it.
     pub journal: Option<String>,
+    /// How this call's walk for the safety snapshot went: whether a watcher (this process's,
+    /// or a `cairn watch` daemon's) spared it the whole tree, and why not. Absent from a dry
+    /// run, from a restore that changed nothing and from a report read back from a journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_walk: Option<cairn_snapshot::WalkInfo>,
 }
 
 impl Report {
@@ -59,6 +64,7 @@ impl Report {
             },
             as_planned: true,
             journal,
+            safety_walk: None,
         }
     }
 }

@@ -420,15 +420,26 @@ impl Workspace {
     /// Applies a plan made earlier: holds checked, a safety snapshot taken and the plan
     /// checked against it, then the plan carried out under a journal (see [`crate::apply`]
     /// for what the result means). `ctx` gives the safety snapshot's walk its progress and
-    /// threads, and its cancel token is checked before the walk and after it.
-    pub fn apply(&self, plan: &Plan, options: &ApplyOptions, ctx: Context<'_>) -> Result<Report> {
+    /// threads, and its cancel token is checked before the walk and after it. A watcher
+    /// spares the walk as it spares [`Workspace::restore`]'s.
+    pub fn apply(
+        &self,
+        plan: &Plan,
+        options: &ApplyOptions,
+        mut ctx: Context<'_>,
+    ) -> Result<Report> {
+        self.ask_watcher(&mut ctx);
         apply::apply(&self.site, plan, options, ctx)
     }
 
     /// Plans a restore of `snapshot` with `planning` and applies it with `options`: the files
-    /// are walked once (`ctx` watches and steers the walk): that walk is both what the plan is made from and the safety
-    /// snapshot, which is written only when the plan changes something (a restore with nothing
-    /// to do leaves no snapshot). [`Workspace::apply`] of a plan made earlier walks again for
+    /// are walked once (`ctx` steers the walk): that walk is both what the plan is made from
+    /// and the safety snapshot, which is written only when the plan changes something (a
+    /// restore with nothing to do leaves no snapshot). A watcher spares it the whole tree as
+    /// it spares a snapshot ([`Workspace::snapshot`]: `ctx`'s, this handle's, or a `cairn
+    /// watch` daemon's, asked only what changed); every path the restore would then write
+    /// over or remove is first compared with what the watched walk recorded, and one that
+    /// differs makes it walk the whole tree after all ([`Report::safety_walk`] says which). [`Workspace::apply`] of a plan made earlier walks again for
     /// its safety snapshot and checks the plan against it.
     ///
     /// It returns once every change is made, without waiting for the disk: the next snapshot,
@@ -439,9 +450,21 @@ impl Workspace {
         snapshot: &SnapshotId,
         planning: &PlanOptions,
         options: &ApplyOptions,
-        ctx: Context<'_>,
+        mut ctx: Context<'_>,
     ) -> Result<Report> {
+        self.ask_watcher(&mut ctx);
         apply::restore(&self.site, snapshot, planning, options, ctx)
+    }
+
+    /// Gives `ctx` the watcher a snapshot would ask ([`Workspace::route`]), for a restore's
+    /// safety walk. The walk is the restore's own (checked against its plan before anything
+    /// changes), so a daemon is asked only what changed.
+    fn ask_watcher(&self, ctx: &mut Context<'_>) {
+        match self.route(ctx) {
+            Route::Given | Route::Walk => {}
+            Route::Watcher(w) => ctx.watch = Some(w),
+            Route::Daemon { socket, .. } => ctx.watch = Some(Arc::new(client::Client::new(socket))),
+        }
     }
 
     /// Completes restores a crash left pending; returns what it did. A restore obstructed by a
@@ -494,7 +517,8 @@ impl Workspace {
     }
 }
 
-/// Where [`Workspace::snapshot`] takes a snapshot.
+/// Where [`Workspace::snapshot`] takes a snapshot (and where a restore's walk learns what
+/// changed).
 enum Route {
     /// In this process, with the watcher the call brings ([`Context::watch`]).
     Given,

@@ -191,6 +191,7 @@ mod tests {
             operations: 1,
             as_planned: true,
             journal: Some("j1".into()),
+            safety_walk: None,
         };
         let outcome = FileOutcome {
             report: report.clone(),

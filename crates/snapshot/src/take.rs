@@ -84,6 +84,38 @@ impl Prepared<'_> {
         &self.out.walk
     }
 
+    /// What the snapshot holds at `path` (relative to the root), as its directory's record
+    /// says: the walk's own for a directory it listed, else the stat cache's, which a watcher
+    /// vouched for. `Some(Some(entry))`: that entry, with the `lstat` it was recorded with;
+    /// `Some(None)`: nothing there; `None`: no record says (the directory has none, or the
+    /// entry was looked at but not recorded: too large, changing, a hard link).
+    ///
+    /// A restore planned from a watched walk compares what it will overwrite or remove with
+    /// these records before changing anything (see `cairn_restore::apply`).
+    pub fn recorded(&self, path: &[u8]) -> Option<Option<statcache::CachedEntry>> {
+        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&path[..i], &path[i + 1..]),
+            None => (&b""[..], path),
+        };
+        let fresh = self.out.dirs.iter().find_map(|u| match u {
+            statcache::Update::Fresh(r, _) if r.path == dir => Some(r),
+            _ => None,
+        });
+        let held;
+        let record = match fresh {
+            Some(r) => r,
+            None => {
+                held = self.cache.dir(dir)?;
+                &*held
+            }
+        };
+        match record.get(name) {
+            None => Some(None),
+            Some(e) if matches!(e.kind, statcache::CachedKind::Excluded(_)) => None,
+            Some(e) => Some(Some(e.clone())),
+        }
+    }
+
     /// Writes the manifest, then the stat cache, and returns the snapshot.
     pub fn commit(self) -> Result<Snapshot> {
         self.commit_handing(None)

@@ -443,6 +443,9 @@ class RestoreReport:
     journal: str | None
     paths: list[str] = field(default_factory=list)
     """The paths the restore was restricted to (empty: the whole workspace)."""
+    safety_walk: WalkInfo | None = None
+    """How the walk for the safety snapshot went (whether a watcher spared it the whole
+    tree); ``None`` for a dry run, a restore that changed nothing, or a repeated key."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RestoreReport:
@@ -460,6 +463,9 @@ class RestoreReport:
             as_planned=bool(d.get("as_planned", True)),
             journal=d.get("journal"),
             paths=_paths(d.get("paths", [])),
+            safety_walk=(
+                WalkInfo.from_json(d["safety_walk"]) if d.get("safety_walk") is not None else None
+            ),
         )
 
 

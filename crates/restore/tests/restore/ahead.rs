@@ -45,7 +45,7 @@ impl Rng {
 
 /// Runs `f` while a daemon (the one `cairn watch` runs, in a thread of this process, with a
 /// racy window of `racy`) serves the workspace of `fx`; `fx.ws` then sends it its snapshots.
-fn with_daemon<T>(fx: &Fx, racy: Duration, f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_daemon<T>(fx: &Fx, racy: Duration, f: impl FnOnce() -> T) -> T {
     let daemon_ws = crate::fixtures::open(fx.dir.path());
     let watcher = daemon_ws
         .watch(&WatchOptions {

@@ -8,3 +8,4 @@ mod daemon;
 mod fixtures;
 mod property;
 mod statcache;
+mod watched;

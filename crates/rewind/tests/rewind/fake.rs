@@ -323,6 +323,7 @@ impl Files for Fake {
                 operations,
                 as_planned: true,
                 journal: None,
+                safety_walk: None,
             };
             s.files = want;
             let outcome = FileOutcome {

@@ -1,0 +1,75 @@
+//! What a restore checks when a watcher spared its safety walk.
+//!
+//! A watched walk `lstat`s only what the watcher (this process's, or a `cairn watch`
+//! daemon's) says changed, and takes every other entry from the stat cache. A restore then
+//! overwrites and removes files on the word of that snapshot: were an event ever missed (a
+//! watcher bug, a kernel that dropped one without saying so), the restore would write over an
+//! edit its safety snapshot does not hold, the one loss Cairn exists to prevent. So before
+//! anything changes, every path the plan writes over, removes or creates outside a directory
+//! it makes is `lstat`ed and compared with the record the snapshot holds for it: the same
+//! `lstat` for an entry, nothing for an absence. One mismatch, or a path no record vouches
+//! for, and the restore walks the whole tree instead. The cost is one `lstat` per changed
+//! path, never more than the walk it spares.
+
+use crate::plan::{Action, Plan};
+use cairn_snapshot::statcache::CachedKind;
+use cairn_snapshot::{Prepared, StatRecord};
+use cairn_store::RelPath;
+use rayon::prelude::*;
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// The first path of `plan` found other than `prepared` (a watched walk of the workspace at
+/// `root`) records it, or that no record vouches for; `None` when every one is as recorded.
+pub(crate) fn unseen_change(root: &Path, prepared: &Prepared<'_>, plan: &Plan) -> Option<RelPath> {
+    // Directories the plan makes: what it puts inside them replaces nothing.
+    let mut made: HashSet<&[u8]> = HashSet::new();
+    let mut checks: Vec<(&RelPath, Option<StatRecord>)> = Vec::new();
+    for a in &plan.actions {
+        let path = a.path();
+        let (parent, _) = path.split_last();
+        if !parent.is_empty() && made.contains(parent) {
+            if matches!(a, Action::MakeDir { .. }) {
+                made.insert(&path.0);
+            }
+            continue;
+        }
+        // An `rmdir` fails on a directory holding anything, and a mode change loses no
+        // content (a file whose mode is set by rewriting it is a hard link, which the stat
+        // cache never vouches for: checked below).
+        if matches!(
+            a,
+            Action::RemoveDir { .. } | Action::SetMode { dir: true, .. }
+        ) {
+            continue;
+        }
+        if matches!(a, Action::MakeDir { .. }) {
+            made.insert(&path.0);
+        }
+        match prepared.recorded(&path.0) {
+            None => return Some(path.clone()),
+            Some(None) => checks.push((path, None)),
+            // A directory the plan replaces is emptied first, each entry checked; its own
+            // record's size is its tree's, not an `lstat`'s.
+            Some(Some(e)) if e.kind == CachedKind::Dir => {}
+            Some(Some(e)) => checks.push((path, Some(e.stat))),
+        }
+    }
+    checks
+        .par_iter()
+        .find_first(|(path, held)| !as_recorded(root, path, held.as_ref()))
+        .map(|(path, _)| (*path).clone())
+}
+
+/// Whether the entry at `path` beneath `root` is what `held` says: absent for `None`, else
+/// present with the same `lstat`. An `lstat` that fails otherwise is a mismatch.
+fn as_recorded(root: &Path, path: &RelPath, held: Option<&StatRecord>) -> bool {
+    let full = root.join(OsStr::from_bytes(&path.0));
+    match rustix::fs::lstat(&full) {
+        Ok(st) => held.is_some_and(|h| h.matches(&StatRecord::of(&st))),
+        Err(rustix::io::Errno::NOENT) => held.is_none(),
+        Err(_) => false,
+    }
+}
