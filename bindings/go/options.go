@@ -255,7 +255,8 @@ type RestoreOptions struct {
 	Reference string
 	// OnDrift says what to do with drifted paths; "" is DriftOverwrite.
 	OnDrift DriftPolicy
-	// Key is an idempotency key: repeating a finished key returns the earlier report.
+	// Key is an idempotency key: repeating a finished key returns the earlier report (without
+	// its SafetyWalk: the repeat walked nothing).
 	Key string
 	// Paths restricts the restore to these files and directories (relative to the root; a
 	// directory with everything under it): every other path is left as it is. nil: all.

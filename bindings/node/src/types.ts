@@ -148,7 +148,7 @@ export interface RestoreOptions extends Cancellable {
   reference?: SnapshotId;
   /** What to do with drifted paths (default `'overwrite'`; the safety snapshot keeps them). */
   onDrift?: DriftPolicy;
-  /** An idempotency key: repeating a finished key returns the earlier report. */
+  /** An idempotency key: repeating a finished key returns the earlier report (without its `safetyWalk`: the repeat walked nothing). */
   key?: string;
   /**
    * Restore only these files and directories (relative to the root; a directory with

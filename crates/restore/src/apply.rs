@@ -25,7 +25,8 @@ use cairn_store::{fsutil, CancelToken, OperationKind, RelPath, SnapshotId, Tree,
 /// `Default` is the safest choice. Applying always changes files: a dry run is a plan.
 #[derive(Debug, Clone, Default)]
 pub struct ApplyOptions {
-    /// An idempotency key: repeating a finished key returns the earlier report.
+    /// An idempotency key: repeating a finished key returns the earlier report (without its
+    /// `safety_walk`: the repeat walked nothing).
     pub key: Option<String>,
     /// Test hook (feature `test-hooks`, for crash tests only): the process kills itself with
     /// SIGKILL after this many operations.

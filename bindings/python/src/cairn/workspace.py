@@ -508,7 +508,7 @@ class Workspace(Managed):
 
         Args:
             key: an idempotency key: applying with a key that already finished returns the
-                earlier report.
+                earlier report (without its ``safety_walk``: the repeat walked nothing).
         """
         if not isinstance(plan, RestorePlan) or not plan.document:
             raise TypeError("apply() takes a RestorePlan returned by Workspace.plan()")
