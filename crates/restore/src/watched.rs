@@ -6,13 +6,13 @@
 //! watcher bug, a kernel that dropped one without saying so), the restore would write over an
 //! edit its safety snapshot does not hold, the one loss Cairn exists to prevent. So before
 //! anything changes, every path the plan writes over, removes or creates outside a directory
-//! it makes is `lstat`ed and compared with the record the snapshot holds for it: the same
-//! `lstat` for an entry, nothing for an absence. One mismatch, or a path no record vouches
-//! for, and the restore walks the whole tree instead. The cost is one `lstat` per changed
-//! path, never more than the walk it spares.
+//! it makes is `lstat`ed and compared with the record the snapshot holds for it
+//! ([`Prepared::dir_record`]): the same `lstat` for an entry, nothing for an absence. One
+//! mismatch, or a path no record vouches for, and the restore walks the whole tree instead.
+//! The cost is one `lstat` per changed path, never more than the walk it spares.
 
 use crate::plan::{Action, Plan};
-use cairn_snapshot::statcache::CachedKind;
+use cairn_snapshot::statcache::{CachedKind, DirRecord};
 use cairn_snapshot::{Prepared, StatRecord};
 use cairn_store::RelPath;
 use rayon::prelude::*;
@@ -20,17 +20,21 @@ use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The first path of `plan` found other than `prepared` (a watched walk of the workspace at
 /// `root`) records it, or that no record vouches for; `None` when every one is as recorded.
 pub(crate) fn unseen_change(root: &Path, prepared: &Prepared<'_>, plan: &Plan) -> Option<RelPath> {
     // Directories the plan makes: what it puts inside them replaces nothing.
     let mut made: HashSet<&[u8]> = HashSet::new();
+    // The plan's paths come sorted, so most share the directory before them: its record is
+    // looked up (and decoded) once for them.
+    let mut last: Option<(&[u8], Option<Arc<DirRecord>>)> = None;
     let mut checks: Vec<(&RelPath, Option<StatRecord>)> = Vec::new();
     for a in &plan.actions {
         let path = a.path();
         let (parent, _) = path.split_last();
-        if !parent.is_empty() && made.contains(parent) {
+        if made.contains(parent) {
             if matches!(a, Action::MakeDir { .. }) {
                 made.insert(&path.0);
             }
@@ -48,13 +52,28 @@ pub(crate) fn unseen_change(root: &Path, prepared: &Prepared<'_>, plan: &Plan) -
         if matches!(a, Action::MakeDir { .. }) {
             made.insert(&path.0);
         }
-        match prepared.recorded(&path.0) {
-            None => return Some(path.clone()),
-            Some(None) => checks.push((path, None)),
-            // A directory the plan replaces is emptied first, each entry checked; its own
-            // record's size is its tree's, not an `lstat`'s.
-            Some(Some(e)) if e.kind == CachedKind::Dir => {}
-            Some(Some(e)) => checks.push((path, Some(e.stat))),
+        let (parent, name) = path.split_last();
+        let record = match &last {
+            Some((dir, record)) if *dir == parent => record.clone(),
+            _ => {
+                let record = prepared.dir_record(parent);
+                last = Some((parent, record.clone()));
+                record
+            }
+        };
+        let Some(record) = record else {
+            return Some(path.clone());
+        };
+        match record.get(name) {
+            None => checks.push((path, None)),
+            Some(e) => match e.kind {
+                // Left in place by an exclude: no plan touches it, and no record vouches.
+                CachedKind::Excluded(_) => return Some(path.clone()),
+                // A directory the plan replaces is emptied first, each entry checked; its own
+                // record's size is its tree's, not an `lstat`'s.
+                CachedKind::Dir => {}
+                CachedKind::File | CachedKind::Symlink => checks.push((path, Some(e.stat))),
+            },
         }
     }
     checks

@@ -84,35 +84,21 @@ impl Prepared<'_> {
         &self.out.walk
     }
 
-    /// What the snapshot holds at `path` (relative to the root), as its directory's record
-    /// says: the walk's own for a directory it listed, else the stat cache's, which a watcher
-    /// vouched for. `Some(Some(entry))`: that entry, with the `lstat` it was recorded with;
-    /// `Some(None)`: nothing there; `None`: no record says (the directory has none, or the
-    /// entry was looked at but not recorded: too large, changing, a hard link).
+    /// The record of directory `dir` (relative to the root) that the snapshot's entries there
+    /// come from: the walk's own for a directory it listed, else the stat cache's, which a
+    /// watcher vouched for; `None` when there is none. An entry a record does not name was
+    /// absent, or looked at but not recorded (too large, changing, a hard link).
     ///
     /// A restore planned from a watched walk compares what it will overwrite or remove with
     /// these records before changing anything (see `cairn_restore::apply`).
-    pub fn recorded(&self, path: &[u8]) -> Option<Option<statcache::CachedEntry>> {
-        let (dir, name) = match path.iter().rposition(|&b| b == b'/') {
-            Some(i) => (&path[..i], &path[i + 1..]),
-            None => (&b""[..], path),
-        };
+    pub fn dir_record(&self, dir: &[u8]) -> Option<std::sync::Arc<statcache::DirRecord>> {
         let fresh = self.out.dirs.iter().find_map(|u| match u {
             statcache::Update::Fresh(r, _) if r.path == dir => Some(r),
             _ => None,
         });
-        let held;
-        let record = match fresh {
-            Some(r) => r,
-            None => {
-                held = self.cache.dir(dir)?;
-                &*held
-            }
-        };
-        match record.get(name) {
-            None => Some(None),
-            Some(e) if matches!(e.kind, statcache::CachedKind::Excluded(_)) => None,
-            Some(e) => Some(Some(e.clone())),
+        match fresh {
+            Some(r) => Some(std::sync::Arc::new(r.clone())),
+            None => self.cache.dir(dir),
         }
     }
 
