@@ -38,8 +38,10 @@ fn measure(mode: &str, copy: &std::path::Path) -> Result<(), Box<dyn std::error:
         "decode (every record held)"
     };
     println!(
-        "{what}: {} directories, {} entries, {:.1} ms, RssAnon +{:.1} MiB, {:.0} bytes an entry",
+        "{what}: {} directories ({} with their subtree's totals), {} entries, {:.1} ms, RssAnon \
+         +{:.1} MiB, {:.0} bytes an entry",
         cache.dir_count(),
+        cache.stored_totals(),
         cache.len(),
         took.as_secs_f64() * 1e3,
         held,

@@ -1,9 +1,10 @@
-//! The stat cache's file as bytes: the header, version 7 (records, then head, index and
-//! footer), version 6 (head, records, index) and versions 3 to 5 (one postcard body), read and
-//! written (see the module above for the format).
+//! The stat cache's file as bytes: the header, version 8 (records, then head, index and
+//! footer), version 7 (the same without subtree totals in the index), version 6 (head,
+//! records, index) and versions 3 to 5 (one postcard body), read and written (see the module
+//! above for the format).
 
 use super::{
-    stored, CachedEntry, CachedKind, DirRecord, PrimedSet, Slot, StatCache, StatRecord,
+    stored, CachedEntry, CachedKind, DirRecord, PrimedSet, Slot, StatCache, StatRecord, Totals,
     COMPACT_RATIO,
 };
 use crate::watch::Token;
@@ -15,16 +16,18 @@ use std::path::Path;
 
 /// Magic at the start of a stat cache file.
 pub const STATCACHE_MAGIC: &[u8; 8] = b"CAIRNSTC";
-/// The stat cache format version (version 6, the head before the records, version 5, one
-/// postcard body with every record, version 4, the same without the watcher's token in the
-/// header, and version 3, also without the files restores wrote, are still read).
-pub const STATCACHE_VERSION: u32 = 7;
+/// The stat cache format version (version 7, the index without subtree totals, version 6, the
+/// head before the records, version 5, one postcard body with every record, version 4, the
+/// same without the watcher's token in the header, and version 3, also without the files
+/// restores wrote, are still read).
+pub const STATCACHE_VERSION: u32 = 8;
 /// The earlier versions still read.
+const STATCACHE_VERSION_7: u32 = 7;
 const STATCACHE_VERSION_6: u32 = 6;
 const STATCACHE_VERSION_3: u32 = 3;
 const STATCACHE_VERSION_4: u32 = 4;
 const STATCACHE_VERSION_5: u32 = 5;
-/// The footer of a version 7 file: where the head begins and its length, where the index
+/// The footer of a version 7 or 8 file: where the head begins and its length, where the index
 /// begins and its length, each a little-endian `u64`, then the first 8 bytes of the SHA-256 of
 /// the head's and the index's bytes (a footer appended over a torn write names no garbage).
 pub const FOOTER_LEN: usize = 4 * 8 + 8;
@@ -153,10 +156,12 @@ impl StatCacheFile {
     }
 }
 
-/// Where a directory's record lies in a version 6 or 7 file and what the index says of it: `len`
-/// bytes at `at` (from the start of the file), a record of `entries` entries, holding the
-/// directory's own `lstat` when `vouched`, whose bytes' SHA-256 begins with `check` (a record
-/// spoiled on disk is no record, rather than one whose blob ids are wrong).
+/// Where a directory's record lies in a version 6 to 8 file and what the index says of it:
+/// `len` bytes at `at` (from the start of the file), a record of `entries` entries, holding
+/// the directory's own `lstat` when `vouched`, whose bytes' SHA-256 begins with `check` (a
+/// record spoiled on disk is no record, rather than one whose blob ids are wrong), and
+/// (version 8) what its whole subtree holds when that was counted and nothing in it is left
+/// out.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) struct Extent {
     pub(super) at: u64,
@@ -164,9 +169,45 @@ pub(super) struct Extent {
     pub(super) entries: u32,
     pub(super) vouched: bool,
     check: [u8; 8],
+    pub(super) subtree: Option<Totals>,
 }
 
-/// The head of a version 6 or 7 body: everything but the directory records.
+/// An [`Extent`] as the index of a version 6 or 7 file holds it: without subtree totals.
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct ExtentV7 {
+    at: u64,
+    len: u32,
+    entries: u32,
+    vouched: bool,
+    check: [u8; 8],
+}
+
+/// A [`Place`] of a version 6 or 7 index.
+#[derive(Debug, Clone, Deserialize)]
+struct PlaceV7 {
+    #[serde(with = "serde_bytes")]
+    path: Vec<u8>,
+    extent: ExtentV7,
+}
+
+impl From<PlaceV7> for Place {
+    fn from(p: PlaceV7) -> Place {
+        let x = p.extent;
+        Place {
+            path: p.path,
+            extent: Extent {
+                at: x.at,
+                len: x.len,
+                entries: x.entries,
+                vouched: x.vouched,
+                check: x.check,
+                subtree: None,
+            },
+        }
+    }
+}
+
+/// The head of a version 6 to 8 body: everything but the directory records.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(super) struct BodyHead {
     pub(super) key: [u8; 16],
@@ -175,7 +216,7 @@ pub(super) struct BodyHead {
     pub(super) primed: Vec<PrimedSet>,
 }
 
-/// One entry of a version 6 or 7 body's index: the record of the directory at `path`, and where
+/// One entry of a version 8 body's index: the record of the directory at `path`, and where
 /// (postcard encodes the nested fields as if they were this struct's own).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct Place {
@@ -257,6 +298,7 @@ fn parse_header(bytes: &[u8]) -> Option<Header> {
     let version = u32::from_le_bytes(bytes[8..12].try_into().ok()?);
     if ![
         STATCACHE_VERSION,
+        STATCACHE_VERSION_7,
         STATCACHE_VERSION_6,
         STATCACHE_VERSION_5,
         STATCACHE_VERSION_4,
@@ -308,14 +350,14 @@ fn postcard_error(e: postcard::Error) -> std::io::Error {
     std::io::Error::other(format!("writing the stat cache: {e}"))
 }
 
-/// Writes a version 7 cache file to `out`: magic, version, header, each directory's record
-/// (see [`write_records`]), then the head, the index and the footer (see [`write_tail`]).
-/// Returns the index: where each record now lies, and the file's length.
-fn write_v7<'a>(
+/// Writes a cache file of this version to `out`: magic, version, header, each directory's
+/// record (see [`write_records`]), then the head, the index and the footer (see
+/// [`write_tail`]). Returns the index: where each record now lies, and the file's length.
+fn write_body<'a>(
     out: &mut dyn Write,
     top: &Top<'_>,
     head: &BodyHead,
-    dirs: impl Iterator<Item = (&'a [u8], Src<'a>)>,
+    dirs: impl Iterator<Item = Written<'a>>,
     source: Option<&std::fs::File>,
 ) -> std::io::Result<(Vec<Place>, u64)> {
     let mut out = cairn_store::fsutil::CountingWriter { inner: out, n: 0 };
@@ -328,20 +370,23 @@ fn write_v7<'a>(
     Ok((places, out.n))
 }
 
+/// A directory record to write, with the totals of its subtree to store beside its place.
+type Written<'a> = (&'a [u8], Src<'a>, Option<Totals>);
+
 /// Writes directory records to `out` (which counts from the start of the file), each encoded
 /// from memory or its bytes copied from `source`, the file a stored one's extent points into
-/// (with its check), and adds where each now lies to `places`. A `Stored` record that cannot
-/// be read is left out (its directory is then listed as if new to the cache, the rule for any
-/// record that fails).
+/// (with its check), and adds where each now lies, with its subtree's totals, to `places`. A
+/// `Stored` record that cannot be read is left out (its directory is then listed as if new to
+/// the cache, the rule for any record that fails).
 fn write_records<'a>(
     out: &mut cairn_store::fsutil::CountingWriter<'_>,
-    dirs: impl Iterator<Item = (&'a [u8], Src<'a>)>,
+    dirs: impl Iterator<Item = Written<'a>>,
     source: Option<&std::fs::File>,
     places: &mut Vec<Place>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut buf: Vec<u8> = Vec::new();
-    for (path, src) in dirs {
+    for (path, src, subtree) in dirs {
         buf.clear();
         let extent = match src {
             // Copied as they are, with their check: a record spoiled on disk stays one a
@@ -359,6 +404,7 @@ fn write_records<'a>(
                 None => continue,
             },
         };
+        let extent = Extent { subtree, ..extent };
         places.push(Place {
             path: path.to_vec(),
             extent,
@@ -403,10 +449,11 @@ fn extent_of(record: &DirRecord, at: u64, len: usize) -> Option<Extent> {
         entries,
         vouched: record.stat.is_some(),
         check: [0; 8],
+        subtree: None,
     })
 }
 
-/// Writes the head, the index `places` and the footer of a version 7 body to `out` (which
+/// Writes the head, the index `places` and the footer of a body to `out` (which
 /// counts from the start of the file). The index goes out as it is encoded, through the
 /// footer's check, rather than encoded whole first: for 500,000 files it is over 4 MiB, held
 /// twice over when it was copied into an appended tail (DEVELOPMENT.md, the watcher's peak).
@@ -456,29 +503,41 @@ impl<W: Write> Write for Checking<'_, W> {
     }
 }
 
-/// The check a version 7 footer holds: the first 8 bytes of the SHA-256 of the head's bytes
+/// The check a version 7 or 8 footer holds: the first 8 bytes of the SHA-256 of the head's bytes
 /// and then the index's.
 fn tail_check(head: &[u8], index: &[u8]) -> [u8; 8] {
     check_of(&[head, index])
 }
 
-/// Whether a file of `version` has an index (versions 6 and 7), so that its records are read
+/// Whether a file of `version` has an index (versions 6 to 8), so that its records are read
 /// one at a time; older ones hold one body, decoded whole.
 fn is_indexed(version: u32) -> bool {
-    version == STATCACHE_VERSION || version == STATCACHE_VERSION_6
+    [STATCACHE_VERSION, STATCACHE_VERSION_7, STATCACHE_VERSION_6].contains(&version)
 }
 
-/// Reads the head and index of a version 7 or 6 file (see [`parse_v7`] and [`parse_v6`]).
+/// Reads the head and index of a version 8, 7 or 6 file (see [`parse_v7`] and [`parse_v6`]).
 fn parse_indexed(
     h: &Header,
     total: u64,
     read: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
 ) -> Option<(BodyHead, Vec<Place>)> {
     match h.version {
-        STATCACHE_VERSION => parse_v7(h, total, read),
+        STATCACHE_VERSION | STATCACHE_VERSION_7 => parse_v7(h, total, read),
         STATCACHE_VERSION_6 => parse_v6(h, total, read),
         _ => None,
     }
+}
+
+/// Decodes an index of a file of `version`, which must be all of `bytes`: version 8's
+/// places, or version 6's and 7's, which have no subtree totals.
+fn decode_index(version: u32, bytes: &[u8]) -> Option<Vec<Place>> {
+    if version == STATCACHE_VERSION {
+        let (places, left): (Vec<Place>, _) = postcard::take_from_bytes(bytes).ok()?;
+        return left.is_empty().then_some(places);
+    }
+    let (places, left): (Vec<PlaceV7>, _) = postcard::take_from_bytes(bytes).ok()?;
+    left.is_empty()
+        .then(|| places.into_iter().map(Place::from).collect())
 }
 
 /// The footer of `len` bytes that ends a file of `total` bytes, and where it begins.
@@ -498,7 +557,7 @@ fn u64_at(bytes: &[u8], i: usize) -> Option<u64> {
     ))
 }
 
-/// Reads the head and index of a version 7 file of `total` bytes whose header is `h`, through
+/// Reads the head and index of a version 7 or 8 file of `total` bytes whose header is `h`, through
 /// `read(at, len)`; checks the footer's check, that the head lies after the header and before
 /// the index, that every place lies between the header and the head, and that the head's key
 /// is the header's.
@@ -523,7 +582,7 @@ fn parse_v7(
         return None;
     }
     let (head, rest): (BodyHead, _) = postcard::take_from_bytes(&head_bytes).ok()?;
-    let (places, left): (Vec<Place>, _) = postcard::take_from_bytes(&index_bytes).ok()?;
+    let places = decode_index(h.version, &index_bytes)?;
     let inside = |p: &Place| {
         let x = p.extent;
         x.at >= start
@@ -531,8 +590,7 @@ fn parse_v7(
                 .checked_add(u64::from(x.len))
                 .is_some_and(|e| e <= head_at)
     };
-    (rest.is_empty() && left.is_empty() && head.key == h.key && places.iter().all(inside))
-        .then_some((head, places))
+    (rest.is_empty() && head.key == h.key && places.iter().all(inside)).then_some((head, places))
 }
 
 /// Reads the head and index of a version 6 file of `total` bytes whose header is `h`, through
@@ -556,7 +614,7 @@ fn parse_v6(
     let head_bytes = read(start, usize::try_from(records_at - start).ok()?)?;
     let (head, rest): (BodyHead, _) = postcard::take_from_bytes(&head_bytes).ok()?;
     let index_bytes = read(index_at, usize::try_from(index_len).ok()?)?;
-    let (places, left): (Vec<Place>, _) = postcard::take_from_bytes(&index_bytes).ok()?;
+    let places = decode_index(h.version, &index_bytes)?;
     let inside = |p: &Place| {
         let x = p.extent;
         x.at >= records_at
@@ -564,8 +622,7 @@ fn parse_v6(
                 .checked_add(u64::from(x.len))
                 .is_some_and(|e| e <= index_at)
     };
-    (rest.is_empty() && left.is_empty() && head.key == h.key && places.iter().all(inside))
-        .then_some((head, places))
+    (rest.is_empty() && head.key == h.key && places.iter().all(inside)).then_some((head, places))
 }
 
 /// Decodes the record of the directory at `path` from `bytes`, the `extent.len` bytes at
@@ -717,8 +774,8 @@ impl StatCache {
         let dirs = body
             .dirs
             .iter()
-            .map(|d| (d.path.as_slice(), Src::Record(d)));
-        write_v7(&mut out, &top, &head, dirs, None)
+            .map(|d| (d.path.as_slice(), Src::Record(d), None));
+        write_body(&mut out, &top, &head, dirs, None)
             .expect("a stat cache always encodes into memory");
         out
     }
@@ -742,10 +799,14 @@ impl StatCache {
         if let Ok(Some(appended)) = self.append(path, &top, &head) {
             return Ok(appended);
         }
-        let dirs = self.dirs.iter().map(|(p, s)| (p.as_slice(), Src::from(s)));
+        let totals = self.totals();
+        let dirs = self
+            .dirs
+            .iter()
+            .map(|(p, s)| (p.as_slice(), Src::from(s), totals.of(p, s)));
         let source = self.source.as_deref();
         let (file, (places, len)) = write_replacing(tmp_dir, path, |out| {
-            write_v7(out, &top, &head, dirs, source)
+            write_body(out, &top, &head, dirs, source)
         })?;
         Ok((std::sync::Arc::new(file), len, places))
     }
@@ -786,17 +847,19 @@ impl StatCache {
         if (now.dev(), now.ino()) != (then.dev(), then.ino()) || now.len() != base {
             return Ok(None);
         }
+        let totals = self.totals();
         let mut places = Vec::with_capacity(self.dirs.len());
         let mut held = Vec::new();
         let mut live = 0u64;
         for (path, slot) in &self.dirs {
+            let subtree = totals.of(path, slot);
             match slot {
-                Slot::Held(r) => held.push((path.as_slice(), r.as_ref())),
+                Slot::Held(r) => held.push((path.as_slice(), r.as_ref(), subtree)),
                 Slot::Stored(x) => {
                     live += u64::from(x.len);
                     places.push(Place {
                         path: path.clone(),
-                        extent: *x,
+                        extent: Extent { subtree, ..*x },
                     });
                 }
             }
@@ -806,14 +869,17 @@ impl StatCache {
         // file stays within the ratio, and nothing is held whole to find out.
         let stored = places.len();
         let mut end = base;
-        for (path, record) in &held {
+        for (path, record, subtree) in &held {
             let Some(extent) = record_extent(record, end)? else {
                 continue;
             };
             end += u64::from(extent.len);
             places.push(Place {
                 path: path.to_vec(),
-                extent,
+                extent: Extent {
+                    subtree: *subtree,
+                    ..extent
+                },
             });
         }
         let sized = |n: postcard::Result<usize>| n.map(|n| n as u64).map_err(postcard_error);
@@ -833,7 +899,7 @@ impl StatCache {
             inner: &mut tail,
             n: base,
         };
-        let records = held.into_iter().map(|(p, r)| (p, Src::Record(r)));
+        let records = held.into_iter().map(|(p, r, t)| (p, Src::Record(r), t));
         write_records(&mut out, records, None, &mut places)?;
         write_tail(&mut out, head, &places)?;
         let written = out.n;

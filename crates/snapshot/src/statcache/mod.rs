@@ -4,19 +4,21 @@
 //! read again, and a directory whose entries all match keeps its tree id without the tree being
 //! built, encoded and hashed again: a snapshot with nothing changed costs one `lstat` per entry.
 //!
-//! File format (version 7): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
+//! File format (version 8): `"CAIRNSTC"`, a little-endian `u32` version, a fixed header of
 //! [`HEADER_LEN`] bytes (the snapshot the records were last confirmed by, when it started, the
 //! key of the body, the watcher token the records were confirmed with, and a checksum of those
 //! fields), then the body: each directory's record encoded on its own, the head (key, capture
-//! rules, root, the files restores wrote), an index of where each record lies, and a footer of
+//! rules, root, the files restores wrote), an index of where each record lies (with what its
+//! whole subtree holds, when that is known and nothing in it is left out), and a footer of
 //! [`FOOTER_LEN`] bytes that says where the head and the index lie, with a check of their
 //! bytes. A process reads the header, the footer, the head and the index, and each directory's
 //! record only when a walk looks at that directory (`pread`, see [`StatCache::dir`]): a
-//! watched snapshot of a 500,000-file tree that changed ten files decodes a few records, and
-//! the `cairn watch` daemon holds the index, not half a million records, between snapshots.
-//! Version 6 (the head before the records, a footer of three `u64`s) and versions 3 to 5 (one
-//! postcard-encoded [`StatCacheBody`]; 3 and 4 with a header of [`HEADER_LEN_V4`] bytes,
-//! without the token) are still read, 3 to 5 whole. The key is new each time a body is
+//! watched snapshot of a 500,000-file tree that changed ten files decodes a few records, takes
+//! every directory off the way to a change whole from its totals in the index, and the `cairn
+//! watch` daemon holds the index, not half a million records, between snapshots. Version 7
+//! (the same without totals), version 6 (the head before the records, a footer of three
+//! `u64`s) and versions 3 to 5 (one postcard-encoded [`StatCacheBody`]; 3 and 4 with a
+//! header of [`HEADER_LEN_V4`] bytes, without the token) are still read, 3 to 5 whole. The key is new each time a body is
 //! written and kept when only the header is rewritten, so a process that holds the body it
 //! last wrote or read (see [`CacheMemo`]) knows from the header alone that it may use it
 //! without reading the file.
@@ -112,10 +114,10 @@ pub struct StatCache {
     pub root: Option<(TreeId, u64)>,
     /// Each directory's record, by path: where the file holds it, or in memory.
     dirs: HashMap<Vec<u8>, Slot>,
-    /// The version 6 or 7 file the `Stored` records are read from (opened once: a file
+    /// The version 6 to 8 file the `Stored` records are read from (opened once: a file
     /// renamed over it later does not change what this one holds).
     source: Option<std::sync::Arc<std::fs::File>>,
-    /// The length of `source` when it was read or written, when it is a version 7 file (only
+    /// The length of `source` when it was read or written, when it is of this version (only
     /// such a file is appended to): a file appended to since by someone else is not appended
     /// to again (see [`StatCache::save`]).
     source_len: Option<u64>,
@@ -162,7 +164,7 @@ impl Slot {
     }
 }
 
-/// What a subtree the cache vouches for holds, in all (see [`StatCache::subtree`]).
+/// What a subtree the cache vouches for holds, in all (see [`StatCache::count_subtree`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Subtree {
     pub files: u64,
@@ -170,6 +172,70 @@ pub(crate) struct Subtree {
     pub symlinks: u64,
     pub dirs: u64,
     pub kept: Vec<crate::walk::Kept>,
+}
+
+impl Subtree {
+    /// Its totals, when nothing in it is left out (only such a subtree's are stored).
+    fn totals(&self) -> Option<Totals> {
+        self.kept.is_empty().then_some(Totals {
+            files: self.files,
+            bytes: self.bytes,
+            symlinks: self.symlinks,
+            dirs: self.dirs,
+        })
+    }
+}
+
+impl From<Totals> for Subtree {
+    fn from(t: Totals) -> Subtree {
+        Subtree {
+            files: t.files,
+            bytes: t.bytes,
+            symlinks: t.symlinks,
+            dirs: t.dirs,
+            kept: Vec::new(),
+        }
+    }
+}
+
+/// What a whole subtree holds, as the index of a version 8 file stores it with its
+/// directory's place: only for a subtree the cache vouches for in which nothing is left out,
+/// so that a process that did not count it takes it whole without reading a record beneath
+/// it (see [`StatCache::count_subtree`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Totals {
+    files: u64,
+    bytes: u64,
+    symlinks: u64,
+    dirs: u64,
+}
+
+impl Totals {
+    /// What a directory holds itself: one directory, and its files and links.
+    fn own(r: &DirRecord) -> Totals {
+        let mut t = Totals {
+            dirs: 1,
+            ..Totals::default()
+        };
+        for e in &r.entries {
+            match e.kind {
+                CachedKind::File => {
+                    t.files += 1;
+                    t.bytes += e.stat.size;
+                }
+                CachedKind::Symlink => t.symlinks += 1,
+                CachedKind::Dir | CachedKind::Excluded(_) => {}
+            }
+        }
+        t
+    }
+
+    fn add(&mut self, t: &Totals) {
+        self.files += t.files;
+        self.bytes += t.bytes;
+        self.symlinks += t.symlinks;
+        self.dirs += t.dirs;
+    }
 }
 
 /// The memo of [`Subtree`]s: cloned empty (a copy of a cache counts again).
@@ -185,6 +251,45 @@ impl Clone for Subtrees {
 impl std::fmt::Debug for Subtrees {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Subtrees({})", self.0.lock().len())
+    }
+}
+
+/// The subtree totals a file about to be written stores (see [`StatCache::totals`]).
+struct WriteTotals<'s> {
+    cache: &'s StatCache,
+    /// Those of the records held in memory, by directory.
+    held: HashMap<&'s [u8], Option<Totals>>,
+}
+
+impl WriteTotals<'_> {
+    /// What the file stores for the subtree of directory `path`, whose record is `slot`.
+    fn of(&self, path: &[u8], slot: &Slot) -> Option<Totals> {
+        match slot {
+            Slot::Held(_) => self.held.get(path).copied().flatten(),
+            Slot::Stored(x) => x.subtree.or_else(|| self.cache.counted(path)?.totals()),
+        }
+    }
+}
+
+/// `path` and each directory above it, up to the root (`""`), the deepest first.
+fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut next = Some(path);
+    std::iter::from_fn(move || {
+        let p = next?;
+        next = match p.iter().rposition(|&b| b == b'/') {
+            Some(i) => Some(&p[..i]),
+            None if !p.is_empty() => Some(&b""[..]),
+            None => None,
+        };
+        Some(p)
+    })
+}
+
+/// Forgets the subtree totals the file stored for directory `path` (something beneath it
+/// changed).
+fn forget_totals(dirs: &mut HashMap<Vec<u8>, Slot>, path: &[u8]) {
+    if let Some(Slot::Stored(x)) = dirs.get_mut(path) {
+        x.subtree = None;
     }
 }
 
@@ -224,7 +329,7 @@ impl StatCache {
     }
 
     /// Loads the cache at `path`. A missing, unreadable or undecodable cache is empty: the
-    /// cache only saves work, it never decides content. Of a version 6 or 7 file only the
+    /// cache only saves work, it never decides content. Of a version 6 to 8 file only the
     /// header, the head and the index are read; each record is read when asked for ([`StatCache::dir`]),
     /// from the file as it was opened here.
     pub fn load(path: &Path) -> StatCache {
@@ -406,16 +511,11 @@ impl StatCache {
                     continue;
                 };
                 // Its subtree, and each one above it, holds something else now.
-                let mut p = r.path.as_slice();
-                loop {
+                for p in ancestors(&r.path) {
                     if subtrees.remove(p).is_some() || p == r.path.as_slice() {
                         recount.push(p.to_vec());
                     }
-                    match p.iter().rposition(|&b| b == b'/') {
-                        Some(i) => p = &p[..i],
-                        None if !p.is_empty() => p = b"",
-                        None => break,
-                    }
+                    forget_totals(&mut old, p);
                 }
                 match gone_here {
                     Some(names) => {
@@ -444,6 +544,7 @@ impl StatCache {
             old
         } else {
             let mut dirs = HashMap::with_capacity(walked.size_hint().0);
+            let mut fresh = Vec::new();
             for u in walked {
                 match u {
                     Update::Same(path) => {
@@ -452,8 +553,16 @@ impl StatCache {
                         }
                     }
                     Update::Fresh(r, _) => {
+                        fresh.push(r.path.clone());
                         dirs.insert(r.path.clone(), Slot::Held(std::sync::Arc::new(r)));
                     }
+                }
+            }
+            // A directory whose record is the same may hold one that is not: what the file
+            // stored of its subtree is told no longer.
+            for f in &fresh {
+                for p in ancestors(f) {
+                    forget_totals(&mut dirs, p);
                 }
             }
             dirs
@@ -478,27 +587,29 @@ impl StatCache {
         }
     }
 
-    /// What the subtree at `path` holds, from the records: each directory's entries added to
-    /// its subdirectories' totals, remembered until a record in it changes (so after a change
-    /// only the changed directory and those above it are added up again). `None` (not
-    /// remembered) when a directory in it has no record, or one that does not vouch for its
-    /// listing.
+    /// What the subtree at `path` holds: the totals the file stored with its place when it has
+    /// them (version 8: a process that did not count it reads no record beneath it), else from
+    /// the records, each directory's entries added to its subdirectories' totals; remembered
+    /// until a record in it changes (so after a change only the changed directory and those
+    /// above it are added up again). `None` (not remembered) when a directory in it has no
+    /// record, or one that does not vouch for its listing.
     pub(crate) fn count_subtree(&self, path: &[u8]) -> Option<std::sync::Arc<Subtree>> {
         if let Some(t) = self.counted(path) {
             return Some(t);
         }
-        let r = self.dir(path).filter(|r| r.stat.is_some())?;
-        let mut t = Subtree {
-            dirs: 1,
-            ..Default::default()
-        };
+        let slot = self.dirs.get(path)?;
+        if let Slot::Stored(Extent {
+            subtree: Some(t), ..
+        }) = slot
+        {
+            let t = std::sync::Arc::new(Subtree::from(*t));
+            self.subtrees.0.lock().insert(path.to_vec(), t.clone());
+            return Some(t);
+        }
+        let r = self.record(path, slot).filter(|r| r.stat.is_some())?;
+        let mut t = Subtree::from(Totals::own(&r));
         for e in &r.entries {
             match e.kind {
-                CachedKind::File => {
-                    t.files += 1;
-                    t.bytes += e.stat.size;
-                }
-                CachedKind::Symlink => t.symlinks += 1,
                 CachedKind::Dir => {
                     let c = self.count_subtree(&cairn_store::relpath::join(path, &e.name))?;
                     t.files += c.files;
@@ -512,11 +623,66 @@ impl StatCache {
                     reason,
                     is_dir: e.stat.mode & S_IFMT == S_IFDIR,
                 }),
+                CachedKind::File | CachedKind::Symlink => {}
             }
         }
         let t = std::sync::Arc::new(t);
         self.subtrees.0.lock().insert(path.to_vec(), t.clone());
         Some(t)
+    }
+
+    /// Each directory's subtree totals as the file about to be written stores them: those the
+    /// file they came from stored (and no change since made stale), those counted in this
+    /// process, and those of the records held in memory, added up without reading a record
+    /// from the file (a subtree with a directory whose totals are not known has none).
+    fn totals(&self) -> WriteTotals<'_> {
+        let mut held = HashMap::new();
+        for (path, slot) in &self.dirs {
+            if let Slot::Held(_) = slot {
+                self.total_of(path, &mut held);
+            }
+        }
+        WriteTotals { cache: self, held }
+    }
+
+    /// The totals of the subtree at `path` (see [`StatCache::totals`]); those of a record held
+    /// in memory are remembered in `held`.
+    fn total_of<'s>(
+        &'s self,
+        path: &[u8],
+        held: &mut HashMap<&'s [u8], Option<Totals>>,
+    ) -> Option<Totals> {
+        let (key, slot) = self.dirs.get_key_value(path)?;
+        let r = match slot {
+            Slot::Stored(x) => return x.subtree.or_else(|| self.counted(path)?.totals()),
+            Slot::Held(r) => r,
+        };
+        if let Some(t) = held.get(path) {
+            return *t;
+        }
+        let t = match self.counted(path) {
+            Some(c) => c.totals(),
+            None => {
+                let mut t = Totals::own(r);
+                let mut whole = r.stat.is_some();
+                for e in &r.entries {
+                    match e.kind {
+                        CachedKind::File | CachedKind::Symlink => {}
+                        CachedKind::Excluded(_) => whole = false,
+                        CachedKind::Dir => {
+                            let child = cairn_store::relpath::join(path, &e.name);
+                            match self.total_of(&child, held) {
+                                Some(c) => t.add(&c),
+                                None => whole = false,
+                            }
+                        }
+                    }
+                }
+                whole.then_some(t)
+            }
+        };
+        held.insert(key, t);
+        t
     }
 
     /// Whether the records came from a file of this format version (only such a file's header
@@ -706,6 +872,23 @@ impl StatCache {
         self.dirs
             .values()
             .filter(|s| matches!(s, Slot::Held(_)))
+            .count()
+    }
+
+    /// Number of directories whose whole subtree's totals the file they were read from
+    /// stores (version 8; see [`StatCache::count_subtree`]) and no change since made stale.
+    pub fn stored_totals(&self) -> usize {
+        self.dirs
+            .values()
+            .filter(|s| {
+                matches!(
+                    s,
+                    Slot::Stored(Extent {
+                        subtree: Some(_),
+                        ..
+                    })
+                )
+            })
             .count()
     }
 

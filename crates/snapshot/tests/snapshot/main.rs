@@ -6,4 +6,5 @@ mod fixtures;
 mod skipping;
 mod statcache;
 mod statcache_property;
+mod totals;
 mod watch;

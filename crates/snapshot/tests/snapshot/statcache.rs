@@ -746,7 +746,7 @@ fn a_snapshot_soon_after_another_calls_off_its_pending_write_and_the_last_cache_
     assert_eq!(fourth.stats.hashed, 1, "only the racy file is read again");
 }
 
-/// Where a version 7 cache file written whole has its records: from the end of the header to
+/// Where a cache file of this version written whole has its records: from the end of the header to
 /// where its head begins (its footer's first field).
 fn records_span(bytes: &[u8]) -> (usize, usize) {
     let footer = &bytes[bytes.len() - cairn_snapshot::statcache::FOOTER_LEN..];
@@ -858,7 +858,7 @@ fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
 }
 
 #[test]
-fn a_version_6_cache_is_read_and_then_written_whole_in_version_7_never_appended_to() {
+fn a_version_6_cache_is_read_and_then_written_whole_in_this_version_never_appended_to() {
     // A cache version 6 wrote (committed as a fuzz seed when that version was current).
     let v6: &[u8] = include_bytes!("../../../../fuzz/corpus/stat_cache/seed-ccb31db069c5b082");
     assert_eq!(v6[8..12], 6u32.to_le_bytes());

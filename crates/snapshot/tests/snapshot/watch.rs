@@ -954,7 +954,7 @@ fn a_directory_with_more_changed_entries_than_the_watcher_remembers_is_listed_wh
 
 /// Waits until every change made so far is older than the stat cache's racy window (a wait
 /// on the clock, which is what the window is about).
-fn past_the_racy_window(since: std::time::Instant) {
+pub(crate) fn past_the_racy_window(since: std::time::Instant) {
     let window = std::time::Duration::from_nanos(cairn_snapshot::statcache::RACY_WINDOW_NS as u64);
     while since.elapsed() <= window + std::time::Duration::from_millis(100) {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -1117,9 +1117,29 @@ fn a_watcher_knows_when_its_root_is_gone() {
 /// A change source that says what the test tells it: the first snapshot walks the whole tree,
 /// every later one only `next`.
 #[derive(Debug)]
-struct Told {
-    next: parking_lot::Mutex<cairn_snapshot::Scope>,
+pub(crate) struct Told {
+    pub(crate) next: parking_lot::Mutex<cairn_snapshot::Scope>,
     seq: std::sync::atomic::AtomicU64,
+}
+
+impl Told {
+    /// A source that has been told nothing yet (a snapshot that has a token walks whole).
+    pub(crate) fn new() -> Arc<Told> {
+        Arc::new(Told {
+            next: parking_lot::Mutex::new(cairn_snapshot::Scope::Full("unset".into())),
+            seq: Default::default(),
+        })
+    }
+
+    /// Says that the directories `dirs` changed (each listed again), and nothing else.
+    pub(crate) fn tell(&self, dirs: &[&str]) {
+        *self.next.lock() = cairn_snapshot::Scope::Partial {
+            dirs: dirs.iter().map(|d| d.as_bytes().to_vec()).collect(),
+            names: Vec::new(),
+            subtrees: Vec::new(),
+            note: None,
+        };
+    }
 }
 
 impl cairn_snapshot::ChangeSource for Told {
@@ -1162,10 +1182,7 @@ fn a_directory_on_the_way_to_a_change_found_replaced_is_walked_and_its_other_sub
         fs::write(&p, body).expect("a file");
     }
     let store = Store::open(dir.path().join("store"), StoreOptions::default()).expect("store");
-    let told = Arc::new(Told {
-        next: parking_lot::Mutex::new(cairn_snapshot::Scope::Full("unset".into())),
-        seq: Default::default(),
-    });
+    let told = Told::new();
     let memo = cairn_snapshot::CacheMemo::default();
     let told_ctx = || Context {
         watch: Some(told.clone()),
@@ -1180,12 +1197,7 @@ fn a_directory_on_the_way_to_a_change_found_replaced_is_walked_and_its_other_sub
     // way down and walks `a` instead.
     fs::remove_dir_all(root.join("a/b")).expect("remove a/b");
     fs::write(root.join("a/b"), "now a file").expect("a/b as a file");
-    *told.next.lock() = cairn_snapshot::Scope::Partial {
-        dirs: vec![b"a/b/c".to_vec()],
-        names: Vec::new(),
-        subtrees: Vec::new(),
-        note: None,
-    };
+    told.tell(&["a/b/c"]);
     let snap = snapshot(&store, &root, "told", &options, told_ctx()).expect("second");
     let truth = scan(
         &store,
