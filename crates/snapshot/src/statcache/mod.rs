@@ -18,10 +18,10 @@
 //! watch` daemon holds the index, not half a million records, between snapshots. Version 7
 //! (the same without totals), version 6 (the head before the records, a footer of three
 //! `u64`s) and versions 3 to 5 (one postcard-encoded [`StatCacheBody`]; 3 and 4 with a
-//! header of [`HEADER_LEN_V4`] bytes, without the token) are still read, 3 to 5 whole. The key is new each time a body is
-//! written and kept when only the header is rewritten, so a process that holds the body it
-//! last wrote or read (see [`CacheMemo`]) knows from the header alone that it may use it
-//! without reading the file.
+//! header of [`HEADER_LEN_V4`] bytes, without the token) are still read, 3 to 5 whole. The
+//! key is new each time a body is written and kept when only the header is rewritten, so a
+//! process that holds the body it last wrote or read (see [`CacheMemo`]) knows from the
+//! header alone that it may use it without reading the file.
 //!
 //! A body is written after the snapshot's manifest, in one of two ways. When the file at the
 //! cache's path is still the one its other records were read from, as long as it was then, the
