@@ -5,7 +5,7 @@
 
 use super::{
     stored, CachedEntry, CachedKind, DirRecord, PrimedSet, Slot, StatCache, StatRecord, Totals,
-    COMPACT_RATIO,
+    WriteTotals, COMPACT_RATIO,
 };
 use crate::watch::Token;
 use cairn_store::{Hasher, ObjectId, SnapshotId};
@@ -844,10 +844,10 @@ impl StatCache {
             token: self.token.as_ref(),
         };
         // A failure to append (the file gone, unwritable) is met again by the whole write.
-        if let Ok(Some(appended)) = self.append(path, &top, &head) {
+        let totals = self.totals();
+        if let Ok(Some(appended)) = self.append(path, &top, &head, &totals) {
             return Ok(appended);
         }
-        let totals = self.totals();
         // The stored records in the order they lie, read a window at a time.
         let mut order: Vec<(&Vec<u8>, &Slot)> = self.dirs.iter().collect();
         order.sort_unstable_by_key(|(_, s)| match s {
@@ -864,11 +864,11 @@ impl StatCache {
         Ok((std::sync::Arc::new(file), len, places))
     }
 
-    /// Appends the records held in memory, then the head, the index and the footer, to the
-    /// file at `path`, and rewrites its header: see [`StatCache::save`]. `None`, with nothing
-    /// written, when the file there is not `source` as long as it was read or written, another
-    /// process is appending to it (its lock is held), or the file would grow beyond what
-    /// [`COMPACT_RATIO`] allows.
+    /// Appends the records held in memory, then the head, the index (each place with its
+    /// subtree's `totals`) and the footer, to the file at `path`, and rewrites its header: see
+    /// [`StatCache::save`]. `None`, with nothing written, when the file there is not `source`
+    /// as long as it was read or written, another process is appending to it (its lock is
+    /// held), or the file would grow beyond what [`COMPACT_RATIO`] allows.
     ///
     /// What another process may read meanwhile: the bytes a record or an index already in the
     /// file lies in are never written again, so a process holding an earlier index reads the
@@ -880,6 +880,7 @@ impl StatCache {
         path: &Path,
         top: &Top<'_>,
         head: &BodyHead,
+        totals: &WriteTotals<'_>,
     ) -> std::io::Result<Option<FileWritten>> {
         use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
         let (Some(source), Some(base)) = (&self.source, self.source_len) else {
@@ -900,7 +901,6 @@ impl StatCache {
         if (now.dev(), now.ino()) != (then.dev(), then.ino()) || now.len() != base {
             return Ok(None);
         }
-        let totals = self.totals();
         let mut places = Vec::with_capacity(self.dirs.len());
         let mut held = Vec::new();
         let mut live = 0u64;

@@ -857,17 +857,17 @@ fn a_memo_holds_the_index_not_the_records_once_its_cache_is_written() {
     assert_eq!(third.stats.hashed, 1, "the racy file only");
 }
 
-#[test]
-fn a_version_6_cache_is_read_and_then_written_whole_in_this_version_never_appended_to() {
-    // A cache version 6 wrote (committed as a fuzz seed when that version was current).
-    let v6: &[u8] = include_bytes!("../../../../fuzz/corpus/stat_cache/seed-ccb31db069c5b082");
-    assert_eq!(v6[8..12], 6u32.to_le_bytes());
-    let whole = StatCache::decode(v6)
-        .expect("a version 6 file decodes")
+/// Asserts that `old`, a cache file a format `version` wrote, is read, then written whole in
+/// this version (a new file renamed over it, never appended to) holding the same records;
+/// returns it as it was read.
+pub(crate) fn read_then_written_whole(old: &[u8], version: u32) -> StatCache {
+    assert_eq!(old[8..12], version.to_le_bytes());
+    let whole = StatCache::decode(old)
+        .expect("an older file decodes")
         .to_file();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("statcache");
-    std::fs::write(&path, v6).expect("write");
+    std::fs::write(&path, old).expect("write");
     let ino = inode(&path);
     let cache = StatCache::load(&path);
     assert!(!cache.is_current());
@@ -887,6 +887,16 @@ fn a_version_6_cache_is_read_and_then_written_whole_in_this_version_never_append
             .body
             .dirs,
         whole.body.dirs
+    );
+    cache
+}
+
+#[test]
+fn a_version_6_cache_is_read_and_then_written_whole_in_this_version_never_appended_to() {
+    // A cache version 6 wrote (committed as a fuzz seed when that version was current).
+    read_then_written_whole(
+        include_bytes!("../../../../fuzz/corpus/stat_cache/seed-ccb31db069c5b082"),
+        6,
     );
 }
 
