@@ -33,26 +33,21 @@ pub(crate) fn unseen_change(root: &Path, prepared: &Prepared<'_>, plan: &Plan) -
     let mut checks: Vec<(&RelPath, Option<StatRecord>)> = Vec::new();
     for a in &plan.actions {
         let path = a.path();
-        let (parent, _) = path.split_last();
-        if made.contains(parent) {
-            if matches!(a, Action::MakeDir { .. }) {
-                made.insert(&path.0);
-            }
-            continue;
+        let (parent, name) = path.split_last();
+        if matches!(a, Action::MakeDir { .. }) {
+            made.insert(&path.0);
         }
         // An `rmdir` fails on a directory holding anything, and a mode change loses no
         // content (a file whose mode is set by rewriting it is a hard link, which the stat
         // cache never vouches for: checked below).
-        if matches!(
-            a,
-            Action::RemoveDir { .. } | Action::SetMode { dir: true, .. }
-        ) {
+        if made.contains(parent)
+            || matches!(
+                a,
+                Action::RemoveDir { .. } | Action::SetMode { dir: true, .. }
+            )
+        {
             continue;
         }
-        if matches!(a, Action::MakeDir { .. }) {
-            made.insert(&path.0);
-        }
-        let (parent, name) = path.split_last();
         let record = match &last {
             Some((dir, record)) if *dir == parent => record.clone(),
             _ => {
