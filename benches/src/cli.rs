@@ -321,6 +321,53 @@ pub fn open_workspace(
     cairn_restore::Workspace::open(tree, options).map_err(|e| format!("opening: {e}"))
 }
 
+/// A `cairn watch` a bench started: continued (should the bench have stopped it), killed and
+/// reaped when dropped, so an error leaves no watcher behind.
+pub struct Watch(pub std::process::Child);
+
+impl Watch {
+    /// Spawns `watch` (a `cairn ... watch` command, its output set by the caller) and waits
+    /// until `status` (what `cairn --json watch --status` printed) says it runs, for at most
+    /// 120 s.
+    pub fn start(
+        watch: &mut std::process::Command,
+        mut status: impl FnMut() -> Result<String, String>,
+    ) -> Result<Watch, String> {
+        let child = watch
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cairn watch: {e}"))?;
+        let w = Watch(child);
+        let started = std::time::Instant::now();
+        loop {
+            let out = status()?;
+            let v: serde_json::Value =
+                serde_json::from_str(&out).map_err(|e| format!("watch --status: {e}: {out}"))?;
+            if v["running"] == true {
+                return Ok(w);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(120) {
+                return Err(format!("cairn watch did not run within 120 s: {out}"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Sends it `sig`.
+    pub fn signal(&self, sig: rustix::process::Signal) -> Result<(), String> {
+        let pid = rustix::process::Pid::from_raw(self.0.id() as i32).ok_or("no process id")?;
+        rustix::process::kill_process(pid, sig).map_err(|e| format!("{sig:?}: {e}"))
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.signal(rustix::process::Signal::CONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -356,11 +356,12 @@ fn after_30(bin: &Path, scratch: &Path, tree: &Path, runs: usize) -> Result<(), 
         want: listing(&work)?,
     };
     let plain = side.runs(runs, 0, "after 30")?;
-    let watcher = Daemon::start(bin, &home, &store, &work, &scratch.join("watch.log"))?;
+    let watcher = start_watch(bin, &home, &store, &work, &scratch.join("watch.log"))?;
     // The daemon's first snapshot walks whole and gives the stat cache the daemon's token.
     cli::output(cairn(bin, &home, &store, &work).arg("snapshot"))?;
     let watched = side.runs(runs, runs, "after 30, watched")?;
-    watcher.stop(bin, &home, &store, &work)?;
+    cli::output(cairn(bin, &home, &store, &work).args(["watch", "--stop"]))?;
+    drop(watcher);
     let med = |v: &[f64]| cli::median(v).unwrap_or(0.0);
     println!("\nrestore after 10 modified, 10 added, 10 deleted (test262), {runs} runs each:");
     println!("| | median, ms | / shadow git | peak RSS, MiB | safety walks: whole / watched |");
@@ -469,60 +470,24 @@ impl Side<'_> {
     }
 }
 
-/// A `cairn watch` daemon of the bench's workspace, stopped (and reaped) when dropped.
-struct Daemon(std::process::Child);
-
-impl Daemon {
-    /// Starts `cairn watch` on `work` and waits until `watch --status` says it runs.
-    fn start(
-        bin: &Path,
-        home: &Path,
-        store: &Path,
-        work: &Path,
-        log: &Path,
-    ) -> Result<Daemon, String> {
-        let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
-        let child = cairn(bin, home, store, work)
+/// Starts `cairn watch` on `work`, its output in `log`, and waits until it runs.
+fn start_watch(
+    bin: &Path,
+    home: &Path,
+    store: &Path,
+    work: &Path,
+    log: &Path,
+) -> Result<cli::Watch, String> {
+    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    cli::Watch::start(
+        cairn(bin, home, store, work)
             .arg("watch")
-            .stdin(Stdio::null())
             .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("cairn watch: {e}"))?;
-        let d = Daemon(child);
-        let started = Instant::now();
-        loop {
-            let status =
-                cli::output(cairn(bin, home, store, work).args(["--json", "watch", "--status"]))?;
-            let v: serde_json::Value =
-                serde_json::from_str(&status).map_err(|e| format!("watch --status: {e}"))?;
-            if v["running"] == true {
-                return Ok(d);
-            }
-            if started.elapsed() > Duration::from_secs(120) {
-                return Err(format!(
-                    "cairn watch did not run within 120 s: {}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Stops it with `cairn watch --stop`.
-    fn stop(self, bin: &Path, home: &Path, store: &Path, work: &Path) -> Result<(), String> {
-        cli::output(cairn(bin, home, store, work).args(["watch", "--stop"])).map(drop)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
+            .stderr(err),
+        || cli::output(cairn(bin, home, store, work).args(["--json", "watch", "--status"])),
+    )
+    .map_err(|e| format!("{e}: {}", std::fs::read_to_string(log).unwrap_or_default()))
 }
 
 fn run(args: Args) -> Result<(), String> {

@@ -22,8 +22,7 @@
 
 use cairn_benches::cli::{self, cairn_timed as timed, Args};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 const USAGE: &str = "usage: stopped_watcher [--files N] [--runs N] [--seed N] [--cairn PATH]";
 
@@ -34,24 +33,6 @@ fn main() {
         &["files", "runs", "seed", "cairn"],
         run,
     );
-}
-
-/// The `cairn watch` of the bench: continued (SIGCONT) and killed when dropped.
-struct Watcher(Child);
-
-impl Watcher {
-    fn signal(&self, sig: rustix::process::Signal) -> Result<(), String> {
-        let pid = rustix::process::Pid::from_raw(self.0.id() as i32).ok_or("no process id")?;
-        rustix::process::kill_process(pid, sig).map_err(|e| format!("{sig:?}: {e}"))
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        let _ = self.signal(rustix::process::Signal::CONT);
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// One run's `cairn --json snapshot` and hook, after edits: their milliseconds and the
@@ -98,7 +79,7 @@ fn run(args: Args) -> Result<(), String> {
         walk_hook.push(h);
     }
 
-    let watcher = Watcher(
+    let watcher = cli::Watch::start(
         Command::new(&cairn)
             .arg("-C")
             .arg(&root)
@@ -106,23 +87,10 @@ fn run(args: Args) -> Result<(), String> {
             .env("CAIRN_HOME", &home)
             .env_remove("CAIRN_STORE")
             .env_remove("CAIRN_WATCH")
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cairn watch: {e}"))?,
-    );
-    let started = Instant::now();
-    loop {
-        let (out, _) = timed(&cairn, &root, &home, &["--json", "watch", "--status"], "")?;
-        if out.contains("\"running\":true") || out.contains("\"running\": true") {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            return Err("cairn watch did not answer within 120 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            .stderr(Stdio::null()),
+        || Ok(timed(&cairn, &root, &home, &["--json", "watch", "--status"], "")?.0),
+    )?;
     timed(&cairn, &root, &home, &["snapshot"], "")?;
     watcher.signal(rustix::process::Signal::STOP)?;
 
