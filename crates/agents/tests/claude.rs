@@ -2,8 +2,11 @@
 //! `claude-2.1.197-rewound.jsonl`, a session of two turns (FIRST, SECOND), then a third prompt
 //! sent with `--resume-session-at` the end of turn one (Claude's own rewind, no fork); and
 //! `claude-2.1.197-forked.jsonl`, the session `--fork-session` made from the end of turn one,
-//! its history copied with the same uuids, then a prompt of its own.
+//! its history copied with the same uuids, then a prompt of its own; and
+//! `claude-2.1.197-bare-lost-prompt.jsonl`, a session of one prompt run with `--bare` on a busy
+//! machine, whose file Claude Code wrote without its first lines (the prompt's among them).
 
+use cairn_agents::claude::transcript::{shortened, Transcript};
 use cairn_agents::claude::ClaudeCode;
 use cairn_agents::{Agent, Event, Place};
 use std::path::PathBuf;
@@ -238,5 +241,61 @@ fn a_fork_whose_copied_history_carries_the_new_prompts_id_finds_the_new_prompt()
     assert_eq!(
         ClaudeCode.follows(&forked, &earlier).expect("follows"),
         Some(0)
+    );
+}
+
+#[test]
+fn a_prompt_whose_line_claude_code_lost_is_found_by_its_last_prompt_line() {
+    let t = Transcript::read(&data("claude-2.1.197-bare-lost-prompt.jsonl")).expect("read");
+    assert!(!t.lines.iter().any(|l| l.is_prompt), "{t:?}");
+    let lost = t.lost_prompts();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].text, "HOOKLESS prompt: just answer");
+    // The model's answer, whose parent (the lost prompt) the file lacks.
+    assert_eq!(
+        lost[0].leaf.as_deref(),
+        Some("8d172dcc-e1fb-4c0f-87ba-2a417260e92d")
+    );
+}
+
+#[test]
+fn whole_transcripts_lose_no_prompt_and_one_without_a_prompts_line_loses_that_one() {
+    for name in [
+        "claude-2.1.197-rewound.jsonl",
+        "claude-2.1.197-forked.jsonl",
+    ] {
+        let t = Transcript::read(&data(name)).expect("read");
+        assert!(!t.last_prompts.is_empty(), "{name}");
+        assert_eq!(t.lost_prompts(), Vec::<&_>::new(), "{name}");
+    }
+    // The rewound session without SECOND's line: the answer to it hangs from a missing parent.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("without-second.jsonl");
+    let text = std::fs::read_to_string(data("claude-2.1.197-rewound.jsonl")).expect("read");
+    let kept: String = text
+        .lines()
+        .filter(|l| !(l.contains(r#""type":"user""#) && l.contains(r#""content":"SECOND prompt""#)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(kept.lines().count() + 1, text.lines().count());
+    std::fs::write(&path, kept).expect("write");
+    let t = Transcript::read(&path).expect("read");
+    let lost: Vec<&str> = t.lost_prompts().iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(lost, ["SECOND prompt"]);
+}
+
+#[test]
+fn a_prompt_is_shortened_as_claude_code_lists_it() {
+    assert_eq!(shortened("  fix\nthe bug \n"), "fix the bug");
+    assert_eq!(shortened(&"a".repeat(200)), "a".repeat(200));
+    // Cut at 200 UTF-16 units, then trimmed: the space the cut ends on goes.
+    assert_eq!(
+        shortened(&format!("{} tail", "a".repeat(199))),
+        format!("{}\u{2026}", "a".repeat(199))
+    );
+    // Outside the Basic Multilingual Plane a character is two units.
+    assert_eq!(
+        shortened(&"\u{1f600}".repeat(101)),
+        format!("{}\u{2026}", "\u{1f600}".repeat(100))
     );
 }

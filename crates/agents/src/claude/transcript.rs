@@ -2,11 +2,13 @@
 //! (`~/.claude/projects/<project>/<session>.jsonl`). Each message line has a `uuid`, the
 //! `parentUuid` of the message before it in the conversation (after Claude's own rewind, not
 //! the line above it), a `type` (`user`, `assistant`, `attachment`, `system`, ...), and a
-//! prompt's line the `promptId` its `UserPromptSubmit` hook was given. Lines Cairn does not
-//! understand are skipped, so a changed format loses a place, not the hook.
+//! prompt's line the `promptId` its `UserPromptSubmit` hook was given. A `last-prompt` line
+//! (no `uuid`) names the session's latest prompt as Claude Code lists sessions, and the message
+//! the conversation had reached. Lines Cairn does not understand are skipped, so a changed
+//! format loses a place, not the hook.
 
 use crate::error::{Error, Result};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
@@ -31,12 +33,38 @@ pub struct Line {
     pub timestamp: Option<String>,
 }
 
+/// A `last-prompt` line: the session's latest prompt as Claude Code shows it in its list of
+/// sessions ([`shortened`]), and the message the conversation had reached then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastPrompt {
+    /// The prompt, [`shortened`].
+    pub text: String,
+    /// The message the conversation had reached (`leafUuid`).
+    pub leaf: Option<String>,
+}
+
 /// The message lines of a transcript, in file order.
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
     /// The lines.
     pub lines: Vec<Line>,
+    /// The `last-prompt` lines that name a prompt, in file order.
+    pub last_prompts: Vec<LastPrompt>,
     by_uuid: HashMap<String, usize>,
+}
+
+/// A prompt as a `last-prompt` line holds it: as Claude Code 2.1 writes it, newlines turned
+/// into spaces and trimmed, and past 200 UTF-16 units cut there, trimmed again and ended
+/// with `…`.
+pub fn shortened(prompt: &str) -> String {
+    const MAX: usize = 200;
+    let one_line = prompt.replace('\n', " ");
+    let one_line = one_line.trim();
+    let units: Vec<u16> = one_line.encode_utf16().collect();
+    if units.len() <= MAX {
+        return one_line.to_string();
+    }
+    format!("{}\u{2026}", String::from_utf16_lossy(&units[..MAX]).trim())
 }
 
 impl Transcript {
@@ -63,9 +91,13 @@ impl Transcript {
             if n == 0 {
                 break;
             }
-            if let Some(line) = parse(&buf, offset) {
-                t.by_uuid.insert(line.uuid.clone(), t.lines.len());
-                t.lines.push(line);
+            match parse(&buf, offset) {
+                Some(Parsed::Line(line)) => {
+                    t.by_uuid.insert(line.uuid.clone(), t.lines.len());
+                    t.lines.push(line);
+                }
+                Some(Parsed::LastPrompt(last)) => t.last_prompts.push(last),
+                None => {}
             }
             offset += n as u64;
         }
@@ -120,10 +152,61 @@ impl Transcript {
     pub fn last_message(&self) -> Option<&Line> {
         self.lines.iter().rev().find(|l| l.kind == "assistant")
     }
+
+    /// Prompts the transcript lost: each `last-prompt` whose text is no prompt line's and
+    /// whose message's conversation reaches a line the file lacks before it reaches a prompt,
+    /// once. Claude Code 2.1.197 run with `--bare` on a busy machine was seen writing a
+    /// session's file without its first lines, the prompt's among them, keeping the model's
+    /// answer (its parent missing) and the `last-prompt` line. Slash commands (`/...`) and
+    /// shell input (`! ...`), which a `last-prompt` also names, are not counted.
+    pub fn lost_prompts(&self) -> Vec<&LastPrompt> {
+        let mut seen: HashSet<String> = self
+            .lines
+            .iter()
+            .filter_map(|l| l.text.as_deref())
+            .map(shortened)
+            .collect();
+        self.last_prompts
+            .iter()
+            .filter(|p| !p.text.starts_with('/') && !p.text.starts_with("! "))
+            .filter(|p| {
+                p.leaf
+                    .as_deref()
+                    .is_some_and(|leaf| self.loses_prompt(leaf))
+            })
+            .filter(|p| seen.insert(p.text.clone()))
+            .collect()
+    }
+
+    /// Whether `uuid`'s conversation, walked up, reaches a parent the file lacks before any
+    /// prompt (false when `uuid` itself is not in the file: nothing is known of it).
+    fn loses_prompt(&self, uuid: &str) -> bool {
+        let mut last = None;
+        for line in self.chain(uuid) {
+            if line.is_prompt {
+                return false;
+            }
+            last = Some(line);
+        }
+        last.and_then(|l| l.parent.as_deref())
+            .is_some_and(|p| self.get(p).is_none())
+    }
 }
 
-fn parse(bytes: &[u8], offset: u64) -> Option<Line> {
+/// What a line of a transcript is, when Cairn reads it.
+enum Parsed {
+    Line(Line),
+    LastPrompt(LastPrompt),
+}
+
+fn parse(bytes: &[u8], offset: u64) -> Option<Parsed> {
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    if v["type"] == "last-prompt" {
+        return Some(Parsed::LastPrompt(LastPrompt {
+            text: v["lastPrompt"].as_str()?.to_string(),
+            leaf: v["leafUuid"].as_str().map(str::to_string),
+        }));
+    }
     let uuid = v["uuid"].as_str()?.to_string();
     let kind = v["type"].as_str()?.to_string();
     let content = &v["message"]["content"];
@@ -160,7 +243,7 @@ fn parse(bytes: &[u8], offset: u64) -> Option<Line> {
         && v.get("toolUseResult").is_none()
         && !written_by_claude
         && text.is_some();
-    Some(Line {
+    Some(Parsed::Line(Line {
         uuid,
         parent: v["parentUuid"].as_str().map(str::to_string),
         kind,
@@ -169,5 +252,5 @@ fn parse(bytes: &[u8], offset: u64) -> Option<Line> {
         is_prompt,
         offset,
         timestamp: v["timestamp"].as_str().map(str::to_string),
-    })
+    }))
 }

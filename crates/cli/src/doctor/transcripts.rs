@@ -5,6 +5,7 @@ use super::{claude_config_dir, Finding, Settings};
 use crate::ctx::Ctx;
 use crate::error::Result;
 use crate::parse::count;
+use cairn_agents::claude::transcript::{shortened, Transcript};
 use cairn_agents::Place;
 use cairn_rewind::{EntryKind, Threads, ThreadsOptions};
 use cairn_store::ErrorKind;
@@ -189,15 +190,34 @@ struct Prompt {
     prompt_id: Option<String>,
     /// When it was typed (ms since the epoch), when the line says.
     at_ms: Option<i64>,
+    /// Whether the texts are [`shortened`], as a `last-prompt` line holds a prompt whose own
+    /// line the transcript lost.
+    shortened: bool,
 }
 
 /// The prompts of a transcript (as `cairn_agents` reads them: not meta, not a tool's result,
-/// not a compaction's summary nor a subagent's, not Claude's own notes), each once.
+/// not a compaction's summary nor a subagent's, not Claude's own notes), each once, and the
+/// prompts it lost, as its `last-prompt` lines name them (typed when the model answered).
 fn prompts_of(path: &Path) -> Vec<Prompt> {
-    let Ok(t) = cairn_agents::claude::transcript::Transcript::read(path) else {
+    let Ok(t) = Transcript::read(path) else {
         return Vec::new();
     };
     let mut seen = HashSet::new();
+    let lost: Vec<Prompt> = t
+        .lost_prompts()
+        .into_iter()
+        .map(|p| Prompt {
+            texts: vec![p.text.clone()],
+            prompt_id: None,
+            at_ms: p
+                .leaf
+                .as_deref()
+                .and_then(|leaf| t.get(leaf))
+                .and_then(|l| l.timestamp.as_deref())
+                .and_then(iso_ms),
+            shortened: true,
+        })
+        .collect();
     t.lines
         .into_iter()
         .filter(|l| l.is_prompt && seen.insert(l.uuid.clone()))
@@ -205,7 +225,9 @@ fn prompts_of(path: &Path) -> Vec<Prompt> {
             texts: l.text.into_iter().collect(),
             prompt_id: l.prompt_id,
             at_ms: l.timestamp.as_deref().and_then(iso_ms),
+            shortened: false,
         })
+        .chain(lost)
         .collect()
 }
 
@@ -231,12 +253,14 @@ fn iso_ms(s: &str) -> Option<i64> {
 }
 
 /// The user entries of the workspace's threads: the prompt ids their metadata carries
-/// (`conversation.prompt_id`), and their texts, apart for the entries that carry no id.
+/// (`conversation.prompt_id`), and their texts, apart for the entries that carry no id, and
+/// [`shortened`].
 #[derive(Debug, Default)]
 struct Recorded {
     ids: HashSet<String>,
     texts: HashSet<String>,
     texts_without_id: HashSet<String>,
+    shortened: HashSet<String>,
 }
 
 impl Recorded {
@@ -282,6 +306,7 @@ impl Recorded {
                         r.texts_without_id.insert(text.clone());
                     }
                 }
+                r.shortened.insert(shortened(&text));
                 r.texts.insert(text);
             }
         }
@@ -290,8 +315,12 @@ impl Recorded {
 
     /// Whether a thread recorded the prompt: by its id when the entries carry one, else by its
     /// text (a forked session's transcript repeats the earlier session's prompts under the new
-    /// session's id: they count as recorded wherever they were).
+    /// session's id: they count as recorded wherever they were); a prompt the transcript lost
+    /// by its shortened text.
     fn has(&self, p: &Prompt) -> bool {
+        if p.shortened {
+            return p.texts.iter().any(|t| self.shortened.contains(t));
+        }
         match &p.prompt_id {
             Some(id) if self.ids.contains(id) => true,
             Some(_) => p.texts.iter().any(|t| self.texts_without_id.contains(t)),

@@ -306,6 +306,17 @@ fn transcript(session: &str) -> Vec<Value> {
     ]
 }
 
+/// Dates the settings file holding Cairn's hooks back to 2001: every prompt of the fixtures'
+/// transcripts was typed after the hooks were installed, and counts.
+fn installed_long_ago(f: &Fixture) {
+    std::fs::File::options()
+        .write(true)
+        .open(f.path(".claude/settings.json"))
+        .expect("open")
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
+        .expect("set mtime");
+}
+
 fn write_jsonl(path: &Path, lines: &[Value]) {
     std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -318,13 +329,7 @@ fn a_transcript_prompt_without_an_entry_in_a_thread_is_found_until_a_hook_record
     // transcript keeps the prompt, Cairn's thread does not.
     let f = Fixture::new();
     init(&f, &[]);
-    // Installed long ago: the prompt typed before is not counted (only that one).
-    std::fs::File::options()
-        .write(true)
-        .open(f.path(".claude/settings.json"))
-        .expect("open")
-        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000))
-        .expect("set mtime");
+    installed_long_ago(&f);
     let session = "e97f135b-4519-4035-ac34-fb34c623e727";
     let (code, _, err) =
         crate::agents::hook(&f, &crate::agents::prompt(&f, session, "first prompt"), &[]);
@@ -389,6 +394,54 @@ fn a_transcript_prompt_without_an_entry_in_a_thread_is_found_until_a_hook_record
     record("p-3");
     let (code, v) = doctor(&f);
     assert_eq!(code, 0, "{v}");
+}
+
+#[test]
+fn a_prompt_whose_line_the_transcript_lost_is_found_by_its_last_prompt_line_until_a_hook_records_it(
+) {
+    // Claude Code 2.1.197 run with `--bare` on a busy machine wrote the session's file without
+    // its first lines, the prompt's among them: the model's answer (its parent missing) and the
+    // `last-prompt` lines are all there is (crates/agents/tests/data holds one it wrote).
+    let f = Fixture::new();
+    init(&f, &[]);
+    installed_long_ago(&f);
+    let session = "d16bbf71-8a05-4662-b338-be6d25cd987e";
+    let typed = format!("{}\nand the rest of it", "word ".repeat(50));
+    // As Claude Code keeps it for its list of sessions: on one line, cut at 200 characters.
+    let listed = format!("{}\u{2026}", ["word"; 40].join(" "));
+    let path = transcripts_dir(&f).join(format!("{session}.jsonl"));
+    write_jsonl(
+        &path,
+        &[
+            json!({"type": "last-prompt", "leafUuid": "a-1", "sessionId": session}),
+            json!({"parentUuid": "u-lost", "isSidechain": false, "type": "assistant", "uuid": "a-1",
+                   "timestamp": "2026-12-07T04:40:44.000Z", "sessionId": session,
+                   "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}}),
+            json!({"type": "last-prompt", "lastPrompt": listed, "leafUuid": "a-1", "sessionId": session}),
+        ],
+    );
+    let (_, prompts) = failing(&f, "transcript-prompts");
+    says(
+        &prompts,
+        "message",
+        &format!("1 prompt of Claude Code session {session}"),
+    );
+
+    // Another prompt's entry does not stand for it.
+    let (code, _, err) =
+        crate::agents::hook(&f, &crate::agents::prompt(&f, session, "word word"), &[]);
+    assert_eq!(code, Some(0), "{err}");
+    failing(&f, "transcript-prompts");
+    // Recorded by a hook, whole: the transcript's shortened text is that prompt's.
+    let (code, _, err) = crate::agents::hook(&f, &crate::agents::prompt(&f, session, &typed), &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, v) = doctor(&f);
+    assert_eq!(code, 0, "{v}");
+    says(
+        &finding(&v, "transcript-prompts"),
+        "message",
+        "(1 prompt read)",
+    );
 }
 
 #[test]
