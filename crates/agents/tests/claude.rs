@@ -278,8 +278,20 @@ fn whole_transcripts_lose_no_prompt_and_one_without_a_prompts_line_loses_that_on
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(kept.lines().count() + 1, text.lines().count());
-    std::fs::write(&path, kept).expect("write");
+    std::fs::write(&path, &kept).expect("write");
     let t = Transcript::read(&path).expect("read");
+    let lost: Vec<&str> = t.lost_prompts().iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(lost, ["SECOND prompt"]);
+    // Without the answer to it either: the `last-prompt` names a message the file lacks.
+    let answer = "ab48771a";
+    let kept: String = kept
+        .lines()
+        .filter(|l| !l.contains(&format!(r#""uuid":"{answer}"#)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&path, &kept).expect("write");
+    let t = Transcript::read(&path).expect("read");
+    assert!(t.get(answer).is_none() && t.lines.iter().all(|l| !l.uuid.starts_with(answer)));
     let lost: Vec<&str> = t.lost_prompts().iter().map(|p| p.text.as_str()).collect();
     assert_eq!(lost, ["SECOND prompt"]);
 }

@@ -154,8 +154,8 @@ impl Transcript {
     }
 
     /// Prompts the transcript lost: each `last-prompt` whose text is no prompt line's and
-    /// whose message's conversation reaches a line the file lacks before it reaches a prompt,
-    /// once. Claude Code 2.1.197 run with `--bare` on a busy machine was seen writing a
+    /// whose message the file lacks, or whose message's conversation reaches a line the file
+    /// lacks before it reaches a prompt, once. Claude Code 2.1.197 run with `--bare` on a busy machine was seen writing a
     /// session's file without its first lines, the prompt's among them, keeping the model's
     /// answer (its parent missing) and the `last-prompt` line. Slash commands (`/...`) and
     /// shell input (`! ...`), which a `last-prompt` also names, are not counted.
@@ -178,8 +178,8 @@ impl Transcript {
             .collect()
     }
 
-    /// Whether `uuid`'s conversation, walked up, reaches a parent the file lacks before any
-    /// prompt (false when `uuid` itself is not in the file: nothing is known of it).
+    /// Whether the file lacks `uuid`, or `uuid`'s conversation, walked up, reaches a parent the
+    /// file lacks before any prompt.
     fn loses_prompt(&self, uuid: &str) -> bool {
         let mut last = None;
         for line in self.chain(uuid) {
@@ -188,8 +188,10 @@ impl Transcript {
             }
             last = Some(line);
         }
-        last.and_then(|l| l.parent.as_deref())
-            .is_some_and(|p| self.get(p).is_none())
+        match last {
+            None => true,
+            Some(l) => l.parent.as_deref().is_some_and(|p| self.get(p).is_none()),
+        }
     }
 }
 
