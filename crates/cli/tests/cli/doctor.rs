@@ -306,8 +306,8 @@ fn transcript(session: &str) -> Vec<Value> {
     ]
 }
 
-/// Dates the settings file holding Cairn's hooks back to 2001: every prompt of the fixtures'
-/// transcripts was typed after the hooks were installed, and counts.
+/// Dates the settings file holding Cairn's hooks back to 2001: the fixtures' prompts of 2026
+/// were typed with the hooks installed and count; [`transcript`]'s one of 2000 does not.
 fn installed_long_ago(f: &Fixture) {
     std::fs::File::options()
         .write(true)
@@ -329,6 +329,7 @@ fn a_transcript_prompt_without_an_entry_in_a_thread_is_found_until_a_hook_record
     // transcript keeps the prompt, Cairn's thread does not.
     let f = Fixture::new();
     init(&f, &[]);
+    // Installed long ago: the prompt typed before is not counted (only that one).
     installed_long_ago(&f);
     let session = "e97f135b-4519-4035-ac34-fb34c623e727";
     let (code, _, err) =
