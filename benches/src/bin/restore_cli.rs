@@ -332,7 +332,7 @@ fn shadow(scratch: &Path, work: &Path) -> Command {
 }
 
 /// The restore after 30 changes, twice: without a watcher, then with `cairn watch` running
-/// (the restore asks it what changed instead of walking), each beside shadow git in
+/// (which carries the restore out, asked only what changed), each beside shadow git in
 /// alternating order.
 fn after_30(bin: &Path, scratch: &Path, tree: &Path, runs: usize) -> Result<(), String> {
     let work = scratch.join("work");
@@ -360,6 +360,11 @@ fn after_30(bin: &Path, scratch: &Path, tree: &Path, runs: usize) -> Result<(), 
     // The daemon's first snapshot walks whole and gives the stat cache the daemon's token.
     cli::output(cairn(bin, &home, &store, &work).arg("snapshot"))?;
     let watched = side.runs(runs, runs, "after 30, watched")?;
+    let status =
+        cli::output(cairn(bin, &home, &store, &work).args(["--json", "watch", "--status"]))?;
+    let status: serde_json::Value =
+        serde_json::from_str(&status).map_err(|e| format!("the watcher's status: {e}"))?;
+    let carried_out = status["restores"].as_u64().unwrap_or(0);
     cli::output(cairn(bin, &home, &store, &work).args(["watch", "--stop"]))?;
     drop(watcher);
     let med = |v: &[f64]| cli::median(v).unwrap_or(0.0);
@@ -383,6 +388,7 @@ fn after_30(bin: &Path, scratch: &Path, tree: &Path, runs: usize) -> Result<(), 
             med(&r.git_ms)
         );
     }
+    println!("the `cairn watch` daemon carried out {carried_out} of the {runs} watched restores");
     Ok(())
 }
 

@@ -228,7 +228,7 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
         let mut out = format!(
             "watching {} (process {}): {} watched, {} changed since it started, \
              {}\n  memory {:.1} MiB (peak {:.1} MiB), processor {} ms, {} \
-             taken for other processes\n",
+             taken and {} carried out for other processes\n",
             st.root.display(),
             st.pid,
             count(st.watch.watches, "directory", "directories"),
@@ -237,7 +237,8 @@ fn status_or_stop(ctx: &Ctx, stop: bool) -> Result<()> {
             mib(st.memory_bytes),
             mib(st.peak_memory_bytes),
             st.cpu_ms,
-            count(st.snapshots, "snapshot", "snapshots")
+            count(st.snapshots, "snapshot", "snapshots"),
+            count(st.restores, "restore", "restores")
         );
         if st.walked_ahead > 0 {
             out.push_str(&format!(

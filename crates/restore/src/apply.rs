@@ -45,6 +45,12 @@ impl ApplyOptions {
         }
     }
 
+    /// Whether the restore must run in the calling process: a crash test's hook kills that
+    /// process (a restore handed to the `cairn watch` daemon would not).
+    pub(crate) fn bound_to_process(&self) -> bool {
+        self.crash_after_ops().is_some()
+    }
+
     /// After how many operations the process kills itself (never without `test-hooks`).
     fn crash_after_ops(&self) -> Option<usize> {
         #[cfg(feature = "test-hooks")]

@@ -90,6 +90,17 @@ pub enum Error {
     /// The caller cancelled before anything changed.
     #[error("the restore was cancelled before it changed anything")]
     Cancelled,
+    /// The restore a `cairn watch` daemon carried out for this process failed there: its
+    /// error as the daemon classified and worded it.
+    #[error("{message}")]
+    Watcher {
+        /// Its kind.
+        kind: ErrorKind,
+        /// Its message.
+        message: String,
+        /// The path it concerns, if any.
+        path: Option<PathBuf>,
+    },
 }
 
 fn list(paths: &[RelPath]) -> String {
@@ -133,6 +144,7 @@ impl Classify for Error {
             Error::Conflict { .. } | Error::UnfinishedMove { .. } => ErrorKind::Conflict,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Cancelled => ErrorKind::Cancelled,
+            Error::Watcher { kind, .. } => *kind,
         }
     }
 
@@ -143,6 +155,7 @@ impl Classify for Error {
             Error::Io { path, .. }
             | Error::UnsafeRoot { root: path, .. }
             | Error::UnfinishedMove { partial: path, .. } => Some(path),
+            Error::Watcher { path, .. } => path.as_deref(),
             Error::Denied { first, .. } | Error::Conflict { first, .. } => first.as_deref(),
             Error::Unfinished { source, .. } => source.path(),
             _ => None,

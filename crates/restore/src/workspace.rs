@@ -8,7 +8,8 @@ use crate::journal::{self, Journal, Recovery, StrayStaged};
 use crate::plan::{self, Plan, PlanOptions};
 use crate::report::Report;
 use crate::site::Site;
-use crate::watch_socket::{client, protocol::Target};
+use crate::watch_socket::client;
+use crate::watch_socket::protocol::{RestoreRequest, Target};
 use crate::{apply, home};
 use cairn_snapshot::{
     CaptureSettings, Context, Options as SnapshotOptions, Snapshot, WatchOptions, Watcher,
@@ -445,6 +446,16 @@ impl Workspace {
     /// It returns once every change is made, without waiting for the disk: the next snapshot,
     /// restore or opening of the workspace, or [`Workspace::recover`], makes the changes
     /// durable (see [`crate::journal`] for what a crash or a power cut leaves).
+    ///
+    /// With a `cairn watch` daemon of the workspace running and nothing binding the call to
+    /// this process (no cancel token, progress callback, thread count or watcher of its own,
+    /// as for [`Workspace::daemon_takes_snapshots`]), the daemon carries the restore out,
+    /// with the same plan, journal, safety snapshot and checks, and makes its changes durable
+    /// right after it answers; its report, or its error (kind, message and path), is returned
+    /// as this call's. This handle's stat cache is written first, for the daemon's walk. A
+    /// daemon that refuses (another workspace, or a file [`Workspace::keep_out`] named that it
+    /// does not keep out) or does not answer leaves the restore to this process, asking it
+    /// what changed as above.
     pub fn restore(
         &self,
         snapshot: &SnapshotId,
@@ -452,8 +463,96 @@ impl Workspace {
         options: &ApplyOptions,
         mut ctx: Context<'_>,
     ) -> Result<Report> {
-        self.ask_watcher(&mut ctx);
+        match self.route(&ctx) {
+            Route::Daemon { socket, take: true }
+                if ctx.threads.is_none() && !options.bound_to_process() =>
+            {
+                let req = self.restore_request(snapshot, planning, options)?;
+                // The stat cache this handle's snapshots left, written first: the daemon's
+                // walk builds on the file.
+                self.site.memo.wait();
+                match client::restore(&socket, req) {
+                    client::Restored::Done(report) => return Ok(*report),
+                    client::Restored::Failed(e) => return Err(e),
+                    client::Restored::NotDone(None) => {
+                        ctx.watch = Some(Arc::new(client::Client::new(socket)))
+                    }
+                    client::Restored::NotDone(Some(why)) => {
+                        ctx.watch = Some(Arc::new(client::Client::silent(socket, why)))
+                    }
+                }
+            }
+            _ => self.ask_watcher(&mut ctx),
+        }
         apply::restore(&self.site, snapshot, planning, options, ctx)
+    }
+
+    /// [`Workspace::restore`]'s arguments as a request to the `cairn watch` daemon.
+    fn restore_request(
+        &self,
+        snapshot: &SnapshotId,
+        planning: &PlanOptions,
+        options: &ApplyOptions,
+    ) -> Result<RestoreRequest> {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(RestoreRequest {
+            of: self.watch_target(),
+            snapshot: snapshot.to_hex(),
+            planning: serde_json::to_string(planning)
+                .map_err(|e| Error::InvalidArgument(format!("the plan's options: {e}")))?,
+            key: options.key.clone(),
+            own_files: self
+                .site
+                .own_files()
+                .iter()
+                .map(|f| f.as_os_str().as_bytes().to_vec())
+                .collect(),
+        })
+    }
+
+    /// The restore the `cairn watch` daemon carries out for another process, as that process
+    /// asked for it in `req`, with the daemon's watcher, stat cache and cancel token in `ctx`.
+    /// `Err` with a reason when the daemon does not carry it out (the asking process does it
+    /// itself): another workspace, or a file the asking process keeps out that this handle
+    /// does not. `Ok` holds how the restore went.
+    pub(crate) fn restore_for_daemon(
+        &self,
+        req: &RestoreRequest,
+        ctx: Context<'_>,
+    ) -> std::result::Result<Result<Report>, String> {
+        if req.of != self.watch_target() {
+            return Err(format!(
+                "this watcher serves workspace {} at {} in store {}",
+                self.id(),
+                self.root().display(),
+                self.store().path().display()
+            ));
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let own = self.site.own_files();
+        if let Some(f) = req
+            .own_files
+            .iter()
+            .find(|f| !own.iter().any(|o| o.as_os_str().as_bytes() == f.as_slice()))
+        {
+            return Err(format!(
+                "the asking process keeps {} out of the workspace, and this watcher does not",
+                String::from_utf8_lossy(f)
+            ));
+        }
+        let snapshot: SnapshotId = req
+            .snapshot
+            .parse()
+            .map_err(|_| format!("{:?} is not a snapshot id", req.snapshot))?;
+        let planning: PlanOptions = serde_json::from_str(&req.planning)
+            .map_err(|e| format!("the plan's options do not read: {e}"))?;
+        Ok(apply::restore(
+            &self.site,
+            &snapshot,
+            &planning,
+            &ApplyOptions::with_key(req.key.clone()),
+            ctx,
+        ))
     }
 
     /// Gives `ctx` the watcher a snapshot would ask ([`Workspace::route`]), for a restore's

@@ -260,8 +260,10 @@ fn a_restore_runs_while_a_watcher_runs_and_the_next_snapshot_sees_it() {
     f.write("src/extra.rs", "// made after base\n");
     let changed = snapshot(&f, None);
     assert_eq!(changed["stats"]["walked"], "partial", "{changed}");
-    // The watcher holds no lock: the restore goes ahead.
+    // The watcher holds no lock: the restore goes ahead, carried out by the watcher.
+    assert_eq!(status(&f)["restores"], 0);
     let r = f.json(&["restore", &base, "--yes"]);
+    assert_eq!(status(&f)["restores"], 1);
     assert_eq!(r["restored"], serde_json::json!(["src/main.rs"]), "{r}");
     assert_eq!(r["deleted"], serde_json::json!(["src/extra.rs"]), "{r}");
     assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
@@ -269,6 +271,34 @@ fn a_restore_runs_while_a_watcher_runs_and_the_next_snapshot_sees_it() {
     assert_ne!(after["stats"]["walked"], "full", "{after}");
     let d = f.json(&["diff", &base, after["id"].as_str().expect("id")]);
     assert_eq!(d["changes"], serde_json::json!([]), "{d}");
+}
+
+// Issue 56: a restore the watcher carries out and that fails there reports the error this
+// process would have: the same kind, exit code, message and path, nothing changed.
+#[test]
+fn a_restore_the_watcher_refuses_reports_the_error_a_restore_without_it_would() {
+    let f = Fixture::new();
+    f.write("a.txt", "a0\n");
+    f.write("b.txt", "b0\n");
+    let base = f.snapshot("base");
+    f.write("a.txt", "a1\n");
+    f.write("b.txt", "b1\n");
+    f.snapshot("cp2");
+    f.write("b.txt", "b, by someone else\n");
+    let refuse = ["--json", "restore", &base, "--yes", "--on-drift", "refuse"];
+    let alone = json_error(f.cairn(&refuse).env("CAIRN_WATCH", "off"), 20);
+    let _d = Daemon::start(&f);
+    let through = json_error(&mut f.cairn(&refuse), 20);
+    assert_eq!(status(&f)["restores"], 1, "the watcher tried it");
+    assert_eq!(through, alone);
+    assert!(
+        through["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("b.txt")),
+        "{through}"
+    );
+    assert_eq!(f.read("b.txt").as_deref(), Some("b, by someone else\n"));
+    assert_eq!(f.read("a.txt").as_deref(), Some("a1\n"));
 }
 
 #[test]

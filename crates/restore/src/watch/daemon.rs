@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::watch_socket::client::{ask, connect, NoAnswer};
 use crate::watch_socket::lock;
 use crate::watch_socket::protocol::{
-    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, Target, BEAT,
-    TIMEOUT,
+    recv, send, socket_path, with_short_path, DaemonStatus, Failure, Request, Response,
+    RestoreRequest, Target, BEAT, TIMEOUT,
 };
 use crate::workspace::Workspace;
 use cairn_snapshot::{
@@ -374,6 +374,45 @@ fn hung_up(stream: &UnixStream) -> bool {
     poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0) && fds[0].revents().intersects(closed)
 }
 
+/// The effective user and group ids of the process at the other end of `stream`, as it
+/// connected (`SO_PEERCRED`, Linux's; `None` elsewhere).
+fn peer_ids(stream: &UnixStream) -> Option<(u32, u32)> {
+    #[cfg(target_os = "linux")]
+    return rustix::net::sockopt::socket_peercred(stream)
+        .ok()
+        .map(|c| (c.uid.as_raw(), c.gid.as_raw()));
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stream;
+        None
+    }
+}
+
+/// This process's effective user and group ids.
+fn own_ids() -> (u32, u32) {
+    (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    )
+}
+
+/// Whether the daemon, running as `own`, carries out a restore for a process running as
+/// `peer`: only for the same user and group. A restore writes the files as whoever runs it,
+/// so one carried out for another user (root's `sudo cairn restore` beside the user's
+/// watcher) would give them another owner than the caller's own restore would; and one it
+/// cannot tell is left to the caller too.
+fn same_user(peer: Option<(u32, u32)>, own: (u32, u32)) -> std::result::Result<(), String> {
+    match peer {
+        Some(p) if p == own => Ok(()),
+        Some((uid, gid)) => Err(format!(
+            "the asking process runs as user {uid}, group {gid}, and this watcher as user {}, \
+             group {}: a restore writes files as whoever asks for it",
+            own.0, own.1
+        )),
+        None => Err("this system does not say which user the asking process runs as".into()),
+    }
+}
+
 /// The device and inode of the file at `path`.
 fn file_id(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
@@ -683,6 +722,7 @@ impl Served<'_> {
             peak_memory_bytes: proc_status_kib("VmHWM:") * 1024,
             cpu_ms: cpu_ms(),
             snapshots: self.tally.get(Count::Snapshots),
+            restores: self.tally.get(Count::Restores),
             packs_merged: self.merges.packs_merged(),
             merge_error: self.merges.error(),
             walked_ahead: self.tally.get(Count::WalkedAhead),
@@ -706,6 +746,7 @@ impl Served<'_> {
         if hung_up(&stream) {
             return;
         }
+        let peer = peer_ids(&stream);
         let reply = Reply(parking_lot::Mutex::new((stream, false)));
         if !reply.working() {
             return;
@@ -733,6 +774,10 @@ impl Served<'_> {
                 },
                 Request::Status => Some(Response::Status(Box::new(self.status()))),
                 Request::Snapshot { of, options } => self.snapshot(&of, &options, reply, cancel),
+                Request::Restore(req) => match same_user(peer, own_ids()) {
+                    Ok(()) => self.restore(&req, reply, cancel),
+                    Err(why) => Some(Response::Refused(why)),
+                },
             };
             if let Some(answer) = answer {
                 reply.answer(&answer);
@@ -759,6 +804,68 @@ impl Served<'_> {
         Response::Snapshot(Box::new(s.clone()))
     }
 
+    /// Waits for the turn of a snapshot or restore asked for (they are taken one at a time;
+    /// a store ahead under way stops, what it stored found by the walk that follows, and none
+    /// begins until this one has) and stops a merge under way. `None`: its client went away
+    /// while it waited for the one before (`cancel`).
+    fn turn(
+        &self,
+        cancel: &cairn_store::cancel::CancelToken,
+    ) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        let turn = self.store_ahead.asked(|| self.taking.lock());
+        if cancel.is_cancelled() {
+            return None;
+        }
+        self.merges.stop();
+        Some(turn)
+    }
+
+    /// Carries out the restore `req` asked for (see [`Workspace::restore`]) with the daemon's
+    /// watcher and the stat cache it keeps, and returns the answer, or `None` when it was sent
+    /// on `reply` already: as soon as the restore returned. Then, off the asking process's
+    /// path, the restore's changes are made durable (its journal confirmed), which the next
+    /// command would otherwise do before anything else. One at a time with the snapshots;
+    /// the snapshot walked ahead is dropped first (its stat cache goes back to the memo for
+    /// the restore's walk, and the restore changes the files it stood for). `cancel` (the
+    /// client went away) stops it only before its changes begin, as it stops any restore.
+    fn restore(
+        &self,
+        req: &RestoreRequest,
+        reply: &Reply,
+        cancel: &cairn_store::cancel::CancelToken,
+    ) -> Option<Response> {
+        let ws = self.ws;
+        let _turn = self.turn(cancel)?;
+        drop(self.ahead.lock().take());
+        let outcome = ws.restore_for_daemon(req, self.context(Some(cancel.clone())));
+        *self.last_snapshot.lock() = Some(std::time::Instant::now());
+        let answer = match outcome {
+            Err(why) => return Some(Response::Refused(why)),
+            Ok(Ok(report)) => match serde_json::to_string(&report) {
+                Ok(json) => Response::Restored(json),
+                Err(e) => Response::Failed(Box::new(Failure {
+                    kind: cairn_store::ErrorKind::Corrupt,
+                    message: format!("the restore's report does not write as JSON: {e}"),
+                    path: None,
+                })),
+            },
+            Ok(Err(e)) => {
+                use cairn_store::Classify;
+                use std::os::unix::ffi::OsStrExt;
+                Response::Failed(Box::new(Failure {
+                    kind: e.kind(),
+                    message: e.to_string(),
+                    path: e.path().map(|p| p.as_os_str().as_bytes().to_vec()),
+                }))
+            }
+        };
+        self.tally.add(Count::Restores);
+        reply.answer(&answer);
+        // Best effort, as after a snapshot: a failure leaves the journal to the next command.
+        let _ = crate::journal::confirm_applied(&ws.site);
+        None
+    }
+
     /// Takes the snapshot of `of` with `options` (as the asking process's
     /// [`Workspace::snapshot`] settled them) and returns the answer, or `None` when it was sent
     /// on `reply` already: as soon as the snapshot was durable, before the stat cache was
@@ -772,14 +879,7 @@ impl Served<'_> {
         cancel: &cairn_store::cancel::CancelToken,
     ) -> Option<Response> {
         let ws = self.ws;
-        // A store ahead under way stops (what it stored is found by this snapshot's walk),
-        // and none begins until this one has.
-        let _one_at_a_time = self.store_ahead.asked(|| self.taking.lock());
-        // Its client went away while it waited for the one before.
-        if cancel.is_cancelled() {
-            return None;
-        }
-        self.merges.stop();
+        let _turn = self.turn(cancel)?;
         if *of != ws.watch_target() {
             return Some(Response::Refused(format!(
                 "this watcher serves workspace {} at {} in store {}",
@@ -829,5 +929,21 @@ impl Served<'_> {
                 Response::Refused(e.to_string())
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restore_is_carried_out_only_for_a_process_of_the_same_user_and_group() {
+        assert_eq!(same_user(Some((1000, 1000)), (1000, 1000)), Ok(()));
+        for peer in [Some((0, 0)), Some((1000, 27)), Some((0, 1000)), None] {
+            assert!(same_user(peer, (1000, 1000)).is_err(), "{peer:?}");
+        }
+        // This process, at the other end of a socket pair, is its own user.
+        let (a, _b) = UnixStream::pair().expect("a socket pair");
+        assert_eq!(same_user(peer_ids(&a), own_ids()), Ok(()));
     }
 }

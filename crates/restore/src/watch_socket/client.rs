@@ -6,7 +6,8 @@ use super::lock;
 #[cfg(doc)]
 use super::protocol::BEAT;
 use super::protocol::{
-    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, Target, TIMEOUT,
+    recv, send, socket_path, with_short_path, DaemonStatus, Request, Response, RestoreRequest,
+    Target, TIMEOUT,
 };
 use crate::error::{Error, Result};
 use cairn_snapshot::{ChangeSource, Changes, Options as SnapshotOptions, Snapshot, Token};
@@ -353,5 +354,63 @@ pub(crate) fn delegate(
             socket,
             silent: Some(why),
         }),
+    }
+}
+
+/// How long at most a client waits for a restore the daemon carries out for it while the
+/// daemon keeps saying it works on it: a full restore of a large tree takes minutes. Past it,
+/// the client restores itself (and meets `BUSY` while the daemon's restore holds the lock).
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// How a restore handed to the daemon went.
+pub(crate) enum Restored {
+    /// Carried out: its report.
+    Done(Box<crate::Report>),
+    /// Carried out, and failed there: the daemon's error.
+    Failed(Error),
+    /// Not carried out by the daemon: refused (another workspace, files kept out it does not
+    /// keep out) or unanswered (`Some`: why it was silent). The caller restores itself: a
+    /// restore the daemon began and did not answer holds the workspace's restore lock while
+    /// it runs (the caller meets `BUSY`) and its journal after it (the caller finishes it
+    /// first), so nothing is done twice over and nothing is left half done.
+    NotDone(Option<String>),
+}
+
+/// Hands the restore `req` to the daemon on `socket`.
+pub(crate) fn restore(socket: &Path, req: RestoreRequest) -> Restored {
+    match ask(socket, &Request::Restore(Box::new(req)), RESTORE_TIMEOUT) {
+        Ok(Response::Restored(json)) => match serde_json::from_str(&json) {
+            Ok(report) => Restored::Done(Box::new(report)),
+            // Carried out, but its report does not read: the error says what to look at.
+            Err(e) => Restored::Failed(Error::Watcher {
+                kind: cairn_store::ErrorKind::Corrupt,
+                message: format!(
+                    "the watcher at {} restored, but its report does not read ({e}); `cairn \
+                     log` lists the safety snapshot it took",
+                    socket.display()
+                ),
+                path: Some(socket.to_path_buf()),
+            }),
+        },
+        Ok(Response::Failed(f)) => Restored::Failed(Error::Watcher {
+            kind: f.kind,
+            message: f.message,
+            path: f.path.map(|p| {
+                use std::os::unix::ffi::OsStringExt;
+                PathBuf::from(std::ffi::OsString::from_vec(p))
+            }),
+        }),
+        Ok(_) | Err(NoAnswer::Nobody) => Restored::NotDone(None),
+        Err(NoAnswer::Silent(why)) => Restored::NotDone(Some(why)),
+    }
+}
+
+impl Client {
+    /// A client of the daemon on `socket` that found it silent for `why`: asked nothing more.
+    pub(crate) fn silent(socket: PathBuf, why: String) -> Client {
+        Client {
+            socket,
+            silent: Some(why),
+        }
     }
 }

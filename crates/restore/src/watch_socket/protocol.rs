@@ -25,9 +25,10 @@ const MAX_MESSAGE: u32 = 256 << 20;
 /// ahead to `DaemonStatus`, version 5 the changes stored ahead to `DaemonStatus`, version 6
 /// `Response::Working`, sent while the daemon works on a request, and
 /// `DaemonStatus::took_over`, version 7 the snapshot's options and the snapshot as they are,
-/// `cairn_snapshot::Options` and `cairn_snapshot::Snapshot`): the message is refused, and the
-/// client walks.
-const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x07";
+/// `cairn_snapshot::Options` and `cairn_snapshot::Snapshot`, version 8 `Request::Restore`, its
+/// answers and `DaemonStatus::restores`): the message is refused, and the client walks (or
+/// restores) itself.
+const PROTOCOL: &[u8; 8] = b"CAIRNW\x00\x08";
 
 /// How long a daemon waits for a request, and at most a client for an answer to `Changes`
 /// or `Status` (each served on a thread of its own, never behind a snapshot).
@@ -53,6 +54,34 @@ pub(crate) enum Request {
         options: Box<SnapshotOptions>,
     },
     Status,
+    /// A restore of workspace `of`, carried out by the daemon (see [`RestoreRequest`]).
+    Restore(Box<RestoreRequest>),
+}
+
+/// A restore the asking process's `Workspace::restore` hands to the daemon: its arguments as
+/// they are, the plan's options in JSON (as a rewind stores them: postcard cannot carry
+/// their untagged forms), and the files the asking process keeps beneath the root.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RestoreRequest {
+    pub(crate) of: Target,
+    /// The snapshot restored, in hex.
+    pub(crate) snapshot: String,
+    /// `PlanOptions`, in JSON.
+    pub(crate) planning: String,
+    /// `ApplyOptions::key`.
+    pub(crate) key: Option<String>,
+    /// `Workspace::keep_out`'s files of the asking handle, as bytes: the daemon carries the
+    /// restore out only when it keeps each of them out too.
+    pub(crate) own_files: Vec<Vec<u8>>,
+}
+
+/// How a restore the daemon carried out failed, as the asking process reports it: the error's
+/// kind, its message and its path.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Failure {
+    pub(crate) kind: cairn_store::ErrorKind,
+    pub(crate) message: String,
+    pub(crate) path: Option<Vec<u8>>,
 }
 
 /// Which workspace a request is for: a daemon takes snapshots only of the one it serves.
@@ -72,6 +101,12 @@ pub(crate) enum Response {
     Changes(Changes),
     Snapshot(Box<Snapshot>),
     Status(Box<DaemonStatus>),
+    /// The report of the restore it carried out, in JSON (postcard cannot carry its flattened
+    /// summary).
+    Restored(String),
+    /// The restore it carried out failed (before any change, or stopped after they began and
+    /// held by its journal, as the error says).
+    Failed(Box<Failure>),
     /// Not for this daemon (another store, root, workspace or remote), or it failed: the
     /// caller does it itself.
     Refused(String),
@@ -110,6 +145,8 @@ pub struct DaemonStatus {
     pub cpu_ms: u64,
     /// Snapshots it took for other processes.
     pub snapshots: u64,
+    /// Restores it carried out for other processes (see `Workspace::restore`).
+    pub restores: u64,
     /// Small packs it merged into larger ones while idle (see
     /// [`cairn_store::Store::merge_small_packs`]).
     pub packs_merged: u64,

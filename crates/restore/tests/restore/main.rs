@@ -5,6 +5,7 @@ mod attack;
 mod behaviour;
 mod crash;
 mod daemon;
+mod delegated;
 mod fixtures;
 mod property;
 mod statcache;

@@ -104,9 +104,14 @@ fn a_restore_with_a_cairn_watch_daemon_asks_it_what_changed_and_is_exact() {
                 .expect("a snapshot")
                 .snapshot;
             assert_eq!(taken.walk.walked, Walked::Full, "{:?}", taken.walk);
+            // Carried out by the daemon, whose walk looks only at what changed.
             let report = restore();
             let walk = report.safety_walk.expect("the walk is reported");
             assert_ne!(walk.walked, Walked::Full, "{walk:?}");
+            let daemon = cairn_restore::watch::status(fx.ws.store(), fx.ws.id())
+                .expect("ask the daemon")
+                .expect("a daemon answers");
+            assert_eq!(daemon.restores, 1);
         });
     });
 }

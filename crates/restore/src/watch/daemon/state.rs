@@ -23,12 +23,14 @@ pub(super) enum Count {
     AnsweredAhead,
     /// Changes whose objects were stored ahead.
     StoredAhead,
+    /// Restores carried out for others.
+    Restores,
 }
 
 /// The daemon's counts, one per [`Count`]: each only grows, and is read for the status
 /// alone (no other state is ordered by it).
 #[derive(Default)]
-pub(super) struct Tally([AtomicU64; 4]);
+pub(super) struct Tally([AtomicU64; 5]);
 
 impl Tally {
     /// Counts one more `count`.
