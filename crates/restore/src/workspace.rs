@@ -511,15 +511,13 @@ impl Workspace {
     }
 
     /// The restore the `cairn watch` daemon carries out for another process, as that process
-    /// asked for it in `req`, with the daemon's watcher, stat cache and cancel token in `ctx`.
-    /// `Err` with a reason when the daemon does not carry it out (the asking process does it
-    /// itself): another workspace, or a file the asking process keeps out that this handle
-    /// does not. `Ok` holds how the restore went.
-    pub(crate) fn restore_for_daemon(
+    /// asked for it in `req`: its target and plan options, or why the daemon does not carry
+    /// it out (the asking process does it itself): another workspace, or a file the asking
+    /// process keeps out that this handle does not.
+    pub(crate) fn accept_restore(
         &self,
         req: &RestoreRequest,
-        ctx: Context<'_>,
-    ) -> std::result::Result<Result<Report>, String> {
+    ) -> std::result::Result<(SnapshotId, PlanOptions), String> {
         if req.of != self.watch_target() {
             return Err(format!(
                 "this watcher serves workspace {} at {} in store {}",
@@ -546,13 +544,25 @@ impl Workspace {
             .map_err(|_| format!("{:?} is not a snapshot id", req.snapshot))?;
         let planning: PlanOptions = serde_json::from_str(&req.planning)
             .map_err(|e| format!("the plan's options do not read: {e}"))?;
-        Ok(apply::restore(
+        Ok((snapshot, planning))
+    }
+
+    /// Carries out, in the daemon, a restore [`Workspace::accept_restore`] accepted, with the
+    /// daemon's watcher, stat cache and cancel token in `ctx`.
+    pub(crate) fn restore_for_daemon(
+        &self,
+        snapshot: &SnapshotId,
+        planning: &PlanOptions,
+        key: Option<String>,
+        ctx: Context<'_>,
+    ) -> Result<Report> {
+        apply::restore(
             &self.site,
-            &snapshot,
-            &planning,
-            &ApplyOptions::with_key(req.key.clone()),
+            snapshot,
+            planning,
+            &ApplyOptions::with_key(key),
             ctx,
-        ))
+        )
     }
 
     /// Gives `ctx` the watcher a snapshot would ask ([`Workspace::route`]), for a restore's

@@ -698,6 +698,24 @@ fn a_stopped_watcher_holds_neither_a_snapshot_nor_the_hook_and_status_names_it()
     assert_eq!(st["not_answering"]["pid"], pid, "{st}");
 }
 
+// Issue 56: a restore is handed to the watcher; a stopped one holds it no more than a
+// snapshot: the command restores itself, walking, and says why.
+#[test]
+fn a_stopped_watcher_holds_no_restore_and_the_command_restores_itself_saying_why() {
+    let f = Fixture::new();
+    let base = f.snapshot("base");
+    let d = Daemon::start(&f);
+    snapshot(&f, None);
+    f.write("src/main.rs", "fn main() { stopped() }\n");
+    let _stopped = Stopped::stop(&d);
+    let r = json_guarded(&f, &["restore", &base, "--yes"]);
+    assert_eq!(r["restored"], serde_json::json!(["src/main.rs"]), "{r}");
+    assert_eq!(r["safety_walk"]["walked"], "full", "{r}");
+    let reason = r["safety_walk"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("did not answer"), "{r}");
+    assert_eq!(f.read("src/main.rs").as_deref(), Some("fn main() {}\n"));
+}
+
 // Issue 53: with thousands of connections queued on a stopped watcher's socket, a client's
 // `connect` itself blocked; it is bounded now.
 #[test]

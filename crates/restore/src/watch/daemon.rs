@@ -836,12 +836,20 @@ impl Served<'_> {
     ) -> Option<Response> {
         let ws = self.ws;
         let _turn = self.turn(cancel)?;
+        let (snapshot, planning) = match ws.accept_restore(req) {
+            Ok(accepted) => accepted,
+            Err(why) => return Some(Response::Refused(why)),
+        };
         drop(self.ahead.lock().take());
-        let outcome = ws.restore_for_daemon(req, self.context(Some(cancel.clone())));
+        let outcome = ws.restore_for_daemon(
+            &snapshot,
+            &planning,
+            req.key.clone(),
+            self.context(Some(cancel.clone())),
+        );
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         let answer = match outcome {
-            Err(why) => return Some(Response::Refused(why)),
-            Ok(Ok(report)) => match serde_json::to_string(&report) {
+            Ok(report) => match serde_json::to_string(&report) {
                 Ok(json) => Response::Restored(json),
                 Err(e) => Response::Failed(Box::new(Failure {
                     kind: cairn_store::ErrorKind::Corrupt,
@@ -849,7 +857,7 @@ impl Served<'_> {
                     path: None,
                 })),
             },
-            Ok(Err(e)) => {
+            Err(e) => {
                 use cairn_store::Classify;
                 use std::os::unix::ffi::OsStrExt;
                 Response::Failed(Box::new(Failure {

@@ -145,7 +145,8 @@ pub struct DaemonStatus {
     pub cpu_ms: u64,
     /// Snapshots it took for other processes.
     pub snapshots: u64,
-    /// Restores it carried out for other processes (see `Workspace::restore`).
+    /// Restores it carried out for other processes (see `Workspace::restore`), those that
+    /// failed there counted too.
     pub restores: u64,
     /// Small packs it merged into larger ones while idle (see
     /// [`cairn_store::Store::merge_small_packs`]).
