@@ -467,7 +467,7 @@ impl Workspace {
             Route::Daemon { socket, take: true }
                 if ctx.threads.is_none() && !options.bound_to_process() =>
             {
-                let req = self.restore_request(snapshot, planning, options)?;
+                let req = self.restore_request(snapshot, planning, options);
                 // The stat cache this handle's snapshots left, written first: the daemon's
                 // walk builds on the file.
                 self.site.memo.wait();
@@ -493,13 +493,12 @@ impl Workspace {
         snapshot: &SnapshotId,
         planning: &PlanOptions,
         options: &ApplyOptions,
-    ) -> Result<RestoreRequest> {
+    ) -> RestoreRequest {
         use std::os::unix::ffi::OsStrExt;
-        Ok(RestoreRequest {
+        RestoreRequest {
             of: self.watch_target(),
-            snapshot: snapshot.to_hex(),
-            planning: serde_json::to_string(planning)
-                .map_err(|e| Error::InvalidArgument(format!("the plan's options: {e}")))?,
+            snapshot: *snapshot,
+            planning: planning.clone(),
             key: options.key.clone(),
             own_files: self
                 .site
@@ -507,17 +506,13 @@ impl Workspace {
                 .iter()
                 .map(|f| f.as_os_str().as_bytes().to_vec())
                 .collect(),
-        })
+        }
     }
 
-    /// The restore the `cairn watch` daemon carries out for another process, as that process
-    /// asked for it in `req`: its target and plan options, or why the daemon does not carry
-    /// it out (the asking process does it itself): another workspace, or a file the asking
-    /// process keeps out that this handle does not.
-    pub(crate) fn accept_restore(
-        &self,
-        req: &RestoreRequest,
-    ) -> std::result::Result<(SnapshotId, PlanOptions), String> {
+    /// Whether the `cairn watch` daemon carries out the restore another process asked for in
+    /// `req`, or why not (the asking process does it itself): another workspace, or a file
+    /// the asking process keeps out that this handle does not.
+    pub(crate) fn accept_restore(&self, req: &RestoreRequest) -> std::result::Result<(), String> {
         if req.of != self.watch_target() {
             return Err(format!(
                 "this watcher serves workspace {} at {} in store {}",
@@ -538,13 +533,7 @@ impl Workspace {
                 String::from_utf8_lossy(f)
             ));
         }
-        let snapshot: SnapshotId = req
-            .snapshot
-            .parse()
-            .map_err(|_| format!("{:?} is not a snapshot id", req.snapshot))?;
-        let planning: PlanOptions = serde_json::from_str(&req.planning)
-            .map_err(|e| format!("the plan's options do not read: {e}"))?;
-        Ok((snapshot, planning))
+        Ok(())
     }
 
     /// Carries out, in the daemon, a restore [`Workspace::accept_restore`] accepted, with the

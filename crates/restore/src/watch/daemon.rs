@@ -836,14 +836,13 @@ impl Served<'_> {
     ) -> Option<Response> {
         let ws = self.ws;
         let _turn = self.turn(cancel)?;
-        let (snapshot, planning) = match ws.accept_restore(req) {
-            Ok(accepted) => accepted,
-            Err(why) => return Some(Response::Refused(why)),
-        };
+        if let Err(why) = ws.accept_restore(req) {
+            return Some(Response::Refused(why));
+        }
         drop(self.ahead.lock().take());
         let outcome = ws.restore_for_daemon(
-            &snapshot,
-            &planning,
+            &req.snapshot,
+            &req.planning,
             req.key.clone(),
             self.context(Some(cancel.clone())),
         );

@@ -59,15 +59,14 @@ pub(crate) enum Request {
 }
 
 /// A restore the asking process's `Workspace::restore` hands to the daemon: its arguments as
-/// they are, the plan's options in JSON (as a rewind stores them: postcard cannot carry
-/// their untagged forms), and the files the asking process keeps beneath the root.
+/// they are, and the files the asking process keeps out of the workspace.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RestoreRequest {
     pub(crate) of: Target,
-    /// The snapshot restored, in hex.
-    pub(crate) snapshot: String,
-    /// `PlanOptions`, in JSON.
-    pub(crate) planning: String,
+    /// The snapshot restored.
+    pub(crate) snapshot: cairn_store::SnapshotId,
+    /// How the restore is planned.
+    pub(crate) planning: crate::PlanOptions,
     /// `ApplyOptions::key`.
     pub(crate) key: Option<String>,
     /// `Workspace::keep_out`'s files of the asking handle, as bytes: the daemon carries the
@@ -233,6 +232,41 @@ mod tests {
         a.write_all(&raw).expect("write");
         let err = recv::<Request>(&mut b).expect_err("refused");
         assert!(err.to_string().contains("another version"), "{err}");
+    }
+
+    // Issue 56: a restore's plan options go over the wire as they are, a path that is not
+    // UTF-8 among them.
+    #[test]
+    fn a_restore_request_carries_its_plan_options_as_they_are() {
+        use cairn_store::RelPath;
+        let req = RestoreRequest {
+            of: Target {
+                store: PathBuf::from("/s"),
+                workspace_id: "ws-1".into(),
+                root: PathBuf::from("/w"),
+                remote: true,
+            },
+            snapshot: cairn_store::SnapshotId::from_hex(&"ab".repeat(32)).expect("an id"),
+            planning: crate::PlanOptions {
+                paths: vec![RelPath(b"src/a.rs".to_vec()), RelPath(b"bin/\xff".to_vec())],
+                reference: Some(cairn_store::SnapshotId::from_hex(&"cd".repeat(32)).expect("id")),
+                on_drift: crate::DriftPolicy::Refuse,
+            },
+            key: Some("k-1".into()),
+            own_files: vec![b"/w/threads.db".to_vec()],
+        };
+        let (mut a, mut b) = UnixStream::pair().expect("a socket pair");
+        send(&mut a, &Request::Restore(Box::new(req))).expect("send");
+        match recv::<Request>(&mut b).expect("received") {
+            Request::Restore(got) => {
+                assert_eq!(got.planning.paths[1].0, b"bin/\xff");
+                assert_eq!(got.planning.on_drift, crate::DriftPolicy::Refuse);
+                assert_eq!(got.key.as_deref(), Some("k-1"));
+                assert_eq!(got.snapshot.to_hex(), "ab".repeat(32));
+                assert!(got.of.remote);
+            }
+            other => panic!("not a restore request: {other:?}"),
+        }
     }
 
     // Issue 61: the snapshot's options go over the wire as they are, their metadata (a JSON
