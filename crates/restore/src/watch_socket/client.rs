@@ -386,7 +386,7 @@ pub(crate) fn restore(socket: &Path, req: RestoreRequest) -> Restored {
                 kind: cairn_store::ErrorKind::Corrupt,
                 message: format!(
                     "the watcher at {} restored, but its report does not read ({e}); `cairn \
-                     log` lists the safety snapshot it took",
+                     list` lists the safety snapshot it took",
                     socket.display()
                 ),
                 path: Some(socket.to_path_buf()),
