@@ -471,15 +471,10 @@ impl Workspace {
                 // The stat cache this handle's snapshots left, written first: the daemon's
                 // walk builds on the file.
                 self.site.memo.wait();
-                match client::restore(&socket, req) {
+                match client::restore(socket, req) {
                     client::Restored::Done(report) => return Ok(*report),
                     client::Restored::Failed(e) => return Err(e),
-                    client::Restored::NotDone(None) => {
-                        ctx.watch = Some(Arc::new(client::Client::new(socket)))
-                    }
-                    client::Restored::NotDone(Some(why)) => {
-                        ctx.watch = Some(Arc::new(client::Client::silent(socket, why)))
-                    }
+                    client::Restored::NotDone(asked) => ctx.watch = Some(Arc::new(asked)),
                 }
             }
             _ => self.ask_watcher(&mut ctx),
@@ -509,18 +504,26 @@ impl Workspace {
         }
     }
 
-    /// Whether the `cairn watch` daemon carries out the restore another process asked for in
-    /// `req`, or why not (the asking process does it itself): another workspace, or a file
-    /// the asking process keeps out that this handle does not.
-    pub(crate) fn accept_restore(&self, req: &RestoreRequest) -> std::result::Result<(), String> {
-        if req.of != self.watch_target() {
-            return Err(format!(
-                "this watcher serves workspace {} at {} in store {}",
-                self.id(),
-                self.root().display(),
-                self.store().path().display()
-            ));
+    /// Whether the `cairn watch` daemon serving this handle takes requests for `of`, or why
+    /// not (the asking process does the work itself): another store, workspace, root or remote.
+    pub(crate) fn serves(&self, of: &Target) -> std::result::Result<(), String> {
+        if *of == self.watch_target() {
+            return Ok(());
         }
+        Err(format!(
+            "this watcher serves workspace {} at {} in store {}",
+            self.id(),
+            self.root().display(),
+            self.store().path().display()
+        ))
+    }
+
+    /// Whether the `cairn watch` daemon carries out the restore another process asked for in
+    /// `req`, or why not (the asking process does it itself): another workspace
+    /// ([`Workspace::serves`]), or a file the asking process keeps out that this handle does
+    /// not.
+    pub(crate) fn accept_restore(&self, req: &RestoreRequest) -> std::result::Result<(), String> {
+        self.serves(&req.of)?;
         use std::os::unix::ffi::OsStrExt;
         let own = self.site.own_files();
         if let Some(f) = req

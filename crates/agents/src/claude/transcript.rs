@@ -157,8 +157,9 @@ impl Transcript {
     /// whose message the file lacks, or whose message's conversation reaches a line the file
     /// lacks before it reaches a prompt, once. Claude Code 2.1.197 run with `--bare` on a busy
     /// machine was seen writing a session's file without its first lines, the prompt's among
-    /// them, keeping the model's answer (its parent missing) and the `last-prompt` line. Slash commands (`/...`) and
-    /// shell input (`! ...`), which a `last-prompt` also names, are not counted.
+    /// them, keeping the model's answer (its parent missing) and the `last-prompt` line. Slash
+    /// commands (`/...`) and shell input (`! ...`), which a `last-prompt` also names, are not
+    /// counted.
     pub fn lost_prompts(&self) -> Vec<&LastPrompt> {
         let mut seen: HashSet<String> = self
             .lines

@@ -887,13 +887,8 @@ impl Served<'_> {
     ) -> Option<Response> {
         let ws = self.ws;
         let _turn = self.turn(cancel)?;
-        if *of != ws.watch_target() {
-            return Some(Response::Refused(format!(
-                "this watcher serves workspace {} at {} in store {}",
-                ws.id(),
-                ws.root().display(),
-                ws.store().path().display()
-            )));
+        if let Err(why) = ws.serves(of) {
+            return Some(Response::Refused(why));
         }
         // Asked for before a walk ahead (right after a change): what it packs is stored
         // uncompressed, and compressed by the merge this daemon makes once idle (a store that

@@ -369,16 +369,17 @@ pub(crate) enum Restored {
     /// Carried out, and failed there: the daemon's error.
     Failed(Error),
     /// Not carried out by the daemon: refused (another workspace, files kept out it does not
-    /// keep out) or unanswered (`Some`: why it was silent). The caller restores itself: a
-    /// restore the daemon began and did not answer holds the workspace's restore lock while
-    /// it runs (the caller meets `BUSY`) and its journal after it (the caller finishes it
-    /// first), so nothing is done twice over and nothing is left half done.
-    NotDone(Option<String>),
+    /// keep out) or unanswered. The caller restores itself, with this client as its walk's
+    /// watcher (one that found the daemon silent asks it nothing more): a restore the daemon
+    /// began and did not answer holds the workspace's restore lock while it runs (the caller
+    /// meets `BUSY`) and its journal after it (the caller finishes it first), so nothing is
+    /// done twice over and nothing is left half done.
+    NotDone(Client),
 }
 
 /// Hands the restore `req` to the daemon on `socket`.
-pub(crate) fn restore(socket: &Path, req: RestoreRequest) -> Restored {
-    match ask(socket, &Request::Restore(Box::new(req)), RESTORE_TIMEOUT) {
+pub(crate) fn restore(socket: PathBuf, req: RestoreRequest) -> Restored {
+    match ask(&socket, &Request::Restore(Box::new(req)), RESTORE_TIMEOUT) {
         Ok(Response::Restored(json)) => match serde_json::from_str(&json) {
             Ok(report) => Restored::Done(Box::new(report)),
             // Carried out, but its report does not read: the error says what to look at.
@@ -389,7 +390,7 @@ pub(crate) fn restore(socket: &Path, req: RestoreRequest) -> Restored {
                      list` lists the safety snapshot it took",
                     socket.display()
                 ),
-                path: Some(socket.to_path_buf()),
+                path: Some(socket.clone()),
             }),
         },
         Ok(Response::Failed(f)) => Restored::Failed(Error::Watcher {
@@ -400,17 +401,10 @@ pub(crate) fn restore(socket: &Path, req: RestoreRequest) -> Restored {
                 PathBuf::from(std::ffi::OsString::from_vec(p))
             }),
         }),
-        Ok(_) | Err(NoAnswer::Nobody) => Restored::NotDone(None),
-        Err(NoAnswer::Silent(why)) => Restored::NotDone(Some(why)),
-    }
-}
-
-impl Client {
-    /// A client of the daemon on `socket` that found it silent for `why`: asked nothing more.
-    pub(crate) fn silent(socket: PathBuf, why: String) -> Client {
-        Client {
+        Ok(_) | Err(NoAnswer::Nobody) => Restored::NotDone(Client::new(socket)),
+        Err(NoAnswer::Silent(why)) => Restored::NotDone(Client {
             socket,
             silent: Some(why),
-        }
+        }),
     }
 }
