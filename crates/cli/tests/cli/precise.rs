@@ -273,7 +273,7 @@ fn a_chosen_path_that_only_the_snapshot_has_comes_back_with_its_directories() {
 
 /// A workspace with `base`, the agent's edits checkpointed as `cp2` (the files being left), then
 /// someone else's edit of `b.txt` that no checkpoint has.
-fn drifted() -> Fixture {
+pub(crate) fn drifted() -> Fixture {
     let f = Fixture::new();
     f.write("a.txt", "a0\n");
     f.write("b.txt", "b0\n");

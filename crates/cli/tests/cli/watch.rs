@@ -277,15 +277,8 @@ fn a_restore_runs_while_a_watcher_runs_and_the_next_snapshot_sees_it() {
 // process would have: the same kind, exit code, message and path, nothing changed.
 #[test]
 fn a_restore_the_watcher_refuses_reports_the_error_a_restore_without_it_would() {
-    let f = Fixture::new();
-    f.write("a.txt", "a0\n");
-    f.write("b.txt", "b0\n");
-    let base = f.snapshot("base");
-    f.write("a.txt", "a1\n");
-    f.write("b.txt", "b1\n");
-    f.snapshot("cp2");
-    f.write("b.txt", "b, by someone else\n");
-    let refuse = ["--json", "restore", &base, "--yes", "--on-drift", "refuse"];
+    let f = crate::precise::drifted();
+    let refuse = ["--json", "restore", "base", "--yes", "--on-drift", "refuse"];
     let alone = json_error(f.cairn(&refuse).env("CAIRN_WATCH", "off"), 20);
     let _d = Daemon::start(&f);
     let through = json_error(&mut f.cairn(&refuse), 20);
