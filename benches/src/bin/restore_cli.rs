@@ -19,7 +19,8 @@
 //! a fresh empty directory each: `cairn --store STORE restore SNAP --yes` (what a person
 //! runs, its output to a file), `tar -xf` of the archive, and the library (this binary run
 //! again as a child: `Workspace::open` and `Workspace::restore`, as the `full_restore` bench
-//! does in-process). The peak resident set of each child comes from `wait4`'s `ru_maxrss`.
+//! does in-process). Each child is started, timed and measured by a small spawner (this binary
+//! run again), so its peak resident set (`wait4`'s `ru_maxrss`) is its own, not the bench's.
 //! As in `full_restore`, nothing is deleted while timing (ext4 slows creation for minutes
 //! after many deletes): every output stays until the tree's runs are done, the harness
 //! `sync`s and waits `--rest` seconds after set-up, and `sync`s before each step.
@@ -50,6 +51,13 @@ const CHILD: &str = "--child-library";
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(MEASURE) {
+        if let Err(e) = measure_child(&argv[2..]) {
+            eprintln!("restore_cli spawner: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if argv.get(1).map(String::as_str) == Some(CHILD) {
         if let Err(e) = library_child(&argv[2..]) {
             eprintln!("restore_cli library child: {e}");
@@ -98,22 +106,73 @@ struct Measured {
     peak_kib: u64,
 }
 
-/// Runs `cmd` (stdin empty, stdout to `out`, stderr kept) and waits for it with `wait4`, for
-/// its own `ru_maxrss`; a failure is an error showing its standard error. (Neither std nor
-/// rustix gives a child's resource usage: `libc::wait4`.)
-#[allow(unsafe_code)]
+/// The hidden first argument that makes this binary the spawner of one measured child:
+/// `--child-measure RESULT PROGRAM ARGS...`.
+const MEASURE: &str = "--child-measure";
+
+/// Runs `cmd` (stdin empty, stdout to `out`, stderr kept) through a spawner (this binary run
+/// again, small): a child's `ru_maxrss` counts the memory of the process it was forked from
+/// until it `exec`s (Linux keeps the larger of the two), so a child forked straight from the
+/// bench, which holds the big tree's listing, would be charged the bench's size. The spawner
+/// times its child and reads its `wait4` usage; a failure is an error showing its standard
+/// error.
 fn measure(cmd: &mut Command, out: &Path) -> Result<Measured, String> {
     let stdout = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let err_path = out.with_extension("stderr");
     let stderr =
         std::fs::File::create(&err_path).map_err(|e| format!("{}: {e}", err_path.display()))?;
-    let t = Instant::now();
-    let child = cmd
+    let result = out.with_extension("measured");
+    let exe = std::env::current_exe().map_err(|e| format!("this bench's path: {e}"))?;
+    let mut spawner = Command::new(exe);
+    spawner
+        .arg(MEASURE)
+        .arg(&result)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => spawner.env(k, v),
+            None => spawner.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        spawner.current_dir(dir);
+    }
+    let status = spawner
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
-        .spawn()
+        .status()
         .map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({status}): {}",
+            std::fs::read_to_string(&err_path)
+                .unwrap_or_default()
+                .trim()
+        ));
+    }
+    let text = std::fs::read_to_string(&result).map_err(|e| format!("{cmd:?}: {e}"))?;
+    let _ = std::fs::remove_file(&result);
+    let mut it = text.split_whitespace();
+    let parsed = (|| Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?)))();
+    let (ms, peak_kib) = parsed.ok_or_else(|| format!("{cmd:?}: the spawner wrote {text:?}"))?;
+    Ok(Measured { ms, peak_kib })
+}
+
+/// The spawner's side: runs `PROGRAM ARGS...` with this process's standard streams, waits for
+/// it with `wait4` and writes `MS PEAK_KIB` to `RESULT`; exits 1 if the child failed. (Neither
+/// std nor rustix gives a child's resource usage: `libc::wait4`.)
+#[allow(unsafe_code)]
+fn measure_child(args: &[String]) -> Result<(), String> {
+    let [result, program, rest @ ..] = args else {
+        return Err("expected RESULT PROGRAM ARGS...".into());
+    };
+    let t = Instant::now();
+    let child = Command::new(program)
+        .args(rest)
+        .spawn()
+        .map_err(|e| format!("{program}: {e}"))?;
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: `rusage` is plain data the kernel fills; `pid` is our child, reaped here once
@@ -123,23 +182,13 @@ fn measure(cmd: &mut Command, out: &Path) -> Result<Measured, String> {
     let ms = t.elapsed().as_secs_f64() * 1e3;
     drop(child);
     if r != pid {
-        return Err(format!(
-            "{cmd:?}: wait4: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(format!("wait4: {}", std::io::Error::last_os_error()));
     }
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        return Err(format!(
-            "{cmd:?} failed (status {status:#x}): {}",
-            std::fs::read_to_string(&err_path)
-                .unwrap_or_default()
-                .trim()
-        ));
+        return Err(format!("{program} failed (status {status:#x})"));
     }
-    Ok(Measured {
-        ms,
-        peak_kib: usage.ru_maxrss as u64,
-    })
+    std::fs::write(result, format!("{ms} {}", usage.ru_maxrss))
+        .map_err(|e| format!("{result}: {e}"))
 }
 
 /// The `cairn` command with the bench's environment: `CAIRN_HOME` in the scratch directory,

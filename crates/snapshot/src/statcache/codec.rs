@@ -216,6 +216,54 @@ pub(super) struct BodyHead {
     pub(super) primed: Vec<PrimedSet>,
 }
 
+/// A body's head as it is written: [`BodyHead`]'s fields with the records restores made
+/// borrowed, not copied (issue 56: copying every path, then encoding the head whole into
+/// memory before writing it, was the peak of a full restore's memory, about 40 MiB per 100,000
+/// files). It encodes to the same bytes as the [`BodyHead`] it stands for.
+#[derive(Serialize)]
+pub(super) struct HeadOut<'a> {
+    pub(super) key: [u8; 16],
+    pub(super) rules: [u8; 32],
+    pub(super) root: Option<(ObjectId, u64)>,
+    pub(super) primed: Vec<SetOut<'a>>,
+}
+
+/// A [`PrimedSet`] as written, its files borrowed (sorted by path, as a set is stored).
+#[derive(Serialize)]
+pub(super) struct SetOut<'a> {
+    #[serde(with = "super::record::id_bytes")]
+    pub(super) snapshot: ObjectId,
+    #[serde(with = "serde_bytes")]
+    pub(super) boot: &'a [u8],
+    pub(super) files: Vec<FileOut<'a>>,
+}
+
+/// A [`super::PrimedFile`] as written.
+#[derive(Serialize)]
+pub(super) struct FileOut<'a> {
+    #[serde(with = "serde_bytes")]
+    pub(super) path: &'a [u8],
+    pub(super) stat: &'a StatRecord,
+}
+
+impl<'a> SetOut<'a> {
+    /// The stored form of `set`, borrowed.
+    fn of(set: &'a PrimedSet) -> SetOut<'a> {
+        SetOut {
+            snapshot: set.snapshot,
+            boot: &set.boot,
+            files: set
+                .files
+                .iter()
+                .map(|f| FileOut {
+                    path: &f.path,
+                    stat: &f.stat,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One entry of a version 8 body's index: the record of the directory at `path`, and where
 /// (postcard encodes the nested fields as if they were this struct's own).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -356,7 +404,7 @@ fn postcard_error(e: postcard::Error) -> std::io::Error {
 fn write_body<'a>(
     out: &mut dyn Write,
     top: &Top<'_>,
-    head: &BodyHead,
+    head: &HeadOut<'_>,
     dirs: impl Iterator<Item = Written<'a>>,
     source: Option<&std::fs::File>,
 ) -> std::io::Result<(Vec<Place>, u64)> {
@@ -502,35 +550,43 @@ fn extent_of(record: &DirRecord, at: u64, len: usize) -> Option<Extent> {
 }
 
 /// Writes the head, the index `places` and the footer of a body to `out` (which
-/// counts from the start of the file). The index goes out as it is encoded, through the
-/// footer's check, rather than encoded whole first: for 500,000 files it is over 4 MiB, held
-/// twice over when it was copied into an appended tail (DEVELOPMENT.md, the watcher's peak).
+/// counts from the start of the file). The head and the index go out as they are encoded,
+/// through the footer's check, rather than encoded whole first: for 500,000 files the index is
+/// over 4 MiB, held twice over when it was copied into an appended tail (DEVELOPMENT.md, the
+/// watcher's peak), and after a full restore the head holds every file it wrote.
 fn write_tail(
     out: &mut cairn_store::fsutil::CountingWriter<'_>,
-    head: &BodyHead,
+    head: &HeadOut<'_>,
     places: &[Place],
 ) -> std::io::Result<()> {
-    let head_bytes = postcard::to_stdvec(head).map_err(postcard_error)?;
-    let head_at = out.n;
-    out.write_all(&head_bytes)?;
-    let index_at = out.n;
     let mut check = Hasher::new();
-    check.update(&head_bytes);
-    let mut index = std::io::BufWriter::with_capacity(
-        1 << 16,
-        Checking {
-            inner: &mut *out,
-            check: &mut check,
-        },
-    );
-    postcard::to_io(places, &mut index).map_err(postcard_error)?;
-    index.flush()?;
-    drop(index);
-    let index_len = out.n - index_at;
-    for n in [head_at, head_bytes.len() as u64, index_at, index_len] {
+    let (head_at, head_len) = write_checked(out, &mut check, head)?;
+    let (index_at, index_len) = write_checked(out, &mut check, places)?;
+    for n in [head_at, head_len, index_at, index_len] {
         out.write_all(&n.to_le_bytes())?;
     }
     out.write_all(&check.finish().0[..8])
+}
+
+/// Encodes `value` into `out` as it goes, its bytes added to `check`; returns where it begins
+/// and its length.
+fn write_checked<T: Serialize + ?Sized>(
+    out: &mut cairn_store::fsutil::CountingWriter<'_>,
+    check: &mut Hasher,
+    value: &T,
+) -> std::io::Result<(u64, u64)> {
+    let at = out.n;
+    let mut w = std::io::BufWriter::with_capacity(
+        1 << 16,
+        Checking {
+            inner: &mut *out,
+            check,
+        },
+    );
+    postcard::to_io(value, &mut w).map_err(postcard_error)?;
+    w.flush()?;
+    drop(w);
+    Ok((at, out.n - at))
 }
 
 /// A writer that passes its bytes on and hashes them (for a check over what it wrote).
@@ -807,11 +863,11 @@ impl StatCache {
     pub fn encode(file: &StatCacheFile) -> Vec<u8> {
         let mut out = Vec::with_capacity(1 << 16);
         let body = &file.body;
-        let head = BodyHead {
+        let head = HeadOut {
             key: body.key,
             rules: body.rules,
             root: body.root,
-            primed: body.primed.clone(),
+            primed: body.primed.iter().map(SetOut::of).collect(),
         };
         let top = Top {
             snapshot: file.snapshot.as_ref(),
@@ -831,11 +887,11 @@ impl StatCache {
     /// Writes as [`StatCache::save`] does; returns the file written (open for reading), its
     /// length and its index.
     pub(super) fn write(&self, tmp_dir: &Path, path: &Path) -> std::io::Result<FileWritten> {
-        let head = BodyHead {
+        let head = HeadOut {
             key: self.key,
             rules: self.rules,
             root: self.root.map(|(id, size)| (id.object(), size)),
-            primed: self.primed_sets(),
+            primed: self.primed_out(),
         };
         let top = Top {
             snapshot: self.snapshot.as_ref(),
@@ -879,7 +935,7 @@ impl StatCache {
         &self,
         path: &Path,
         top: &Top<'_>,
-        head: &BodyHead,
+        head: &HeadOut<'_>,
         totals: &WriteTotals<'_>,
     ) -> std::io::Result<Option<FileWritten>> {
         use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
@@ -992,7 +1048,48 @@ impl StatCache {
 
 #[cfg(test)]
 mod tests {
-    use super::Window;
+    use super::{BodyHead, HeadOut, SetOut, Window};
+    use crate::statcache::{PrimedFile, PrimedSet, StatRecord};
+    use cairn_store::ObjectId;
+
+    #[test]
+    fn a_head_written_from_borrowed_records_is_the_stored_head_byte_for_byte() {
+        let stat = |i: u8| StatRecord {
+            dev: 1,
+            ino: u64::from(i),
+            mode: 0o100644,
+            size: 300 + u64::from(i),
+            mtime_ns: -5,
+            ctime_ns: 1 << 40,
+            blob: ObjectId([i; 32]),
+        };
+        let set = |s: u8, n: u8| PrimedSet {
+            snapshot: ObjectId([s; 32]),
+            boot: b"6f1c-boot".to_vec(),
+            files: (0..n)
+                .map(|i| PrimedFile {
+                    path: format!("dir/f{i}\u{e9}").into_bytes(),
+                    stat: stat(i),
+                })
+                .collect(),
+        };
+        let stored = BodyHead {
+            key: [3; 16],
+            rules: [4; 32],
+            root: Some((ObjectId([5; 32]), 77)),
+            primed: vec![set(1, 3), set(2, 0), set(9, 200)],
+        };
+        let borrowed = HeadOut {
+            key: stored.key,
+            rules: stored.rules,
+            root: stored.root,
+            primed: stored.primed.iter().map(SetOut::of).collect(),
+        };
+        let bytes = postcard::to_stdvec(&borrowed).expect("encoded");
+        assert_eq!(bytes, postcard::to_stdvec(&stored).expect("encoded"));
+        let back: BodyHead = postcard::from_bytes(&bytes).expect("read back");
+        assert_eq!(back.primed, stored.primed);
+    }
 
     #[test]
     fn a_window_gives_the_bytes_asked_for_in_any_order_across_its_edges_and_refuses_past_the_end() {

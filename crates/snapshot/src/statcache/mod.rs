@@ -129,8 +129,9 @@ pub struct StatCache {
     pub token: Option<Token>,
     /// The format version of the file they came from (0: none).
     version: u32,
-    /// Files restores wrote, by path.
-    primed: HashMap<Vec<u8>, Primed>,
+    /// Files restores wrote, by path; shared with the cache read back from the file that holds
+    /// them (issue 56: not copied after a full restore wrote every file it made into it).
+    primed: std::sync::Arc<HashMap<Vec<u8>, Primed>>,
     /// What a whole subtree holds, by directory: counted once by a watched snapshot that
     /// reuses it, and kept while no record in it changes (in memory only).
     subtrees: Subtrees,
@@ -383,7 +384,7 @@ impl StatCache {
             dirs,
             source,
             source_len: source_len.flatten(),
-            primed,
+            primed: std::sync::Arc::new(primed),
             token: h.token,
             version: h.version,
             subtrees: Subtrees::default(),
@@ -455,7 +456,7 @@ impl StatCache {
             key: self.key,
             token: self.token,
             version: STATCACHE_VERSION,
-            primed: self.primed.clone(),
+            primed: std::sync::Arc::clone(&self.primed),
             subtrees: Subtrees::default(),
             unwritten: None,
         })
@@ -495,7 +496,7 @@ impl StatCache {
                 ))
             })
             .collect();
-        self.primed = carried;
+        self.primed = std::sync::Arc::new(carried);
         let mut old = std::mem::take(&mut self.dirs);
         let walked = walked.into_iter();
         let mut subtrees = self.subtrees.0.lock();
@@ -777,7 +778,7 @@ impl StatCache {
     pub fn retain_primed(&mut self, mut keep: impl FnMut(&SnapshotId) -> bool) {
         let boot = boot_id();
         let mut kept: HashMap<SnapshotId, bool> = HashMap::new();
-        self.primed.retain(|_, p| {
+        std::sync::Arc::make_mut(&mut self.primed).retain(|_, p| {
             Some(&*p.boot) == boot && *kept.entry(p.snapshot).or_insert_with(|| keep(&p.snapshot))
         });
     }
@@ -785,7 +786,7 @@ impl StatCache {
     /// Forgets every record a restore made (the next walk reads those files, as before
     /// version 4; benchmarks compare the two).
     pub fn clear_primed(&mut self) {
-        self.primed.clear();
+        self.primed = std::sync::Arc::default();
     }
 
     /// Adds the records of the files a restore wrote from the blobs of `snapshot`, each only if
@@ -802,7 +803,8 @@ impl StatCache {
         // Sized once (issue 56: growing the map by doubling held both tables at once, the
         // peak of a full restore's memory).
         let written = written.into_iter();
-        self.primed.reserve(written.size_hint().0);
+        let primed = std::sync::Arc::make_mut(&mut self.primed);
+        primed.reserve(written.size_hint().0);
         for w in written {
             if !w.proves() {
                 continue;
@@ -816,7 +818,7 @@ impl StatCache {
                 snapshot,
                 boot: boot.clone(),
             };
-            self.primed.insert(w.path, p);
+            primed.insert(w.path, p);
             n += 1;
         }
         n
@@ -828,25 +830,45 @@ impl StatCache {
         self.version = STATCACHE_VERSION;
     }
 
-    /// The records restores made, grouped by snapshot and boot, as stored.
-    fn primed_sets(&self) -> Vec<PrimedSet> {
-        let mut sets: HashMap<(SnapshotId, &[u8]), Vec<PrimedFile>> = HashMap::new();
-        for (path, p) in &self.primed {
+    /// The records restores made as they are written: grouped by snapshot and boot, each
+    /// group sorted by path, borrowed from the cache.
+    fn primed_out(&self) -> Vec<codec::SetOut<'_>> {
+        let mut sets: HashMap<(SnapshotId, &[u8]), Vec<codec::FileOut<'_>>> = HashMap::new();
+        for (path, p) in self.primed.iter() {
             sets.entry((p.snapshot, &p.boot))
                 .or_default()
-                .push(PrimedFile {
-                    path: path.clone(),
-                    stat: p.stat,
+                .push(codec::FileOut {
+                    path,
+                    stat: &p.stat,
                 });
         }
         sets.into_iter()
             .map(|((snapshot, boot), mut files)| {
-                files.sort_by(|a, b| a.path.cmp(&b.path));
-                PrimedSet {
+                files.sort_unstable_by(|a, b| a.path.cmp(b.path));
+                codec::SetOut {
                     snapshot: snapshot.object(),
-                    boot: boot.to_vec(),
+                    boot,
                     files,
                 }
+            })
+            .collect()
+    }
+
+    /// The records restores made, grouped by snapshot and boot, as stored.
+    fn primed_sets(&self) -> Vec<PrimedSet> {
+        self.primed_out()
+            .into_iter()
+            .map(|set| PrimedSet {
+                snapshot: set.snapshot,
+                boot: set.boot.to_vec(),
+                files: set
+                    .files
+                    .into_iter()
+                    .map(|f| PrimedFile {
+                        path: f.path.to_vec(),
+                        stat: *f.stat,
+                    })
+                    .collect(),
             })
             .collect()
     }

@@ -61,7 +61,7 @@ impl StatRecord {
 /// Object ids and names go through serde as byte strings (`serde_bytes`), one call each,
 /// instead of one call per byte: encoding and decoding the 60,000 records of a large workspace
 /// took three times as long the other way.
-mod id_bytes {
+pub(super) mod id_bytes {
     use cairn_store::ObjectId;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -996,3 +996,48 @@ fn an_entry_name_is_stored_as_the_bytes_alone_as_it_was_before_names_were_shared
     let back: Name = serde_json::from_str(&json).expect("decodes");
     assert_eq!(back, name);
 }
+
+#[test]
+fn records_restores_made_under_two_snapshots_are_written_and_read_back_every_one() {
+    let ws = Ws::new();
+    populate(&ws, 3);
+    let base = ws.snap(&Options::default());
+    let path = StatCache::path(&ws.store, "ws").expect("path");
+    let mut cache = StatCache::load(&path);
+    assert!(cache.snapshot.is_some(), "the snapshot wrote its cache");
+    let Some(_) = cairn_snapshot::statcache::boot_id() else {
+        eprintln!("no boot id here: nothing is primed, nothing to check");
+        return;
+    };
+    // Two restores, from two snapshots: two sets, the second replacing a path of the first.
+    let other = cairn_store::SnapshotId::from(ObjectId([9; 32]));
+    let made = |n: usize, from: usize| {
+        (from..from + n).map(|i| {
+            let mut w = written(1_000 + i as i64, 1 << 40);
+            w.path = format!("d{}/f{i}.txt", i % 7).into_bytes();
+            w.blob = ObjectId::of(format!("{i}").as_bytes());
+            w
+        })
+    };
+    assert_eq!(cache.prime(base.id, made(3000, 0)), 3000);
+    assert_eq!(cache.prime(other, made(1000, 2500)), 1000);
+    cache.rekey();
+    let tmp = tempfile::tempdir().expect("tmp");
+    cache.save(tmp.path(), &path).expect("saved");
+    let back = StatCache::load(&path);
+    assert_eq!(back.primed_len(), 3500);
+    let mut snapshots = back.primed_snapshots();
+    snapshots.sort();
+    let mut expected = vec![base.id, other];
+    expected.sort();
+    assert_eq!(snapshots, expected);
+    for i in 0..3500usize {
+        let w = made(1, i).next().expect("one");
+        assert_eq!(
+            back.primed(&w.path, &w.placed).map(|r| r.blob),
+            Some(w.blob),
+            "{}",
+            String::from_utf8_lossy(&w.path)
+        );
+    }
+}
