@@ -2,7 +2,7 @@
 //! names, verified, and its records kept for the stat cache (primed once the plan is carried
 //! out); a failure before any change removes what was staged.
 
-use super::{temp_prefix, Exec};
+use super::{temp_prefix, Exec, StagedStat};
 use crate::error::{Error, Result};
 use crate::plan::{Action, Plan};
 use crate::safe;
@@ -48,7 +48,7 @@ impl Exec<'_> {
         self.stage_new_dirs(&plan.actions)?;
         for (i, a) in plan.actions.iter().enumerate() {
             if matches!(a, Action::WriteFile { .. }) && !self.prestaged[i] {
-                self.staged_stats[i] = self.stage_one(a)?;
+                self.staged_stats[i] = self.stage_one(a)?.map(StagedStat::of);
             }
         }
         Ok(())
@@ -208,7 +208,7 @@ impl Exec<'_> {
             })
             .collect::<Result<Vec<_>>>()?;
         for ((_, i, _), st) in work.iter().zip(stats) {
-            self.staged_stats[*i] = st;
+            self.staged_stats[*i] = st.map(StagedStat::of);
         }
         Ok(())
     }
@@ -270,40 +270,43 @@ impl Exec<'_> {
         let staged_stats = std::mem::take(&mut self.staged_stats);
         let prestaged = std::mem::take(&mut self.prestaged);
         self.staged = HashMap::new();
-        // Files built inside a directory staged whole, by action index, and files renamed
-        // into place, their directories looked up here and their `lstat`s made in parallel.
-        // The former's records are made as the cache takes them in (issue 56: not held twice).
-        let written = |path: &RelPath, blob: &ObjectId, staged: StatRecord, clock_ns| Written {
-            path: path.0.clone(),
-            blob: *blob,
-            staged,
-            clock_ns,
-            placed: staged,
+        let written = |path: &RelPath, blob: &ObjectId, staged: StagedStat, clock_ns| {
+            let staged = staged.record(ObjectId([0; 32]));
+            Written {
+                path: path.0.clone(),
+                blob: *blob,
+                staged,
+                clock_ns,
+                placed: staged,
+            }
         };
-        let mut inside = Vec::new();
+        // Each staged file with the clock of its file system, and whether it was built inside
+        // a directory staged whole.
+        let staged_files = || {
+            plan.actions
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| match a {
+                    Action::WriteFile { path, blob, .. } => {
+                        let staged = staged_stats.get(i).copied().flatten()?;
+                        let clock_ns = *self.clocks.get(&staged.dev)?;
+                        let inside = prestaged.get(i).copied().unwrap_or(false);
+                        Some((path, blob, staged, clock_ns, inside))
+                    }
+                    _ => None,
+                })
+        };
+        // Files renamed into place: their directories looked up here and their `lstat`s made
+        // in parallel.
         let mut fds = Vec::new();
         let mut renamed = Vec::new();
-        for (i, a) in plan.actions.iter().enumerate() {
-            let Action::WriteFile { path, blob, .. } = a else {
-                continue;
-            };
-            let Some(staged) = staged_stats.get(i).copied().flatten() else {
-                continue;
-            };
-            let Some(&clock_ns) = self.clocks.get(&staged.dev) else {
-                continue;
-            };
-            if prestaged.get(i).copied().unwrap_or(false) {
-                inside.push((i, clock_ns));
-                continue;
-            }
+        for (path, blob, staged, clock_ns, _) in staged_files().filter(|f| !f.4) {
             let Ok(fd) = self.dirs.dir(path.split_last().0) else {
                 continue;
             };
             fds.push(fd);
             renamed.push(written(path, blob, staged, clock_ns));
         }
-        drop(prestaged);
         let placed: Vec<Option<StatRecord>> = fds
             .par_iter()
             .zip(renamed.par_iter())
@@ -326,15 +329,15 @@ impl Exec<'_> {
                 w.placed = placed?;
                 Some(w)
             });
-        // A `map`, not a `filter_map`: the cache sizes its map from the count it is told.
-        let inside = inside.into_iter().map(|(i, clock_ns)| {
-            let (Action::WriteFile { path, blob, .. }, Some(staged)) =
-                (&plan.actions[i], staged_stats[i])
-            else {
-                unreachable!("`inside` holds the indexes of staged file actions");
-            };
-            written(path, blob, staged, clock_ns)
-        });
+        // Files built inside a directory staged whole, their records made as the cache takes
+        // them in (issue 56: not held twice).
+        // Counted first: the cache sizes its map from the count it is told.
+        let inside = Told {
+            left: staged_files().filter(|f| f.4).count(),
+            iter: staged_files()
+                .filter(|f| f.4)
+                .map(|(path, blob, staged, clock_ns, _)| written(path, blob, staged, clock_ns)),
+        };
         let written = inside.chain(renamed);
         let ws = self.ws;
         cairn_snapshot::prime(
@@ -360,6 +363,26 @@ impl Exec<'_> {
                 let _ = safe::unlink(&*fd, &name);
             }
         }
+    }
+}
+
+/// `iter`, telling that `left` items are left (the count of what it yields, found first).
+struct Told<I> {
+    iter: I,
+    left: usize,
+}
+
+impl<I: Iterator> Iterator for Told<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let item = self.iter.next()?;
+        self.left = self.left.saturating_sub(1);
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
     }
 }
 

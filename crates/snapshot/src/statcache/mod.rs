@@ -66,7 +66,7 @@ pub use record::{
 use crate::watch::Token;
 use cairn_store::{CaptureSettings, Hasher, SnapshotId, TreeId};
 use codec::{decode_record, BodyHead, Extent, Header, Place};
-use record::{Primed, S_IFDIR, S_IFMT};
+use record::{Origin, Primed, S_IFDIR, S_IFMT};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -131,7 +131,7 @@ pub struct StatCache {
     version: u32,
     /// Files restores wrote, by path; shared with the cache read back from the file that holds
     /// them (issue 56: not copied after a full restore wrote every file it made into it).
-    primed: std::sync::Arc<HashMap<Vec<u8>, Primed>>,
+    primed: std::sync::Arc<HashMap<Box<[u8]>, Primed>>,
     /// What a whole subtree holds, by directory: counted once by a watched snapshot that
     /// reuses it, and kept while no record in it changes (in memory only).
     subtrees: Subtrees,
@@ -364,14 +364,16 @@ impl StatCache {
         let (source, source_len) = source.unzip();
         let mut primed = HashMap::new();
         for set in head.primed {
-            let (snapshot, boot) = (SnapshotId::from(set.snapshot), set.boot.into());
+            let origin = std::sync::Arc::new(Origin {
+                snapshot: SnapshotId::from(set.snapshot),
+                boot: set.boot.into(),
+            });
             for f in set.files {
                 let p = Primed {
                     stat: f.stat,
-                    snapshot,
-                    boot: std::sync::Arc::clone(&boot),
+                    origin: std::sync::Arc::clone(&origin),
                 };
-                primed.insert(f.path, p);
+                primed.insert(f.path.into_boxed_slice(), p);
             }
         }
         StatCache {
@@ -481,17 +483,24 @@ impl StatCache {
         started_ns: i64,
         carried: Vec<(Vec<u8>, StatRecord)>,
     ) {
-        let carried: HashMap<Vec<u8>, Primed> = carried
+        // Carried under the new snapshot, each keeping its boot: one origin per boot.
+        let mut origins: HashMap<Box<[u8]>, std::sync::Arc<Origin>> = HashMap::new();
+        let carried: HashMap<Box<[u8]>, Primed> = carried
             .into_iter()
             .filter(|(_, stat)| stat.is_racy(started_ns))
             .filter_map(|(path, stat)| {
-                let boot = self.primed.get(&path)?.boot.clone();
+                let boot = &self.primed.get(path.as_slice())?.origin.boot;
+                let origin = origins.entry(boot.clone()).or_insert_with(|| {
+                    std::sync::Arc::new(Origin {
+                        snapshot,
+                        boot: boot.clone(),
+                    })
+                });
                 Some((
-                    path,
+                    path.into_boxed_slice(),
                     Primed {
                         stat,
-                        snapshot,
-                        boot,
+                        origin: std::sync::Arc::clone(origin),
                     },
                 ))
             })
@@ -767,7 +776,7 @@ impl StatCache {
 
     /// The snapshots the records restores made depend on.
     pub fn primed_snapshots(&self) -> Vec<SnapshotId> {
-        let mut ids: Vec<SnapshotId> = self.primed.values().map(|p| p.snapshot).collect();
+        let mut ids: Vec<SnapshotId> = self.primed.values().map(|p| p.origin.snapshot).collect();
         ids.sort();
         ids.dedup();
         ids
@@ -779,7 +788,8 @@ impl StatCache {
         let boot = boot_id();
         let mut kept: HashMap<SnapshotId, bool> = HashMap::new();
         std::sync::Arc::make_mut(&mut self.primed).retain(|_, p| {
-            Some(&*p.boot) == boot && *kept.entry(p.snapshot).or_insert_with(|| keep(&p.snapshot))
+            let Origin { snapshot, boot: b } = &*p.origin;
+            Some(&**b) == boot && *kept.entry(*snapshot).or_insert_with(|| keep(snapshot))
         });
     }
 
@@ -798,7 +808,10 @@ impl StatCache {
         written: impl IntoIterator<Item = Written>,
     ) -> usize {
         let Some(boot) = boot_id() else { return 0 };
-        let boot: std::sync::Arc<[u8]> = boot.into();
+        let origin = std::sync::Arc::new(Origin {
+            snapshot,
+            boot: boot.into(),
+        });
         let mut n = 0;
         // Sized once (issue 56: growing the map by doubling held both tables at once, the
         // peak of a full restore's memory).
@@ -815,10 +828,9 @@ impl StatCache {
             };
             let p = Primed {
                 stat,
-                snapshot,
-                boot: boot.clone(),
+                origin: std::sync::Arc::clone(&origin),
             };
-            primed.insert(w.path, p);
+            primed.insert(w.path.into_boxed_slice(), p);
             n += 1;
         }
         n
@@ -835,7 +847,7 @@ impl StatCache {
     fn primed_out(&self) -> Vec<codec::SetOut<'_>> {
         let mut sets: HashMap<(SnapshotId, &[u8]), Vec<codec::FileOut<'_>>> = HashMap::new();
         for (path, p) in self.primed.iter() {
-            sets.entry((p.snapshot, &p.boot))
+            sets.entry((p.origin.snapshot, &p.origin.boot))
                 .or_default()
                 .push(codec::FileOut {
                     path,
