@@ -295,11 +295,8 @@ pub(crate) fn serve(ctx: &Ctx, listen: Listen, openapi: bool) -> Result<()> {
     // The gate is closed before the first connection is taken.
     service.recover_in_background()?;
     service.start_poller();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(io_error)?;
+    let runtime = runtime().map_err(io_error)?;
+    let stop = Stop::catch(&runtime);
     let served = match listen {
         Listen::Loopback(port) => {
             let listener =
@@ -326,7 +323,7 @@ pub(crate) fn serve(ctx: &Ctx, listen: Listen, openapi: bool) -> Result<()> {
                 let listener = tokio::net::TcpListener::from_std(listener).map_err(io_error)?;
                 tokio::select! {
                     served = axum::serve(listener, app) => served.map_err(io_error),
-                    () = stop_requested() => Ok(()),
+                    () = stop.requested() => Ok(()),
                 }
             })
         }
@@ -343,7 +340,7 @@ pub(crate) fn serve(ctx: &Ctx, listen: Listen, openapi: bool) -> Result<()> {
                 let listener = tokio::net::UnixListener::from_std(listener).map_err(io_error)?;
                 tokio::select! {
                     served = axum::serve(listener, app) => served.map_err(io_error),
-                    () = stop_requested() => Ok(()),
+                    () = stop.requested() => Ok(()),
                 }
             });
             let _ = std::fs::remove_file(&path);
@@ -406,18 +403,42 @@ pub(crate) fn bind_error(e: std::io::Error, at: &str) -> CliError {
     )
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM; never, if neither can be listened for.
-pub(crate) async fn stop_requested() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+/// The runtime a server runs in (two worker threads: it serves one user).
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM, the signals that stop a server.
+pub(crate) struct Stop(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Stop {
+    /// Catches SIGINT and SIGTERM from now on, in `runtime`: made before the server says where
+    /// it listens, so a stop asked for as soon as it did still ends it cleanly (its socket or
+    /// page file removed), not by the signal's default action.
+    pub(crate) fn catch(runtime: &tokio::runtime::Runtime) -> Stop {
+        use tokio::signal::unix::{signal, SignalKind};
+        let _in = runtime.enter();
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Stop(Some((int, term))),
+            _ => Stop(None),
+        }
+    }
+
+    /// Waits for either signal (for ever where they could not be caught).
+    pub(crate) async fn requested(self) {
+        let Some((mut int, mut term)) = self.0 else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 

@@ -24,7 +24,7 @@ mod login;
 
 use crate::ctx::Ctx;
 use crate::error::{CliError, Result};
-use crate::serve::{new_token, refused, same_secret, stop_requested, Service};
+use crate::serve::{new_token, refused, same_secret, Service, Stop};
 use crate::threads::Opened;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -83,6 +83,8 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
     let token = new_token()?;
     let url = format!("http://127.0.0.1:{port}/?token={token}");
     let studio = Arc::new(Studio::new(ctx.clone(), opened, port, token));
+    let runtime = crate::serve::runtime().map_err(io_error)?;
+    let stop = Stop::catch(&runtime);
     {
         // The URL is the first line on stdout, whatever else is printed: scripts read it. It
         // goes to the owner only: never to a browser's command line (issue 53).
@@ -98,18 +100,13 @@ pub(crate) fn studio(ctx: &Ctx, port: u16, no_open: bool) -> Result<()> {
         open_browser(&studio, port);
     }
     listener.set_nonblocking(true).map_err(io_error)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(io_error)?;
     studio.service.start_poller();
     let app = router(studio.clone());
     let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io_error)?;
         tokio::select! {
             served = axum::serve(listener, app) => served.map_err(io_error),
-            () = stop_requested() => Ok(()),
+            () = stop.requested() => Ok(()),
         }
     });
     // The page file goes with the server, used or not.
