@@ -32,6 +32,11 @@ pub struct ApplyOptions {
     /// SIGKILL after this many operations.
     #[cfg(feature = "test-hooks")]
     pub crash_after_ops: Option<usize>,
+    /// Test hook (feature `test-hooks`): the restore stops after this many operations with
+    /// an error, its journal left pending as a death there leaves it (what a `cairn watch`
+    /// daemon killed mid-restore leaves; see `watch::die_in_next_restore`).
+    #[cfg(feature = "test-hooks")]
+    pub stop_after_ops: Option<usize>,
 }
 
 impl ApplyOptions {
@@ -42,6 +47,8 @@ impl ApplyOptions {
             key,
             #[cfg(feature = "test-hooks")]
             crash_after_ops: None,
+            #[cfg(feature = "test-hooks")]
+            stop_after_ops: None,
         }
     }
 
@@ -283,6 +290,8 @@ fn guarded_restore(
     }
     let jid = journal::journal_id(options.key.as_deref());
     let mut exec = Exec::new(ws, &jid, Mode::Apply, options.crash_after_ops())?;
+    #[cfg(feature = "test-hooks")]
+    exec.stop_after(options.stop_after_ops);
     // Stage (and verify) before the journal makes the restore pending, so a corrupt object
     // fails with nothing changed and nothing to recover. The journal is written first in the
     // staging state, so that staged files a crash leaves behind are found and removed.

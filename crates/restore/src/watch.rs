@@ -14,6 +14,11 @@
 //!   cache file, which costs more than the snapshot itself on a large tree. A daemon that
 //!   serves another store, root or workspace id, or another remote setting, refuses, and the
 //!   caller asks `Changes` instead and walks what it is told;
+//! - `Restore(..)`: the daemon carries out a restore for the asking process (see
+//!   `Workspace::restore`), with the same plan, journal, safety snapshot and checks, and
+//!   answers with its report or its error; it refuses one of another workspace, one whose
+//!   handle keeps out a file the daemon does not, and one from a process of another user or
+//!   group;
 //! - `Status`: what `cairn watch --status` shows ([`DaemonStatus`]).
 //!
 //! No daemon (no socket, or a socket nobody listens on): the snapshot walks, as without a
@@ -39,6 +44,8 @@ pub use crate::watch_socket::client::{
     ANSWER_WITHIN,
 };
 pub use crate::watch_socket::protocol::{socket_path, DaemonStatus, SOCKET_NAME};
+#[cfg(feature = "test-hooks")]
+pub use daemon::dying;
 pub use daemon::{serve, ServeEnd};
 
 #[cfg(doc)]

@@ -455,7 +455,9 @@ impl Workspace {
     /// as this call's. This handle's stat cache is written first, for the daemon's walk. A
     /// daemon that refuses (another workspace, or a file [`Workspace::keep_out`] named that it
     /// does not keep out) or does not answer leaves the restore to this process, asking it
-    /// what changed as above.
+    /// what changed as above, under the idempotency key it was handed with (one of this
+    /// call's making where `options` has none): a restore the daemon left unfinished is that
+    /// one, finished here and reported as the daemon would have, its safety snapshot named.
     pub fn restore(
         &self,
         snapshot: &SnapshotId,
@@ -467,6 +469,21 @@ impl Workspace {
             Route::Daemon { socket, take: true }
                 if ctx.threads.is_none() && !options.bound_to_process() =>
             {
+                // An idempotency key of its own where the caller gave none: a daemon that
+                // dies midway leaves its journal under it, which this process then finishes
+                // and reports as the daemon would have (with its safety snapshot) instead of
+                // finding nothing left to do.
+                let keyed;
+                let options = match options.key {
+                    Some(_) => options,
+                    None => {
+                        keyed = ApplyOptions {
+                            key: Some(delegation_key()),
+                            ..options.clone()
+                        };
+                        &keyed
+                    }
+                };
                 let req = self.restore_request(snapshot, planning, options);
                 // The stat cache this handle's snapshots left, written first: the daemon's
                 // walk builds on the file.
@@ -474,7 +491,10 @@ impl Workspace {
                 match client::restore(socket, req) {
                     client::Restored::Done(report) => return Ok(*report),
                     client::Restored::Failed(e) => return Err(e),
-                    client::Restored::NotDone(asked) => ctx.watch = Some(Arc::new(asked)),
+                    client::Restored::NotDone(asked) => {
+                        ctx.watch = Some(Arc::new(asked));
+                        return apply::restore(&self.site, snapshot, planning, options, ctx);
+                    }
                 }
             }
             _ => self.ask_watcher(&mut ctx),
@@ -545,16 +565,10 @@ impl Workspace {
         &self,
         snapshot: &SnapshotId,
         planning: &PlanOptions,
-        key: Option<String>,
+        options: &ApplyOptions,
         ctx: Context<'_>,
     ) -> Result<Report> {
-        apply::restore(
-            &self.site,
-            snapshot,
-            planning,
-            &ApplyOptions::with_key(key),
-            ctx,
-        )
+        apply::restore(&self.site, snapshot, planning, options, ctx)
     }
 
     /// Gives `ctx` the watcher a snapshot would ask ([`Workspace::route`]), for a restore's
@@ -640,4 +654,16 @@ pub struct SnapshotOutcome {
     pub snapshot: Snapshot,
     /// The retention that followed, if the workspace has one: its report, or why it failed.
     pub prune: Option<std::result::Result<cairn_store::retain::PruneReport, String>>,
+}
+
+/// An idempotency key for a restore handed to the `cairn watch` daemon without one: unique to
+/// this call (process, time, and a count within the process).
+fn delegation_key() -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("delegated-{}-{now}-{n}", std::process::id())
 }

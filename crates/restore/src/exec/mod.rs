@@ -34,6 +34,8 @@ pub(crate) struct Exec<'a> {
     jid: String,
     mode: Mode,
     crash_after: Option<usize>,
+    /// Test hook: stop with an error after this many operations (never set outside tests).
+    stop_after: Option<usize>,
     ops: usize,
     staged: HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
     counter: u64,
@@ -123,6 +125,7 @@ impl<'a> Exec<'a> {
             jid: jid.to_string(),
             mode,
             crash_after,
+            stop_after: None,
             ops: 0,
             staged: HashMap::new(),
             counter: 0,
@@ -137,9 +140,24 @@ impl<'a> Exec<'a> {
         })
     }
 
-    /// Test hook: dies by SIGKILL once `crash_after` operations are done (checked before each
-    /// operation and once after the last, before the journal is marked done).
-    fn maybe_crash(&self) {
+    /// Test hook: the run stops once `stop_after` operations are done, as if its process had
+    /// died there, with an error (see `ApplyOptions::stop_after_ops`).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn stop_after(&mut self, ops: Option<usize>) {
+        self.stop_after = ops;
+    }
+
+    /// Test hook: dies by SIGKILL once `crash_after` operations are done, or stops with an
+    /// error once `stop_after` are (checked before each operation and once after the last,
+    /// before the journal is marked done).
+    fn maybe_crash(&self) -> Result<()> {
+        if self.stop_after == Some(self.ops) {
+            return Err(Error::io(
+                "carry out",
+                self.ws.root().to_path_buf(),
+                std::io::Error::other("stopped by a test hook, as if the process had died"),
+            ));
+        }
         if self.crash_after == Some(self.ops) {
             let _ = rustix::process::kill_process(
                 rustix::process::getpid(),
@@ -150,6 +168,7 @@ impl<'a> Exec<'a> {
                 std::thread::sleep(std::time::Duration::from_secs(1));
             }
         }
+        Ok(())
     }
 
     /// Runs `f` on the directory at `rel`; if it fails with `EACCES` on a directory of ours
@@ -337,7 +356,7 @@ impl<'a> Exec<'a> {
             if !matches!(a, Action::SetMode { .. }) && self.prestaged.get(i) == Some(&true) {
                 // Carried out inside a directory staged whole, which its rename put in place;
                 // still one operation of the plan (a crash point like any other).
-                self.maybe_crash();
+                self.maybe_crash()?;
                 self.ops += 1;
                 continue;
             }
@@ -363,7 +382,7 @@ impl<'a> Exec<'a> {
                     }
                 }
             }
-            self.maybe_crash();
+            self.maybe_crash()?;
             match self.do_action(a) {
                 // A path recovery is not allowed to change (another owner, immutable): left
                 // as it is and reported, so the journal never wedges the workspace (issue 27);
@@ -381,7 +400,7 @@ impl<'a> Exec<'a> {
             }
             self.ops += 1;
         }
-        self.maybe_crash();
+        self.maybe_crash()?;
         // Give back the modes of directories opened up for the restore, unless the plan set
         // them.
         let unlocked = std::mem::take(&mut self.unlocked);

@@ -355,6 +355,32 @@ impl Reply {
     }
 }
 
+/// Test hook (feature `test-hooks`): a daemon's restore that dies midway. A daemon in the
+/// test's own process cannot be killed, so its next restore of a workspace stops after a
+/// number of operations with its journal pending, as a death there leaves it, and the
+/// connection is closed unanswered, as a death closes it.
+#[cfg(feature = "test-hooks")]
+pub mod dying {
+    use std::path::{Path, PathBuf};
+
+    /// Workspaces (by root) whose daemon's next restore dies, and after how many operations.
+    static DYING: parking_lot::Mutex<Vec<(PathBuf, usize)>> = parking_lot::Mutex::new(Vec::new());
+
+    /// The next restore the daemon of the workspace at `root` carries out dies after `ops`
+    /// operations.
+    pub fn next_restore(root: &Path, ops: usize) {
+        DYING.lock().push((root.to_path_buf(), ops));
+    }
+
+    /// After how many operations the restore about to run in the workspace at `root` dies,
+    /// if it was told to (once).
+    pub(super) fn take(root: &Path) -> Option<usize> {
+        let mut dying = DYING.lock();
+        let at = dying.iter().position(|(r, _)| r == root)?;
+        Some(dying.remove(at).1)
+    }
+}
+
 /// Whether the client at the other end of `stream` has closed it (it gave up waiting).
 fn hung_up(stream: &UnixStream) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
@@ -840,12 +866,24 @@ impl Served<'_> {
             return Some(Response::Refused(why));
         }
         drop(self.ahead.lock().take());
+        #[allow(unused_mut)]
+        let mut options = crate::ApplyOptions::with_key(req.key.clone());
+        #[cfg(feature = "test-hooks")]
+        let dies = {
+            options.stop_after_ops = dying::take(ws.root());
+            options.stop_after_ops.is_some()
+        };
         let outcome = ws.restore_for_daemon(
             &req.snapshot,
             &req.planning,
-            req.key.clone(),
+            &options,
             self.context(Some(cancel.clone())),
         );
+        #[cfg(feature = "test-hooks")]
+        if dies {
+            // Unanswered: the connection closes as the daemon's death would close it.
+            return None;
+        }
         *self.last_snapshot.lock() = Some(std::time::Instant::now());
         let answer = match outcome {
             Ok(report) => match serde_json::to_string(&report) {

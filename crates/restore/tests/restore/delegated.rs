@@ -130,3 +130,43 @@ fn a_restore_from_a_handle_that_keeps_out_a_file_the_daemon_does_not_is_done_by_
         assert_eq!(fx.read("threads.db"), b"database, later\n", "kept out");
     });
 }
+
+// A daemon killed midway leaves its journal pending; the asking process then restores itself.
+// It finishes that journal, the same restore, and reports it as the daemon would have: its
+// safety snapshot named (not "nothing to do", the files being already as the snapshot holds
+// them). The death is the daemon's test hook (`watch::dying`): one in this process cannot be
+// killed.
+#[test]
+fn a_restore_whose_daemon_dies_midway_is_finished_here_and_reported_with_its_safety_snapshot() {
+    let fx = Fx::new();
+    let first = edited(&fx);
+    let edits = fx.picture();
+    with_daemon(&fx, RACY, || {
+        watch::dying::next_restore(&fx.root(), 1);
+        let report = fx.restore(&first);
+        assert_eq!(restores(&fx), 0, "the daemon never answered");
+        assert_eq!(fx.read("a.txt"), b"a\n");
+        assert_eq!(fx.read("d/b.txt"), b"b\n");
+        assert!(!fx.root().join("d/new.txt").exists());
+        let names = |v: &[RelPath]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&report.summary.restored),
+            ["a.txt", "d/b.txt"],
+            "{report:?}"
+        );
+        assert_eq!(names(&report.summary.deleted), ["d/new.txt"], "{report:?}");
+        let safety = report
+            .safety_snapshot_id
+            .expect("the daemon's safety snapshot, reported");
+        let journals = fx.ws.journals().expect("journals");
+        assert_eq!(
+            journals.len(),
+            1,
+            "one restore, finished here: {journals:?}"
+        );
+        assert_eq!(journals[0].safety, Some(safety));
+        // It undoes the restore exactly.
+        fx.restore(&safety);
+        assert_eq!(fx.picture(), edits, "the undo is exact");
+    });
+}

@@ -531,6 +531,7 @@ impl Files for Crashing {
             let options = cairn_restore::ApplyOptions {
                 key: Some(key.into()),
                 crash_after_ops: Some(1),
+                ..Default::default()
             };
             let _ = self.ws.apply(&plan.plan, &options, Default::default());
             unreachable!("killed after one operation");
