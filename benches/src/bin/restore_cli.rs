@@ -343,19 +343,21 @@ fn full_restores(
     };
     println!("\n{name}: {files} paths, {runs} runs; `cairn restore` printed {lines} lines");
     println!(
-        "| | median, ms | each run, ms | / tar | peak RSS, MiB (median) | MiB per 100k files |"
+        "| | median, ms | each run, ms | / tar | peak RSS, MiB (median) | each run, MiB | MiB per 100k files |"
     );
-    println!("| --- | ---: | --- | ---: | ---: | ---: |");
+    println!("| --- | ---: | --- | ---: | ---: | --- | ---: |");
     let tar = med(&ms[1]);
     for who in 0..3 {
         let peak = mib(med(&kib[who]));
+        let peaks: Vec<String> = kib[who].iter().map(|k| format!("{:.1}", mib(*k))).collect();
         println!(
-            "| {} | {:.0} | {} | {:.2}x | {:.1} | {:.1} |",
+            "| {} | {:.0} | {} | {:.2}x | {:.1} | {} | {:.1} |",
             SIDES[who],
             med(&ms[who]),
             each(&ms[who]),
             med(&ms[who]) / tar,
             peak,
+            peaks.join(", "),
             peak * 100_000.0 / files as f64
         );
     }
