@@ -473,17 +473,9 @@ impl Workspace {
                 // dies midway leaves its journal under it, which this process then finishes
                 // and reports as the daemon would have (with its safety snapshot) instead of
                 // finding nothing left to do.
-                let keyed;
-                let options = match options.key {
-                    Some(_) => options,
-                    None => {
-                        keyed = ApplyOptions {
-                            key: Some(delegation_key()),
-                            ..options.clone()
-                        };
-                        &keyed
-                    }
-                };
+                let mut keyed = options.clone();
+                keyed.key.get_or_insert_with(delegation_key);
+                let options = &keyed;
                 let req = self.restore_request(snapshot, planning, options);
                 // The stat cache this handle's snapshots left, written first: the daemon's
                 // walk builds on the file.
