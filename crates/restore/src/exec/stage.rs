@@ -270,16 +270,6 @@ impl Exec<'_> {
         let staged_stats = std::mem::take(&mut self.staged_stats);
         let prestaged = std::mem::take(&mut self.prestaged);
         self.staged = HashMap::new();
-        let written = |path: &RelPath, blob: &ObjectId, staged: StagedStat, clock_ns| {
-            let staged = staged.record(ObjectId([0; 32]));
-            Written {
-                path: path.0.clone(),
-                blob: *blob,
-                staged,
-                clock_ns,
-                placed: staged,
-            }
-        };
         // Each staged file with the clock of its file system, and whether it was built inside
         // a directory staged whole.
         let staged_files = || {
@@ -289,9 +279,13 @@ impl Exec<'_> {
                 .filter_map(|(i, a)| match a {
                     Action::WriteFile { path, blob, .. } => {
                         let staged = staged_stats.get(i).copied().flatten()?;
-                        let clock_ns = *self.clocks.get(&staged.dev)?;
-                        let inside = prestaged.get(i).copied().unwrap_or(false);
-                        Some((path, blob, staged, clock_ns, inside))
+                        Some(StagedFile {
+                            path,
+                            blob,
+                            staged,
+                            clock_ns: *self.clocks.get(&staged.dev)?,
+                            inside: prestaged.get(i).copied().unwrap_or(false),
+                        })
                     }
                     _ => None,
                 })
@@ -300,12 +294,12 @@ impl Exec<'_> {
         // in parallel.
         let mut fds = Vec::new();
         let mut renamed = Vec::new();
-        for (path, blob, staged, clock_ns, _) in staged_files().filter(|f| !f.4) {
-            let Ok(fd) = self.dirs.dir(path.split_last().0) else {
+        for f in staged_files().filter(|f| !f.inside) {
+            let Ok(fd) = self.dirs.dir(f.path.split_last().0) else {
                 continue;
             };
             fds.push(fd);
-            renamed.push(written(path, blob, staged, clock_ns));
+            renamed.push(f.written());
         }
         let placed: Vec<Option<StatRecord>> = fds
             .par_iter()
@@ -333,10 +327,8 @@ impl Exec<'_> {
         // them in (issue 56: not held twice).
         // Counted first: the cache sizes its map from the count it is told.
         let inside = Told {
-            left: staged_files().filter(|f| f.4).count(),
-            iter: staged_files()
-                .filter(|f| f.4)
-                .map(|(path, blob, staged, clock_ns, _)| written(path, blob, staged, clock_ns)),
+            left: staged_files().filter(|f| f.inside).count(),
+            iter: staged_files().filter(|f| f.inside).map(|f| f.written()),
         };
         let written = inside.chain(renamed);
         let ws = self.ws;
@@ -362,6 +354,33 @@ impl Exec<'_> {
             if let Ok(fd) = self.dirs.dir(&dir) {
                 let _ = safe::unlink(&*fd, &name);
             }
+        }
+    }
+}
+
+/// A file a restore staged, as the stat cache is primed from it.
+struct StagedFile<'a> {
+    path: &'a RelPath,
+    blob: &'a ObjectId,
+    /// Its `fstat` once staged.
+    staged: StagedStat,
+    /// Its file system's clock, read after staging.
+    clock_ns: i64,
+    /// Whether it was built inside a directory staged whole (not renamed into place itself).
+    inside: bool,
+}
+
+impl StagedFile<'_> {
+    /// What the restore saw of it, as if it stands in place as staged (a file renamed into
+    /// place is then looked at there).
+    fn written(&self) -> Written {
+        let staged = self.staged.record(ObjectId([0; 32]));
+        Written {
+            path: self.path.0.clone(),
+            blob: *self.blob,
+            staged,
+            clock_ns: self.clock_ns,
+            placed: staged,
         }
     }
 }
