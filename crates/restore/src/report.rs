@@ -45,6 +45,22 @@ impl Report {
         Report::from_plan(plan, true, None, None)
     }
 
+    /// The report of `plan`, carried out under the journal `journal` with the safety snapshot
+    /// `safety`, taking its lists.
+    pub(crate) fn of_plan(plan: Plan, safety: Option<SnapshotId>, journal: String) -> Report {
+        Report {
+            operations: plan.actions.len() as u64,
+            snapshot_id: plan.snapshot_id,
+            dry_run: false,
+            summary: plan.summary,
+            paths: plan.paths,
+            safety_snapshot_id: safety,
+            as_planned: true,
+            journal: Some(journal),
+            safety_walk: None,
+        }
+    }
+
     pub(crate) fn from_plan(
         plan: &Plan,
         dry_run: bool,

@@ -369,7 +369,7 @@ impl StatCache {
     ) -> StatCache {
         let (source, source_len) = source.unzip();
         let mut primed = Primeds::default();
-        primed.reserve(head.primed.iter().map(|set| set.files.len()).sum());
+        primed.reserve_exact(head.primed.iter().map(|set| set.files.len()).sum());
         for set in head.primed {
             let origin = std::sync::Arc::new(Origin {
                 snapshot: SnapshotId::from(set.snapshot),
@@ -824,7 +824,7 @@ impl StatCache {
         // peak of a full restore's memory).
         let written = written.into_iter();
         let primed = std::sync::Arc::make_mut(&mut self.primed);
-        primed.reserve(written.size_hint().0);
+        primed.reserve_exact(written.size_hint().0);
         for w in written {
             if !w.proves() {
                 continue;
