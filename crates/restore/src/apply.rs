@@ -34,7 +34,7 @@ pub struct ApplyOptions {
     pub crash_after_ops: Option<usize>,
     /// Test hook (feature `test-hooks`): the restore stops after this many operations with
     /// an error, its journal left pending as a death there leaves it (what a `cairn watch`
-    /// daemon killed mid-restore leaves; see `watch::die_in_next_restore`).
+    /// daemon killed mid-restore leaves; see `watch::dying`).
     #[cfg(feature = "test-hooks")]
     pub stop_after_ops: Option<usize>,
 }

@@ -47,17 +47,13 @@ impl Report {
 
     /// The report of `plan`, carried out under the journal `journal` with the safety snapshot
     /// `safety`, taking its lists.
-    pub(crate) fn of_plan(plan: Plan, safety: Option<SnapshotId>, journal: String) -> Report {
+    pub(crate) fn of_plan(mut plan: Plan, safety: Option<SnapshotId>, journal: String) -> Report {
+        let summary = std::mem::take(&mut plan.summary);
+        let paths = std::mem::take(&mut plan.paths);
         Report {
-            operations: plan.actions.len() as u64,
-            snapshot_id: plan.snapshot_id,
-            dry_run: false,
-            summary: plan.summary,
-            paths: plan.paths,
-            safety_snapshot_id: safety,
-            as_planned: true,
-            journal: Some(journal),
-            safety_walk: None,
+            summary,
+            paths,
+            ..Report::from_plan(&plan, false, safety, Some(journal))
         }
     }
 

@@ -465,33 +465,29 @@ impl Workspace {
         options: &ApplyOptions,
         mut ctx: Context<'_>,
     ) -> Result<Report> {
+        let mut keyed = options.clone();
         match self.route(&ctx) {
             Route::Daemon { socket, take: true }
                 if ctx.threads.is_none() && !options.bound_to_process() =>
             {
-                // An idempotency key of its own where the caller gave none: a daemon that
-                // dies midway leaves its journal under it, which this process then finishes
-                // and reports as the daemon would have (with its safety snapshot) instead of
-                // finding nothing left to do.
-                let mut keyed = options.clone();
-                keyed.key.get_or_insert_with(delegation_key);
-                let options = &keyed;
-                let req = self.restore_request(snapshot, planning, options);
+                // An idempotency key of its own where the caller gave none (a fresh journal
+                // id): a daemon that dies midway leaves its journal under it, which this
+                // process then finishes and reports as the daemon would have (with its safety
+                // snapshot) instead of finding nothing left to do.
+                keyed.key.get_or_insert_with(|| journal::journal_id(None));
+                let req = self.restore_request(snapshot, planning, &keyed);
                 // The stat cache this handle's snapshots left, written first: the daemon's
                 // walk builds on the file.
                 self.site.memo.wait();
                 match client::restore(socket, req) {
                     client::Restored::Done(report) => return Ok(*report),
                     client::Restored::Failed(e) => return Err(e),
-                    client::Restored::NotDone(asked) => {
-                        ctx.watch = Some(Arc::new(asked));
-                        return apply::restore(&self.site, snapshot, planning, options, ctx);
-                    }
+                    client::Restored::NotDone(asked) => ctx.watch = Some(Arc::new(asked)),
                 }
             }
             _ => self.ask_watcher(&mut ctx),
         }
-        apply::restore(&self.site, snapshot, planning, options, ctx)
+        apply::restore(&self.site, snapshot, planning, &keyed, ctx)
     }
 
     /// [`Workspace::restore`]'s arguments as a request to the `cairn watch` daemon.
@@ -646,16 +642,4 @@ pub struct SnapshotOutcome {
     pub snapshot: Snapshot,
     /// The retention that followed, if the workspace has one: its report, or why it failed.
     pub prune: Option<std::result::Result<cairn_store::retain::PruneReport, String>>,
-}
-
-/// An idempotency key for a restore handed to the `cairn watch` daemon without one: unique to
-/// this call (process, time, and a count within the process).
-fn delegation_key() -> String {
-    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    format!("delegated-{}-{now}-{n}", std::process::id())
 }

@@ -866,12 +866,11 @@ impl Served<'_> {
             return Some(Response::Refused(why));
         }
         drop(self.ahead.lock().take());
-        #[allow(unused_mut)]
-        let mut options = crate::ApplyOptions::with_key(req.key.clone());
+        let options = crate::ApplyOptions::with_key(req.key.clone());
         #[cfg(feature = "test-hooks")]
-        let dies = {
-            options.stop_after_ops = dying::take(ws.root());
-            options.stop_after_ops.is_some()
+        let options = crate::ApplyOptions {
+            stop_after_ops: dying::take(ws.root()),
+            ..options
         };
         let outcome = ws.restore_for_daemon(
             &req.snapshot,
@@ -880,7 +879,7 @@ impl Served<'_> {
             self.context(Some(cancel.clone())),
         );
         #[cfg(feature = "test-hooks")]
-        if dies {
+        if options.stop_after_ops.is_some() {
             // Unanswered: the connection closes as the daemon's death would close it.
             return None;
         }

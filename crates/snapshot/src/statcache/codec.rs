@@ -217,9 +217,9 @@ pub(super) struct BodyHead {
 }
 
 /// A body's head as it is written: [`BodyHead`]'s fields with the records restores made
-/// borrowed, not copied (issue 56: copying every path, then encoding the head whole into
-/// memory before writing it, was the peak of a full restore's memory, about 40 MiB per 100,000
-/// files). It encodes to the same bytes as the [`BodyHead`] it stands for.
+/// borrowed, not copied (issue 56: after a full restore they name every file it wrote, and a
+/// copy of them, then the head encoded whole in memory, held them three times over). It
+/// encodes to the same bytes as the [`BodyHead`] it stands for.
 #[derive(Serialize)]
 pub(super) struct HeadOut<'a> {
     pub(super) key: [u8; 16],
